@@ -1,0 +1,119 @@
+"""The exception tree. Callers route on ``.code``, never on the message.
+
+::
+
+    DshError (code)
+    ├── UsageError            misuse of an API by its caller (bad arguments, wrong state)
+    │   ├── ReentrantAppendError      Session.append from inside an observer
+    │   └── TemplateError             unknown/empty {{variable}} in a prompt section
+    ├── LlmError (failure: LlmFailure)    a provider call failed; the failure carries the stable code
+    ├── SessionError          the log refuses something
+    │   ├── LosslessJsonError         event data that would not round-trip (names the JSON path)
+    │   ├── SurfaceError              a surface op that breaks the surface rules
+    │   ├── InvariantError            the structural checker found a violation
+    │   └── SessionFormatError        a journal we cannot read (unknown version / event type / damage)
+    ├── ToolError             raised by tool bodies or the pipeline; becomes an ``Error: …`` result
+    │   ├── ToolArgsError             INVALID_ARGS
+    │   ├── ToolOutputError           INVALID_TOOL_OUTPUT
+    │   └── ToolSchemaError           a tool declared with a schema we cannot enforce
+    └── StoreError            the journal or database failed
+
+Exceptions become results in exactly one place per boundary: the tool pipeline (tool errors become
+``tool/result`` content), the agent turn (errors become ``turn/end{error}``), and the kernel's execute
+reply.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dsh_kernel.llm.types import LlmFailure
+
+
+class DshError(Exception):
+    """Base of every error this package raises on purpose."""
+
+    code: str = "UNKNOWN"
+
+    def __init__(self, message: str, *, code: str | None = None) -> None:
+        super().__init__(message)
+        if code is not None:
+            self.code = code
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UsageError(DshError):
+    code = "USAGE"
+
+
+class ReentrantAppendError(UsageError):
+    code = "REENTRANT_APPEND"
+
+
+class TemplateError(UsageError):
+    code = "TEMPLATE"
+
+
+class LlmError(DshError):
+    """A model call failed. ``failure`` is the normalised, loggable account of it."""
+
+    def __init__(self, failure: LlmFailure) -> None:
+        super().__init__(failure.message, code=failure.code)
+        self.failure = failure
+
+
+class SessionError(DshError):
+    code = "SESSION"
+
+
+class LosslessJsonError(SessionError):
+    code = "NOT_LOSSLESS_JSON"
+
+
+class SurfaceError(SessionError):
+    code = "SURFACE"
+
+
+class InvariantError(SessionError):
+    code = "INVARIANT"
+
+
+class SessionFormatError(SessionError):
+    code = "SESSION_FORMAT"
+
+
+class ToolError(DshError):
+    code = "TOOL_FAILED"
+
+
+class ToolArgsError(ToolError):
+    code = "INVALID_ARGS"
+
+
+class ToolOutputError(ToolError):
+    code = "INVALID_TOOL_OUTPUT"
+
+
+class ToolSchemaError(ToolError):
+    code = "INVALID_TOOL_SCHEMA"
+
+
+class StoreError(DshError):
+    code = "STORE"
+
+
+def error_chain(exc: BaseException) -> str:
+    """Render an exception and its causes for display (never for routing)."""
+    parts: list[str] = []
+    seen: set[int] = set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        text = str(cur) or type(cur).__name__
+        parts.append(text if isinstance(cur, DshError) else f"{type(cur).__name__}: {text}")
+        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+    return " <- ".join(parts)

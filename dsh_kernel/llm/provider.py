@@ -1,0 +1,116 @@
+"""The provider seam: what the agent needs from a model backend.
+
+A provider streams ``StreamChunk``s for a ``GenerateRequest`` and fails in exactly two ways
+(SPINE §2.4): it *raises* ``LlmError`` for transport or protocol faults, or it *ends* with
+``finish{error|aborted}`` for in-band faults. ``stream_call`` folds the first way into the second, so
+the agent loop only ever sees finish chunks. Cancellation is asyncio cancellation of the consuming task
+and propagates (providers close their HTTP stream on ``CancelledError``).
+
+One call is one attempt: providers never retry; retry is agent policy (``dsh_kernel.agent.retry``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from typing import Protocol, runtime_checkable
+
+from dsh_kernel.errors import LlmError, error_chain
+from dsh_kernel.llm.types import (
+    FinishChunk,
+    FinishError,
+    GenerateRequest,
+    LlmCallConfig,
+    LlmFailure,
+    ModelInfo,
+    StreamChunk,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedCall:
+    """A call config with the adapter's defaults applied. ``adapter_defaults`` names the fields the
+    adapter filled in (``"reasoningEffort"``, ``"maxTokens"``) so the next step can drop them and let
+    the current route re-apply its own."""
+
+    config: LlmCallConfig
+    adapter_defaults: frozenset[str] = frozenset()
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """A model backend. ``id`` is what the log records as ``config.provider``."""
+
+    @property
+    def id(self) -> str: ...
+
+    def model_info(self, model: str) -> ModelInfo:
+        """Advisory metadata for ``model``; unknown ids get an empty ``ModelInfo``."""
+        ...
+
+    def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
+        """Fill adapter defaults; raise ``LlmError(UNSUPPORTED_REASONING_EFFORT)`` for an effort the
+        route does not support (never clamp)."""
+        ...
+
+    def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        """Stream one attempt. Must end with exactly one ``finish`` chunk or raise ``LlmError``."""
+        ...
+
+
+class BaseProvider:
+    """Defaults for providers with no model catalogue and no adapter defaults."""
+
+    def model_info(self, model: str) -> ModelInfo:
+        return ModelInfo()
+
+    def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
+        return PreparedCall(config=config)
+
+
+def apply_defaults(
+    config: LlmCallConfig, info: ModelInfo, *, efforts_required: bool = False
+) -> PreparedCall:
+    """Shared helper for adapters: fill ``max_tokens`` and ``reasoning_effort`` from ``info``."""
+    filled: set[str] = set()
+    if config.max_tokens is None and info.default_max_tokens is not None:
+        config = replace(config, max_tokens=info.default_max_tokens)
+        filled.add("maxTokens")
+    if config.reasoning_effort is None and info.default_reasoning_effort is not None:
+        config = replace(config, reasoning_effort=info.default_reasoning_effort)
+        filled.add("reasoningEffort")
+    elif (
+        config.reasoning_effort is not None
+        and info.reasoning_efforts
+        and config.reasoning_effort not in info.reasoning_efforts
+    ) or (efforts_required and config.reasoning_effort is not None and not info.reasoning_efforts):
+        raise LlmError(
+            LlmFailure(
+                code="UNSUPPORTED_REASONING_EFFORT",
+                message=(
+                    f"reasoning effort {config.reasoning_effort!r} is not supported by "
+                    f"{config.provider}:{config.model}; supported: "
+                    f"{', '.join(info.reasoning_efforts) or 'none'}"
+                ),
+            )
+        )
+    return PreparedCall(config=config, adapter_defaults=frozenset(filled))
+
+
+async def stream_call(provider: Provider, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+    """Run one provider attempt, turning a raised failure into a terminal ``finish{error}`` chunk.
+
+    ``CancelledError`` propagates. A provider that ends without a finish chunk gets none added: the
+    assembler treats a missing finish as ``stop`` (the grammar checker in tests flags it).
+    """
+    try:
+        async for chunk in provider.stream(request):
+            yield chunk
+    except LlmError as exc:
+        yield FinishChunk(reason=FinishError(failure=exc.failure))
+    except Exception as exc:
+        yield FinishChunk(
+            reason=FinishError(
+                failure=LlmFailure(code="UNKNOWN", message=f"provider failed: {error_chain(exc)}")
+            )
+        )

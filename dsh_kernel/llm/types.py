@@ -1,0 +1,380 @@
+"""The LLM vocabulary: content blocks, messages, stream chunks, finish reasons, failures, usage, requests.
+
+Declarations only. Conversion to and from the log's JSON (camelCase keys, as the harness writes them)
+is in ``dsh_kernel.llm.codec``; assembling chunks into blocks is ``dsh_kernel.llm.assembler``.
+
+Open unions (``ContentBlock``, ``MessageSource``, ``FinishReason``) have an ``Unknown…`` member that keeps
+the raw JSON: consumers handle the tags they know and fall through on the rest. ``StreamChunk`` is the
+only closed union; match it exhaustively with ``assert_never``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, TypeAlias
+
+from dsh_kernel.ids import CallId, MessageId
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+
+# ---------------------------------------------------------------------------------------------------
+# Content blocks (open union, tag ``type``)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextBlock:
+    type: Literal["text"] = "text"
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningBlock:
+    """Model thinking, kept apart from the answer.
+
+    ``signature`` is provider state that must be passed back byte-exact (Anthropic thinking
+    signatures); ``redacted`` carries an opaque redacted-thinking payload instead of text.
+    """
+
+    type: Literal["reasoning"] = "reasoning"
+    text: str
+    signature: str | None = None
+    redacted: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallBlock:
+    """A tool call as the model wrote it. ``arguments`` is the raw JSON text, never parsed here."""
+
+    type: Literal["tool-call"] = "tool-call"
+    id: CallId
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResultBlock:
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: CallId
+    content: tuple[ContentBlock, ...]
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownBlock:
+    """A block type this version does not know; ``raw`` is its JSON, kept verbatim."""
+
+    type: str
+    raw: JsonObject
+
+
+ContentBlock: TypeAlias = (
+    TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | UnknownBlock
+)
+BlockType: TypeAlias = Literal["text", "reasoning", "tool-call"]
+
+# ---------------------------------------------------------------------------------------------------
+# Message sources (open union, tag ``kind``)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserSource:
+    kind: Literal["user"] = "user"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PluginSource:
+    """Context injected by a plugin. ``form`` is the semantic shape (instructions, snapshot, …)."""
+
+    kind: Literal["plugin"] = "plugin"
+    plugin: str
+    form: JsonObject | None = None
+    extra: JsonObject = field(default_factory=lambda: {})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSource:
+    kind: Literal["model"] = "model"
+    provider: str
+    model: str
+    replay_state: JsonValue = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSource:
+    kind: Literal["tool"] = "tool"
+    call_id: CallId
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UnknownSource:
+    kind: str
+    raw: JsonObject
+
+
+MessageSource: TypeAlias = UserSource | PluginSource | ModelSource | ToolSource | UnknownSource
+
+Role: TypeAlias = Literal["system", "user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Message:
+    """One message of the model's history. Tool results are user-role messages with one
+    ``tool-result`` block and a ``tool`` source."""
+
+    id: MessageId
+    role: Role
+    content: tuple[ContentBlock, ...]
+    source: MessageSource
+
+    def text(self) -> str:
+        """The concatenated text blocks (reasoning and tool blocks excluded)."""
+        return "".join(b.text for b in self.content if isinstance(b, TextBlock))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Usage, failures, finish reasons
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TokenUsage:
+    """Disjoint token counts.
+
+    ``input_tokens`` is uncached input only (billed input = input + cache_read + cache_write);
+    ``reasoning_tokens`` is already inside ``output_tokens`` and must never be added again.
+    """
+
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
+    reasoning_tokens: int | None = None
+
+    @property
+    def total_input_tokens(self) -> int:
+        return self.input_tokens + (self.cache_read_tokens or 0) + (self.cache_write_tokens or 0)
+
+
+LLM_FAILURE_CODES: frozenset[str] = frozenset(
+    {
+        # provider answers
+        "AUTH",
+        "QUOTA",
+        "RATE_LIMIT",
+        "CONTEXT_WINDOW_EXCEEDED",
+        "INVALID_REQUEST",
+        "SERVER",
+        # transport and stream
+        "TRANSPORT",
+        "TIMEOUT",
+        "ABORTED",
+        "STREAM_CLOSED",
+        "MALFORMED_RESPONSE",
+        "EMPTY_RESPONSE",
+        # configuration and routing
+        "MISSING_CREDENTIAL",
+        "INVALID_CREDENTIAL",
+        "UNSUPPORTED_REASONING_EFFORT",
+        "UNSUPPORTED_CONTENT",
+        "NO_ADAPTER",
+        "DUPLICATE_ADAPTER",
+        # fallback
+        "UNKNOWN",
+    }
+)
+"""The stable codes. ``HTTP_<status>`` and an upper-cased unknown finish reason are also valid."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmFailure:
+    """A normalised model-call failure. Route on ``code``; ``message`` is for people."""
+
+    message: str
+    code: str
+    status: int | None = None
+    provider_retry_after_ms: int | None = None
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.message:
+            raise ValueError("LlmFailure.message must be non-empty")
+        if self.status is not None and not 100 <= self.status <= 599:
+            raise ValueError(f"LlmFailure.status out of range: {self.status}")
+        if self.provider_retry_after_ms is not None and self.provider_retry_after_ms <= 0:
+            raise ValueError("LlmFailure.provider_retry_after_ms must be positive")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishStop:
+    kind: Literal["stop"] = "stop"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishToolCalls:
+    kind: Literal["tool-calls"] = "tool-calls"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishMaxTokens:
+    kind: Literal["max-tokens"] = "max-tokens"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishAborted:
+    kind: Literal["aborted"] = "aborted"
+    failure: LlmFailure
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishError:
+    kind: Literal["error"] = "error"
+    failure: LlmFailure
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishUnknown:
+    kind: str
+    raw: JsonObject
+
+
+FinishReason: TypeAlias = (
+    FinishStop | FinishToolCalls | FinishMaxTokens | FinishAborted | FinishError | FinishUnknown
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Stream chunks (closed union, tag ``type``)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockStartChunk:
+    type: Literal["block-start"] = "block-start"
+    index: int
+    block_type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TextDeltaChunk:
+    type: Literal["text-delta"] = "text-delta"
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReasoningDeltaChunk:
+    type: Literal["reasoning-delta"] = "reasoning-delta"
+    index: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallDeltaChunk:
+    type: Literal["tool-call-delta"] = "tool-call-delta"
+    index: int
+    id: CallId
+    name: str | None = None
+    arguments_delta: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BlockEndChunk:
+    type: Literal["block-end"] = "block-end"
+    index: int
+    block: ContentBlock
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageChunk:
+    type: Literal["usage"] = "usage"
+    usage: TokenUsage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FinishChunk:
+    """The last chunk of every stream. ``replay_state`` is opaque adapter state
+    (``{"response": …, "blocks": [...]?}``) returned only to the same adapter."""
+
+    type: Literal["finish"] = "finish"
+    reason: FinishReason
+    replay_state: JsonObject | None = None
+
+
+StreamChunk: TypeAlias = (
+    BlockStartChunk
+    | TextDeltaChunk
+    | ReasoningDeltaChunk
+    | ToolCallDeltaChunk
+    | BlockEndChunk
+    | UsageChunk
+    | FinishChunk
+)
+
+# ---------------------------------------------------------------------------------------------------
+# Requests
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSchema:
+    """What the model sees of a tool: nothing else ever goes on the wire."""
+
+    name: str
+    description: str
+    parameters: JsonObject
+
+
+ReasoningEffort: TypeAlias = str
+"""An adapter-defined effort id (DeepSeek: ``off``/``low``/``high``/``max``). Unsupported → rejected."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmCallConfig:
+    """The route and sampling settings of one call; logged inside ``request/header``."""
+
+    provider: str
+    model: str
+    reasoning_effort: ReasoningEffort | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+
+
+Purpose: TypeAlias = Literal["compaction", "session-title"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GenerateRequest:
+    """One model call. Everything here except ``session_id`` and ``purpose`` is rebuildable from the
+    session log (system prompt + ``derive_messages()`` + the folded request header)."""
+
+    provider: str
+    model: str
+    messages: tuple[Message, ...]
+    system: str | None = None
+    tools: tuple[ToolSchema, ...] = ()
+    reasoning_effort: ReasoningEffort | None = None
+    temperature: float | None = None
+    max_tokens: int | None = None
+    stop: tuple[str, ...] | None = None
+    session_id: str | None = None
+    purpose: Purpose | None = None
+
+    @property
+    def config(self) -> LlmCallConfig:
+        return LlmCallConfig(
+            provider=self.provider,
+            model=self.model,
+            reasoning_effort=self.reasoning_effort,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            stop=self.stop,
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelInfo:
+    """Advisory route metadata; unknown model ids pass through with ``None`` fields."""
+
+    context_window: int | None = None
+    default_max_tokens: int | None = None
+    reasoning_efforts: tuple[str, ...] = ()
+    default_reasoning_effort: str | None = None
+    input_price_per_mtok: float | None = None
+    cached_input_price_per_mtok: float | None = None
+    output_price_per_mtok: float | None = None
