@@ -1,0 +1,258 @@
+"""Lossless JSON and the JSONL journal line format.
+
+``lossless_copy(value)`` is the gate every event's data passes at append: it returns a deep copy made
+only of ``dict[str, …]``, ``list``, ``str``, ``int``, finite ``float`` (never ``-0.0``), ``bool`` and
+``None``, and raises ``LosslessJsonError`` naming the JSON path of the first offending value (NaN,
+±inf, ``-0.0``, a non-``str`` key, a tuple, set, bytes, datetime, any other object, or a cycle).
+Integers beyond ±2^53 are refused too, so JavaScript readers of our logs see the same numbers.
+
+Journal format (one UTF-8 JSON object per line):
+
+* line 1 — the header: ``{"type": "session", "version": 0, "id", "createdAt", "cwd"?, "notebook"?,
+  "parentSession"?, "seedLength"?}``; any other ``version`` is refused;
+* every following line — one event: ``{"type", "seq", "time", "data", "ignorable"?, "surfaceOp"?,
+  "sourceEventSeqs"?}``.
+
+``decode_event`` refuses an event whose type is not in ``known_types`` unless it is ``ignorable`` (the
+reader then returns ``None`` for it, and the caller skips it).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection
+from typing import cast
+
+from dsh_kernel.errors import LosslessJsonError, SessionFormatError
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.session.events import (
+    SESSION_FORMAT_VERSION,
+    ReplaceOp,
+    SessionEvent,
+    SessionHeader,
+    SurfaceOp,
+)
+
+_MAX_SAFE_INT = 2**53
+
+
+def _path(parts: list[str | int]) -> str:
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def lossless_copy(value: object, *, what: str = "data") -> JsonValue:
+    """Deep-copy ``value`` as JSON, refusing anything that would not round-trip exactly."""
+    return _copy(value, [], set(), what)
+
+
+def _copy(value: object, path: list[str | int], active: set[int], what: str) -> JsonValue:
+    # Dispatch on exact types first: this is the append hot path.
+    t = type(value)
+    if t is str or value is None or t is bool:
+        return value  # type: ignore[return-value]
+    if t is int:
+        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:  # type: ignore[operator]
+            return value  # type: ignore[return-value]
+        raise LosslessJsonError(
+            f"{what} is not lossless JSON at {_path(path)}: integer {value} is beyond ±2^53"
+        )
+    if t is float:
+        f: float = value  # type: ignore[assignment]
+        if not math.isfinite(f):
+            raise LosslessJsonError(
+                f"{what} is not lossless JSON at {_path(path)}: {f} is not finite"
+            )
+        if f == 0.0 and math.copysign(1.0, f) < 0:
+            raise LosslessJsonError(f"{what} is not lossless JSON at {_path(path)}: -0.0")
+        return f
+    if t is dict:
+        key = id(value)
+        if key in active:
+            raise LosslessJsonError(f"{what} is not lossless JSON at {_path(path)}: a cycle")
+        active.add(key)
+        out: dict[str, JsonValue] = {}
+        for k, v in cast("dict[object, object]", value).items():
+            if type(k) is not str:
+                raise LosslessJsonError(
+                    f"{what} is not lossless JSON at {_path(path)}: key {k!r} is not a string"
+                )
+            path.append(k)
+            out[k] = _copy(v, path, active, what)
+            path.pop()
+        active.discard(key)
+        return out
+    if t is list:
+        key = id(value)
+        if key in active:
+            raise LosslessJsonError(f"{what} is not lossless JSON at {_path(path)}: a cycle")
+        active.add(key)
+        items: list[JsonValue] = []
+        for i, v in enumerate(cast("list[object]", value)):
+            path.append(i)
+            items.append(_copy(v, path, active, what))
+            path.pop()
+        active.discard(key)
+        return items
+    raise LosslessJsonError(
+        f"{what} is not lossless JSON at {_path(path)}: {t.__name__} values are not allowed "
+        "(use dict, list, str, int, finite float, bool or None)"
+    )
+
+
+def dumps(value: JsonValue) -> str:
+    """Compact, deterministic-enough JSON text (insertion order kept; no NaN)."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+
+
+def canonical(value: JsonValue) -> str:
+    """Canonical JSON (sorted keys) for equality and hashing."""
+    return json.dumps(
+        value, ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
+    )
+
+
+# --- envelope <-> JSON ----------------------------------------------------------------------------
+
+
+def surface_op_to_json(op: SurfaceOp) -> JsonValue:
+    if isinstance(op, ReplaceOp):
+        return {"op": "replace", "start": op.start, "end": op.end}
+    return "append"
+
+
+def surface_op_from_json(value: JsonValue) -> SurfaceOp:
+    if value == "append":
+        return "append"
+    if isinstance(value, dict) and value.get("op") == "replace":
+        start, end = value.get("start"), value.get("end")
+        if isinstance(start, int) and isinstance(end, int):
+            return ReplaceOp(start=start, end=end)
+    raise ValueError(f"invalid surfaceOp {value!r}")
+
+
+def event_to_json(event: SessionEvent) -> JsonObject:
+    out: JsonObject = {"type": event.type, "seq": event.seq, "time": event.time, "data": event.data}
+    if event.ignorable:
+        out["ignorable"] = True
+    if event.surface_op is not None:
+        out["surfaceOp"] = surface_op_to_json(event.surface_op)
+    if event.source_event_seqs is not None:
+        out["sourceEventSeqs"] = list(event.source_event_seqs)
+    return out
+
+
+def encode_event(event: SessionEvent) -> str:
+    return dumps(event_to_json(event))
+
+
+def event_from_json(
+    obj: JsonValue, known_types: Collection[str] | None, *, where: str
+) -> SessionEvent | None:
+    """Build an event from its JSON; ``None`` means an unknown but ignorable event (skip it)."""
+    if not isinstance(obj, dict):
+        raise SessionFormatError(f"{where}: an event must be a JSON object")
+    etype, seq, time, data = obj.get("type"), obj.get("seq"), obj.get("time"), obj.get("data")
+    if not isinstance(etype, str) or not etype:
+        raise SessionFormatError(f"{where}: event has no type")
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise SessionFormatError(f"{where}: event {etype!r} has no valid seq")
+    if not isinstance(time, int) or isinstance(time, bool):
+        raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}) has no valid time")
+    if not isinstance(data, dict):
+        raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}) has no data object")
+    ignorable = obj.get("ignorable") is True
+    if known_types is not None and etype not in known_types:
+        if ignorable:
+            return None
+        raise SessionFormatError(
+            f"{where}: unknown event type {etype!r} at seq {seq} is not marked ignorable; this "
+            "journal was written by a newer or different version — upgrade dsh-kernel to read it",
+            code="UNKNOWN_EVENT_TYPE",
+        )
+    try:
+        op_json = obj.get("surfaceOp")
+        op = surface_op_from_json(op_json) if op_json is not None else None
+    except ValueError as exc:
+        raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}): {exc}") from exc
+    src = obj.get("sourceEventSeqs")
+    seqs: tuple[int, ...] | None = None
+    if src is not None:
+        if not isinstance(src, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) for s in src
+        ):
+            raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}): bad sourceEventSeqs")
+        seqs = tuple(s for s in src if isinstance(s, int))
+    return SessionEvent(
+        type=etype,
+        seq=seq,
+        time=time,
+        data=data,
+        ignorable=ignorable,
+        surface_op=op,
+        source_event_seqs=seqs,
+    )
+
+
+def decode_event(
+    line: str, known_types: Collection[str] | None, *, where: str = "journal"
+) -> SessionEvent | None:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SessionFormatError(
+            f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
+        ) from exc
+    return event_from_json(obj, known_types, where=where)
+
+
+def header_to_json(header: SessionHeader) -> JsonObject:
+    out: JsonObject = {
+        "type": "session",
+        "version": header.version,
+        "id": header.id,
+        "createdAt": header.created_at,
+    }
+    if header.cwd is not None:
+        out["cwd"] = header.cwd
+    if header.notebook is not None:
+        out["notebook"] = header.notebook
+    if header.parent_session is not None:
+        out["parentSession"] = header.parent_session
+    if header.seed_length is not None:
+        out["seedLength"] = header.seed_length
+    return out
+
+
+def header_from_json(obj: JsonValue, *, where: str = "journal header") -> SessionHeader:
+    if not isinstance(obj, dict) or obj.get("type") != "session":
+        raise SessionFormatError(f"{where}: the first line is not a session header")
+    version = obj.get("version")
+    if version != SESSION_FORMAT_VERSION:
+        raise SessionFormatError(
+            f"{where}: session format version {version!r} is not supported (this dsh-kernel reads "
+            f"version {SESSION_FORMAT_VERSION}); upgrade dsh-kernel if the journal is newer",
+            code="SESSION_FORMAT_UNSUPPORTED",
+        )
+    sid, created = obj.get("id"), obj.get("createdAt")
+    if not isinstance(sid, str) or not sid:
+        raise SessionFormatError(f"{where}: header has no id")
+    if not isinstance(created, int):
+        raise SessionFormatError(f"{where}: header has no createdAt")
+
+    def opt_str(k: str) -> str | None:
+        v = obj.get(k)
+        return v if isinstance(v, str) else None
+
+    seed = obj.get("seedLength")
+    return SessionHeader(
+        id=sid,
+        created_at=created,
+        cwd=opt_str("cwd"),
+        notebook=opt_str("notebook"),
+        parent_session=opt_str("parentSession"),
+        seed_length=seed if isinstance(seed, int) else None,
+    )
