@@ -1,0 +1,1 @@
+"""The agent: handle, driver, turn/step loop, inbox, retry, hooks, prompt assembly."""

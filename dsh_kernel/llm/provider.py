@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
-from dsh_kernel.errors import LlmError, error_chain
+from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.llm.types import (
     FinishChunk,
     FinishError,
@@ -108,6 +108,8 @@ async def stream_call(provider: Provider, request: GenerateRequest) -> AsyncIter
             yield chunk
     except LlmError as exc:
         yield FinishChunk(reason=FinishError(failure=exc.failure))
+    except UsageError:
+        raise  # a consumer/test bug, not a provider failure
     except Exception as exc:
         yield FinishChunk(
             reason=FinishError(

@@ -11,7 +11,7 @@ Everything here is a pure function of logged data.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -102,7 +102,7 @@ def fold_request_header(events: Iterable[SessionEvent]) -> EpochHeader | None:
 
 
 def last_request_header(
-    events: list[SessionEvent] | tuple[SessionEvent, ...],
+    events: Sequence[SessionEvent],
 ) -> EpochHeader | None:
     """Like ``fold_request_header`` but scans from the end (cheap on long logs)."""
     for ev in reversed(events):

@@ -1,0 +1,64 @@
+"""Tools: definitions, the ``@tool`` decorator and schema subset, the registry, approval, the
+execution pipeline, the step scheduler and presentation views.
+
+This package sits below the agent: it never imports ``dsh_kernel.session`` or ``dsh_kernel.agent``.
+The agent wires the log in through callbacks (``ApprovalRecorder``, ``run_tool_calls``'s
+``on_start``/``on_result``).
+"""
+
+from dsh_kernel.tools.approval import (
+    ApprovalDecision,
+    ApprovalMode,
+    ApprovalOutcome,
+    ApprovalPolicy,
+    ApprovalRecorder,
+    ApprovalRequest,
+    ApprovalService,
+)
+from dsh_kernel.tools.decorator import tool
+from dsh_kernel.tools.pipeline import (
+    HookAccept,
+    HookAllow,
+    HookAsk,
+    HookBlock,
+    HookDeny,
+    ReplaceValue,
+    ToolHooks,
+    ToolRuntime,
+)
+from dsh_kernel.tools.registry import ToolRegistry
+from dsh_kernel.tools.scheduler import StepToolOutcome, run_tool_calls
+from dsh_kernel.tools.types import (
+    ToolCall,
+    ToolContext,
+    ToolDefinition,
+    ToolFailure,
+    ToolResult,
+)
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalMode",
+    "ApprovalOutcome",
+    "ApprovalPolicy",
+    "ApprovalRecorder",
+    "ApprovalRequest",
+    "ApprovalService",
+    "HookAccept",
+    "HookAllow",
+    "HookAsk",
+    "HookBlock",
+    "HookDeny",
+    "ReplaceValue",
+    "StepToolOutcome",
+    "ToolCall",
+    "ToolContext",
+    "ToolDefinition",
+    "ToolFailure",
+    "ToolHooks",
+    "ToolRegistry",
+    "ToolResult",
+    "ToolRuntime",
+    "run_tool_calls",
+    "tool",
+]

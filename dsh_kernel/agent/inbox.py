@@ -1,0 +1,154 @@
+"""The durable inbox: two ordered lists of user messages waiting to enter the model's history.
+
+``next-turn`` holds follow-ups (each becomes the one ordinary message of its own turn, FIFO);
+``next-step`` holds steering and injected context (all of it enters at the next step boundary).
+
+Every mutation appends an ``agent/inbox/spliced{target, start, removedCount?, inserted, outcome?}``
+event *before* the live list changes, so the inbox is a projection of the log: ``Inbox.replay``
+rebuilds it from the splices after the session's seed, and queued prompts survive a restart.
+Message ids are unique across both lists. Cancellations (``remove``/``clear``) carry
+``outcome: "canceled"``; a claim is a pure deletion with no outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Literal, TypeAlias
+
+from dsh_kernel.errors import UsageError
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.codec import message_from_json, message_to_json
+from dsh_kernel.llm.types import Message
+from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.log import Session
+
+Target: TypeAlias = Literal["next-turn", "next-step"]
+TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
+
+
+class Inbox:
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._lists: dict[Target, list[Message]] = {"next-turn": [], "next-step": []}
+        self.on_inserted: list[Callable[[Message, Target], None]] = []
+        self.on_discarded: list[Callable[[Message, Target], None]] = []
+
+    # --- views -------------------------------------------------------------------------------------
+
+    @property
+    def next_turn(self) -> tuple[Message, ...]:
+        return tuple(self._lists["next-turn"])
+
+    @property
+    def next_step(self) -> tuple[Message, ...]:
+        return tuple(self._lists["next-step"])
+
+    @property
+    def has_pending(self) -> bool:
+        return bool(self._lists["next-turn"] or self._lists["next-step"])
+
+    def _ids(self) -> set[str]:
+        return {m.id for lst in self._lists.values() for m in lst}
+
+    # --- the one primitive --------------------------------------------------------------------------
+
+    def splice(
+        self,
+        target: Target,
+        start: int,
+        removed_count: int = 0,
+        inserted: Sequence[Message] = (),
+        *,
+        outcome: Literal["canceled"] | None = None,
+    ) -> list[Message]:
+        lst = self._lists[target]
+        if not 0 <= start <= len(lst) or removed_count < 0 or start + removed_count > len(lst):
+            raise UsageError(f"inbox splice out of range: {target} [{start}:+{removed_count}]")
+        removed_ids = {m.id for m in lst[start : start + removed_count]}
+        existing = self._ids() - removed_ids
+        for m in inserted:
+            if m.role != "user":
+                raise UsageError(f"inbox messages must be user messages, got role {m.role!r}")
+            if m.id in existing:
+                raise UsageError(f"message id {m.id} is already in the inbox")
+            existing.add(m.id)
+        data: JsonObject = {
+            "target": target,
+            "start": start,
+            "inserted": [message_to_json(m) for m in inserted],
+        }
+        if removed_count:
+            data["removedCount"] = removed_count
+        if outcome is not None:
+            data["outcome"] = outcome
+        self._session.append("agent/inbox/spliced", data)
+        removed = lst[start : start + removed_count]
+        lst[start : start + removed_count] = list(inserted)
+        if outcome == "canceled":
+            for m in removed:
+                for fn in self.on_discarded:
+                    fn(m, target)
+        for m in inserted:
+            for fn in self.on_inserted:
+                fn(m, target)
+        return removed
+
+    # --- presets -----------------------------------------------------------------------------------
+
+    def append(self, target: Target, message: Message) -> None:
+        self.splice(target, len(self._lists[target]), 0, (message,))
+
+    def prepend(self, target: Target, message: Message) -> None:
+        self.splice(target, 0, 0, (message,))
+
+    def remove(self, message_id: str) -> bool:
+        for target in TARGETS:
+            for i, m in enumerate(self._lists[target]):
+                if m.id == message_id:
+                    self.splice(target, i, 1, outcome="canceled")
+                    return True
+        return False
+
+    def replace(self, message_id: str, message: Message) -> bool:
+        for target in TARGETS:
+            for i, m in enumerate(self._lists[target]):
+                if m.id == message_id:
+                    self.splice(target, i, 1, (message,))
+                    for fn in self.on_discarded:
+                        fn(m, target)
+                    return True
+        return False
+
+    def clear(self) -> None:
+        for target in TARGETS:
+            if self._lists[target]:
+                self.splice(target, 0, len(self._lists[target]), outcome="canceled")
+
+    def claim(self, target: Target) -> list[Message]:
+        """Take all of ``next-step``, plus the first ``next-turn`` message when ``target`` is
+        ``next-turn``. Logged as pure deletions."""
+        claimed: list[Message] = []
+        if target == "next-turn" and self._lists["next-turn"]:
+            claimed += self.splice("next-turn", 0, 1)
+        if self._lists["next-step"]:
+            claimed += self.splice("next-step", 0, len(self._lists["next-step"]))
+        return claimed
+
+    # --- durability ----------------------------------------------------------------------------------
+
+    def replay(self, events: Sequence[SessionEvent], start_seq: int = 0) -> None:
+        """Rebuild the live lists from the splices logged at or after ``start_seq``."""
+        self._lists = {"next-turn": [], "next-step": []}
+        for ev in events[start_seq:]:
+            if ev.type != "agent/inbox/spliced":
+                continue
+            target = ev.data.get("target")
+            start = ev.data.get("start")
+            removed = ev.data.get("removedCount", 0)
+            inserted = ev.data.get("inserted", [])
+            if target not in TARGETS or not isinstance(start, int) or not isinstance(removed, int):
+                continue
+            if not isinstance(inserted, list):
+                continue
+            lst = self._lists["next-turn" if target == "next-turn" else "next-step"]
+            lst[start : start + removed] = [message_from_json(m) for m in inserted]

@@ -1,0 +1,29 @@
+"""The README's plain-Python example runs as written and prints what it says."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_readme_python_example_runs() -> None:
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, flags=re.S)
+    assert blocks, "README has no python example"
+    out = subprocess.run(
+        [sys.executable, "-c", blocks[0]], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "2 + 3 = 5"
+    assert "turn/start" in lines[1]
+
+
+def test_readme_test_command_is_what_ci_runs() -> None:
+    ci = (README.parent / ".ci" / "run").read_text(encoding="utf-8")
+    assert "make test" in README.read_text(encoding="utf-8")
+    assert "\nmake test\n" in ci
