@@ -1,0 +1,264 @@
+"""Provider configuration: which backend, where, which model, and which credential — by name only.
+
+A provider is ``ProviderConfig{id, kind, base_url, api_key_env, model, defaults}`` (plus timeouts).
+``kind`` picks the wire and dialect: ``deepseek`` and ``openai`` are profiles of the Chat Completions
+adapter, ``openai-compatible`` is that adapter with nothing assumed (vLLM, Ollama, llama.cpp, LM
+Studio, OpenRouter, LiteLLM), ``anthropic`` is the Messages adapter. Model ids are configuration,
+never code: the built-in profiles only supply a starting id.
+
+Credentials are referenced by environment-variable name and resolved **per request**: first from a
+``KeyStore`` (the in-memory keys ``%agent key`` collects; never persisted, never shown), then from
+the environment. A missing key is ``LlmError(MISSING_CREDENTIAL)`` naming the variable to set. The
+generic profile's key (``DSH_API_KEY``) is optional — local servers ignore it, so a placeholder is
+sent — and deliberately not ``OPENAI_API_KEY``, which must never travel to an arbitrary base URL.
+
+Environment (``config_from_env``): ``DSH_PROVIDER`` names a built-in profile; ``DSH_MODEL`` sets the
+model (``provider:model`` also picks the provider when the prefix is a profile id); ``DSH_BASE_URL``
+overrides the profile's endpoint, and alone selects the generic OpenAI-compatible profile. With none
+of these, the first profile whose key is present wins — DeepSeek, then OpenAI, then Anthropic — and
+with no key at all the answer is ``None`` (the kernel then offers its offline demo model).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal, NoReturn, Protocol, TypeAlias
+
+import httpx
+from pydantic import TypeAdapter, ValidationError
+
+from dsh_kernel.errors import LlmError, UsageError
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.provider import Provider
+from dsh_kernel.llm.providers.anthropic.adapter import MessagesProvider
+from dsh_kernel.llm.providers.base import KeySource, ProviderDefaults, Timeouts
+from dsh_kernel.llm.providers.openai_compat.adapter import ChatCompletionsProvider
+from dsh_kernel.llm.providers.openai_compat.profiles import DEEPSEEK, GENERIC, OPENAI
+from dsh_kernel.llm.types import LlmFailure
+
+ProviderKind: TypeAlias = Literal["deepseek", "openai", "openai-compatible", "anthropic"]
+
+PLACEHOLDER_KEY = "sk-no-key"
+"""Sent when an optional key is absent: some local servers and proxies insist on *a* bearer token."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderConfig:
+    id: str
+    """What the log records as ``config.provider``."""
+    kind: ProviderKind
+    base_url: str
+    api_key_env: str | None
+    """The environment variable holding the key (the key itself is never configuration)."""
+    model: str
+    defaults: ProviderDefaults = field(default_factory=ProviderDefaults)
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    api_key_optional: bool = False
+
+
+BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
+    "deepseek": ProviderConfig(
+        id="deepseek",
+        kind="deepseek",
+        base_url="https://api.deepseek.com",
+        api_key_env="DEEPSEEK_API_KEY",
+        model="deepseek-flash",
+    ),
+    "openai": ProviderConfig(
+        id="openai",
+        kind="openai",
+        base_url="https://api.openai.com/v1",
+        api_key_env="OPENAI_API_KEY",
+        model="gpt-5-mini",
+    ),
+    "anthropic": ProviderConfig(
+        id="anthropic",
+        kind="anthropic",
+        base_url="https://api.anthropic.com",
+        api_key_env="ANTHROPIC_API_KEY",
+        model="claude-sonnet-4-5",
+    ),
+    "openai-compatible": ProviderConfig(
+        id="openai-compatible",
+        kind="openai-compatible",
+        base_url="",
+        api_key_env="DSH_API_KEY",
+        model="default",
+        api_key_optional=True,
+    ),
+}
+"""Starting points; ``DSH_MODEL``/``DSH_BASE_URL`` (or the kernel's configuration) override them."""
+
+DEFAULT_ORDER = ("deepseek", "openai", "anthropic")
+
+
+class KeyStore:
+    """API keys held in memory for this process, by environment-variable name.
+
+    Filled by ``%agent key``; consulted before the environment. It never persists: it has no
+    serialised form (pickling raises), and its repr lists variable names only.
+    """
+
+    __slots__ = ("_keys",)
+
+    def __init__(self) -> None:
+        self._keys: dict[str, str] = {}
+
+    def set(self, env_name: str, key: str) -> None:
+        key = key.strip()
+        if not key:
+            raise UsageError("an empty API key cannot be stored")
+        self._keys[env_name] = key
+
+    def get(self, env_name: str) -> str | None:
+        return self._keys.get(env_name)
+
+    def forget(self, env_name: str) -> None:
+        self._keys.pop(env_name, None)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(sorted(self._keys))
+
+    def __contains__(self, env_name: object) -> bool:
+        return env_name in self._keys
+
+    def __repr__(self) -> str:
+        return f"KeyStore(names={list(self.names())!r})"
+
+    def __reduce__(self) -> NoReturn:
+        raise TypeError("KeyStore holds secrets and is never serialised")
+
+
+def resolve_api_key(
+    config: ProviderConfig, *, env: Mapping[str, str] | None = None, keys: KeyStore | None = None
+) -> str:
+    """The key for one request: the key store, then the environment, else ``MISSING_CREDENTIAL``."""
+    name = config.api_key_env
+    if name:
+        key = keys.get(name) if keys is not None else None
+        if not key:
+            key = (os.environ if env is None else env).get(name, "").strip()
+        if key:
+            return key
+    if config.api_key_optional:
+        return PLACEHOLDER_KEY
+    raise LlmError(
+        LlmFailure(
+            code="MISSING_CREDENTIAL",
+            message=(
+                f"no API key for provider {config.id!r}: set the environment variable {name}"
+                f" (or run `%agent key {config.id}`)"
+                if name
+                else f"provider {config.id!r} has no api_key_env configured"
+            ),
+        )
+    )
+
+
+def key_source(
+    config: ProviderConfig, *, env: Mapping[str, str] | None = None, keys: KeyStore | None = None
+) -> KeySource:
+    """A ``KeySource`` that resolves afresh on every call (so a key set later is used next)."""
+    return lambda: resolve_api_key(config, env=env, keys=keys)
+
+
+def has_key(
+    config: ProviderConfig, *, env: Mapping[str, str] | None = None, keys: KeyStore | None = None
+) -> bool:
+    name = config.api_key_env
+    if not name:
+        return False
+    return bool(
+        (keys is not None and keys.get(name))
+        or (os.environ if env is None else env).get(name, "").strip()
+    )
+
+
+def config_from_env(
+    env: Mapping[str, str] | None = None, *, keys: KeyStore | None = None
+) -> ProviderConfig | None:
+    """The provider the environment asks for (module docstring), or ``None`` when nothing is set."""
+    env = os.environ if env is None else env
+    provider = env.get("DSH_PROVIDER", "").strip()
+    model = env.get("DSH_MODEL", "").strip()
+    base_url = env.get("DSH_BASE_URL", "").strip()
+    prefix, sep, rest = model.partition(":")
+    if sep and prefix in BUILTIN_PROVIDERS and rest:
+        if provider and provider != prefix:
+            raise UsageError(
+                f"DSH_MODEL={model!r} names provider {prefix!r} but DSH_PROVIDER={provider!r}"
+            )
+        provider, model = prefix, rest
+    if provider:
+        config = BUILTIN_PROVIDERS.get(provider)
+        if config is None:
+            raise UsageError(
+                f"DSH_PROVIDER={provider!r} is not one of {', '.join(sorted(BUILTIN_PROVIDERS))}"
+            )
+    elif base_url:
+        config = BUILTIN_PROVIDERS["openai-compatible"]
+    else:
+        found = [p for p in DEFAULT_ORDER if has_key(BUILTIN_PROVIDERS[p], env=env, keys=keys)]
+        if not found:
+            return None
+        config = BUILTIN_PROVIDERS[found[0]]
+    if base_url:
+        config = replace(config, base_url=base_url)
+    if model:
+        config = replace(config, model=model)
+    if not config.base_url:
+        raise UsageError(f"provider {config.id!r} needs a base URL: set DSH_BASE_URL")
+    return config
+
+
+_CONFIG_ADAPTER: TypeAdapter[ProviderConfig] = TypeAdapter(ProviderConfig)
+
+
+def config_from_json(value: JsonObject) -> ProviderConfig:
+    """Validate a configuration object (Jupyter config, a settings file) into a ``ProviderConfig``."""
+    try:
+        return _CONFIG_ADAPTER.validate_python(value)
+    except ValidationError as exc:
+        raise UsageError(f"invalid provider configuration: {exc}") from exc
+
+
+class HttpProvider(Provider, Protocol):
+    """A ``Provider`` that may own an HTTP client, released by ``aclose()``."""
+
+    async def aclose(self) -> None: ...
+
+
+def make_provider(
+    config: ProviderConfig,
+    client: httpx.AsyncClient | None = None,
+    *,
+    keys: KeyStore | None = None,
+    env: Mapping[str, str] | None = None,
+) -> HttpProvider:
+    """The adapter for ``config``. Keys resolve per request from ``keys``, then ``env``/os.environ."""
+    source = key_source(config, env=env, keys=keys)
+    match config.kind:
+        case "deepseek" | "openai" | "openai-compatible":
+            profile = {"deepseek": DEEPSEEK, "openai": OPENAI, "openai-compatible": GENERIC}[
+                config.kind
+            ]
+            return ChatCompletionsProvider(
+                id=config.id,
+                base_url=config.base_url,
+                profile=profile,
+                api_key=source,
+                client=client,
+                defaults=config.defaults,
+                timeouts=config.timeouts,
+            )
+        case "anthropic":
+            return MessagesProvider(
+                id=config.id,
+                base_url=config.base_url,
+                api_key=source,
+                client=client,
+                defaults=config.defaults,
+                timeouts=config.timeouts,
+            )

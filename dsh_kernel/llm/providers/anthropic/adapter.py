@@ -1,0 +1,155 @@
+"""``MessagesProvider``: the ``Provider`` for the Anthropic Messages API (and compatible endpoints,
+such as DeepSeek's ``/anthropic``).
+
+One ``stream()`` call is one HTTP attempt: resolve the key per request, serialise, POST
+``{base_url}/v1/messages`` with ``x-api-key`` and ``anthropic-version``, then read events through
+``MessagesEventReader`` and ``MessagesTranslator``, yielding after each network read. Non-2xx answers
+(529 ``overloaded_error`` included) raise ``LlmError`` with a classified failure; an ``event: error``
+inside the stream ends it with ``finish{error}``. It never retries. Cancellation closes the response
+(and so the connection) in ``finally``, at once.
+
+The httpx client is injected or created on first use and then owned (``aclose()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from dsh_kernel.llm.provider import PreparedCall, apply_defaults
+from dsh_kernel.llm.providers.anthropic.serialize import DEFAULT_MAX_TOKENS, serialize_request
+from dsh_kernel.llm.providers.anthropic.sse import MessagesEventReader
+from dsh_kernel.llm.providers.anthropic.translate import MessagesTranslator
+from dsh_kernel.llm.providers.anthropic.wire import ANTHROPIC_VERSION
+from dsh_kernel.llm.providers.base import (
+    USER_AGENT,
+    KeySource,
+    ProviderDefaults,
+    Timeouts,
+    model_info_for,
+)
+from dsh_kernel.llm.providers.transport import iter_body, open_stream
+from dsh_kernel.llm.types import (
+    FinishChunk,
+    FinishError,
+    GenerateRequest,
+    LlmCallConfig,
+    ModelInfo,
+    StreamChunk,
+)
+
+ANTHROPIC_EFFORTS = ("off", "low", "medium", "high")
+
+ANTHROPIC_MODEL = ModelInfo(
+    context_window=200_000,
+    default_max_tokens=DEFAULT_MAX_TOKENS,
+    reasoning_efforts=ANTHROPIC_EFFORTS,
+)
+"""Metadata for every model id: the catalogue is empty, ids are configuration."""
+
+
+class MessagesProvider:
+    """A ``Provider`` speaking the Messages API to ``base_url``."""
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        base_url: str,
+        api_key: KeySource,
+        client: httpx.AsyncClient | None = None,
+        defaults: ProviderDefaults | None = None,
+        timeouts: Timeouts | None = None,
+        name: str = "Anthropic",
+    ) -> None:
+        self._id = id
+        self._url = base_url.rstrip("/") + "/v1/messages"
+        self._name = name
+        self._api_key = api_key
+        self._client = client
+        self._owns_client = client is None
+        self._defaults = defaults or ProviderDefaults()
+        self._timeouts = timeouts or Timeouts()
+        self._http_timeout = httpx.Timeout(
+            connect=self._timeouts.connect_s,
+            read=self._timeouts.idle_s,
+            write=self._timeouts.idle_s,
+            pool=self._timeouts.connect_s,
+        )
+
+    def __repr__(self) -> str:
+        return f"MessagesProvider(id={self._id!r}, url={self._url!r})"
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def model_info(self, model: str) -> ModelInfo:
+        return model_info_for(model, {}, ANTHROPIC_MODEL, self._defaults)
+
+    def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
+        return apply_defaults(config, self.model_info(config.model))
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._http_timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the httpx client if this provider created it."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        key = self._api_key()
+        body = serialize_request(request, self._defaults)
+        http_request = self._http().build_request(
+            "POST",
+            self._url,
+            content=json.dumps(body, ensure_ascii=False).encode(),
+            headers={
+                "x-api-key": key,
+                "anthropic-version": ANTHROPIC_VERSION,
+                "content-type": "application/json",
+                "accept": "text/event-stream",
+                "user-agent": USER_AGENT,
+            },
+            timeout=self._http_timeout,
+        )
+        name = self._name
+        deadline = asyncio.get_running_loop().time() + self._timeouts.deadline_s
+        response = await open_stream(
+            self._http(), http_request, deadline=deadline, provider=name, secret=key
+        )
+        try:
+            reader = MessagesEventReader(provider=name, secret=key)
+            translator = MessagesTranslator(provider=name, secret=key)
+            out = translator.out
+            async for data in iter_body(
+                response,
+                deadline=deadline,
+                idle_s=self._timeouts.idle_s,
+                provider=name,
+                secret=key,
+            ):
+                for event in reader.feed(data):
+                    translator.feed(event)
+                    if translator.stopped or translator.failure is not None:
+                        break
+                if out:
+                    translator.out = []
+                    for chunk in out:
+                        yield chunk
+                    out = translator.out
+                if translator.failure is not None:
+                    yield FinishChunk(reason=FinishError(failure=translator.failure))
+                    return
+                if translator.stopped:
+                    return
+            translator.end_of_stream(bytes_seen=reader.bytes_seen)
+        finally:
+            await response.aclose()

@@ -1,0 +1,131 @@
+"""``GenerateRequest`` → Messages API request body (WIRE.md §4.1, §4.4).
+
+- ``system`` is the system prompt, with any system-role history messages appended;
+- assistant content keeps its order: reasoning with a signature → ``thinking`` (text and signature
+  exactly as received), redacted reasoning → ``redacted_thinking``, text → ``text``, tool calls →
+  ``tool_use`` with the arguments parsed back to an object (``{}`` when they are not one); unsigned
+  reasoning (from another provider) and empty text are left out, since the API rejects both;
+- tool results → ``tool_result`` blocks in a user turn; consecutive turns of one role are merged, so
+  the parallel results of one step travel together;
+- ``max_tokens`` is required: the request's, else ``DEFAULT_MAX_TOKENS``;
+- effort ``low``/``medium``/``high`` → ``thinking.budget_tokens`` (kept ≥ 1024 and below
+  ``max_tokens``, or thinking is left off); ``off`` or none → no thinking; with thinking on,
+  ``temperature`` is not sent (the API only accepts its default then).
+"""
+
+from __future__ import annotations
+
+from dsh_kernel.llm.providers.anthropic.wire import (
+    MessagesRequestBody,
+    WireBlock,
+    WireMessage,
+    WireTool,
+)
+from dsh_kernel.llm.providers.base import ProviderDefaults, tool_result_text
+from dsh_kernel.llm.providers.transport import json_object
+from dsh_kernel.llm.types import (
+    GenerateRequest,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+DEFAULT_MAX_TOKENS = 32_000
+EFFORT_BUDGETS: dict[str, int] = {"low": 4_096, "medium": 10_000, "high": 24_000}
+MIN_THINKING_BUDGET = 1_024
+
+
+def _blocks(message: Message) -> list[WireBlock]:
+    out: list[WireBlock] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            if block.text:
+                out.append({"type": "text", "text": block.text})
+        elif isinstance(block, ReasoningBlock):
+            if block.redacted is not None:
+                out.append({"type": "redacted_thinking", "data": block.redacted})
+            elif block.signature:
+                out.append(
+                    {"type": "thinking", "thinking": block.text, "signature": block.signature}
+                )
+        elif isinstance(block, ToolCallBlock):
+            out.append(
+                {
+                    "type": "tool_use",
+                    "id": block.id,
+                    "name": block.name,
+                    "input": json_object(block.arguments) or {},
+                }
+            )
+        elif isinstance(block, ToolResultBlock):
+            out.append(
+                {
+                    "type": "tool_result",
+                    "tool_use_id": block.tool_call_id,
+                    "content": tool_result_text(block.content),
+                    "is_error": block.is_error,
+                }
+            )
+    return out
+
+
+def serialize_messages(messages: tuple[Message, ...]) -> tuple[list[WireMessage], list[str]]:
+    """The wire turns, and the text of any system-role messages (they go to ``system``)."""
+    turns: list[WireMessage] = []
+    system: list[str] = []
+    for message in messages:
+        if message.role == "system":
+            if text := message.text():
+                system.append(text)
+            continue
+        blocks = _blocks(message)
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == message.role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": message.role, "content": blocks})
+    return turns, system
+
+
+def thinking_budget(effort: str | None, max_tokens: int) -> int | None:
+    budget = EFFORT_BUDGETS.get(effort or "")
+    if budget is None:
+        return None
+    budget = min(budget, max_tokens - 1)
+    return budget if budget >= MIN_THINKING_BUDGET else None
+
+
+def serialize_request(request: GenerateRequest, defaults: ProviderDefaults) -> MessagesRequestBody:
+    turns, extra_system = serialize_messages(request.messages)
+    max_tokens = request.max_tokens or defaults.max_tokens or DEFAULT_MAX_TOKENS
+    body: MessagesRequestBody = {
+        "model": request.model,
+        "max_tokens": max_tokens,
+        "messages": turns,
+        "stream": True,
+    }
+    system = "\n\n".join([s for s in (request.system, *extra_system) if s])
+    if system:
+        body["system"] = system
+    if request.tools:
+        tools: list[WireTool] = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in request.tools
+        ]
+        body["tools"] = tools
+    effort = None if request.purpose == "session-title" else request.reasoning_effort
+    budget = thinking_budget(effort, max_tokens)
+    if budget is not None:
+        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
+    else:
+        temperature = (
+            request.temperature if request.temperature is not None else defaults.temperature
+        )
+        if temperature is not None:
+            body["temperature"] = temperature
+    if request.stop:
+        body["stop_sequences"] = list(request.stop)
+    return body

@@ -1,0 +1,1 @@
+"""The OpenAI-compatible Chat Completions adapter (DeepSeek, OpenAI, local servers)."""

@@ -1,0 +1,217 @@
+"""``ChatCompletionsProvider``: the ``Provider`` for OpenAI-compatible servers, DeepSeek included.
+
+One ``stream()`` call is one HTTP attempt: resolve the key (per request, from the ``KeySource``),
+serialise, POST ``{base_url}/chat/completions``, then read the event stream through
+``ChatEventReader`` and ``ChatTranslator``, yielding chunks after each network read. It raises
+``LlmError`` for transport and protocol faults (``transport.py`` has the mapping) and ends with
+``finish{error}`` for faults the server reports in-band. It never retries.
+
+Cancellation: a ``CancelledError`` in the consuming task surfaces at the pending read; ``finally``
+closes the response, which closes the connection at once, so no further tokens are read (or billed).
+
+A server that ignores ``stream: true`` and answers with one ``application/json`` completion is
+accepted: its message is fed to the translator as if it were a single delta.
+
+The httpx client is injected (tests, connection sharing) or created on first use and then owned:
+``aclose()`` closes an owned client and leaves an injected one alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+import httpx
+
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.provider import PreparedCall, apply_defaults
+from dsh_kernel.llm.providers.base import (
+    USER_AGENT,
+    KeySource,
+    ProviderDefaults,
+    Timeouts,
+    model_info_for,
+)
+from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile
+from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
+from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
+from dsh_kernel.llm.providers.openai_compat.translate import ChatTranslator
+from dsh_kernel.llm.providers.transport import (
+    error_info,
+    inband_failure,
+    iter_body,
+    malformed,
+    open_stream,
+    read_all,
+)
+from dsh_kernel.llm.types import (
+    FinishChunk,
+    FinishError,
+    GenerateRequest,
+    LlmCallConfig,
+    ModelInfo,
+    StreamChunk,
+)
+
+
+class ChatCompletionsProvider:
+    """A ``Provider`` speaking Chat Completions to ``base_url`` in the dialect of ``profile``."""
+
+    def __init__(
+        self,
+        *,
+        id: str,
+        base_url: str,
+        profile: ChatProfile,
+        api_key: KeySource,
+        client: httpx.AsyncClient | None = None,
+        defaults: ProviderDefaults | None = None,
+        timeouts: Timeouts | None = None,
+    ) -> None:
+        self._id = id
+        self._url = base_url.rstrip("/") + profile.path
+        self._profile = profile
+        self._api_key = api_key
+        self._client = client
+        self._owns_client = client is None
+        self._defaults = defaults or ProviderDefaults()
+        self._timeouts = timeouts or Timeouts()
+        self._http_timeout = httpx.Timeout(
+            connect=self._timeouts.connect_s,
+            read=self._timeouts.idle_s,
+            write=self._timeouts.idle_s,
+            pool=self._timeouts.connect_s,
+        )
+
+    def __repr__(self) -> str:
+        return f"ChatCompletionsProvider(id={self._id!r}, url={self._url!r}, profile={self._profile.name!r})"
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    @property
+    def profile(self) -> ChatProfile:
+        return self._profile
+
+    def model_info(self, model: str) -> ModelInfo:
+        p = self._profile
+        return model_info_for(model, p.catalogue, p.fallback, self._defaults)
+
+    def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
+        return apply_defaults(config, self.model_info(config.model))
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self._http_timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the httpx client if this provider created it."""
+        if self._owns_client and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()
+
+    async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        key = self._api_key()
+        body = serialize_request(request, self._profile, self._defaults)
+        http_request = self._http().build_request(
+            "POST",
+            self._url,
+            content=json.dumps(body, ensure_ascii=False).encode(),
+            headers={
+                "authorization": f"Bearer {key}",
+                "content-type": "application/json",
+                "accept": "text/event-stream",
+                "user-agent": USER_AGENT,
+            },
+            timeout=self._http_timeout,
+        )
+        name = self._profile.name
+        deadline = asyncio.get_running_loop().time() + self._timeouts.deadline_s
+        response = await open_stream(
+            self._http(), http_request, deadline=deadline, provider=name, secret=key
+        )
+        try:
+            translator = ChatTranslator(provider=name, secret=key)
+            content_type = response.headers.get("content-type", "")
+            if content_type.startswith("application/json"):
+                raw = await read_all(response, deadline=deadline, provider=name, secret=key)
+                for chunk in _whole_completion(raw, translator, name, key):
+                    yield chunk
+                return
+            reader = ChatEventReader(provider=name, secret=key)
+            out = translator.out
+            async for data in iter_body(
+                response,
+                deadline=deadline,
+                idle_s=self._timeouts.idle_s,
+                provider=name,
+                secret=key,
+            ):
+                for obj in reader.feed(data):
+                    translator.feed(obj)
+                    if translator.failure is not None:
+                        break
+                failure = translator.failure
+                if reader.done and failure is None:
+                    translator.finish()
+                if out:
+                    translator.out = []
+                    for chunk in out:
+                        yield chunk
+                    out = translator.out
+                if failure is not None:
+                    yield FinishChunk(reason=FinishError(failure=failure))
+                    return
+                if reader.done:
+                    return
+            translator.end_of_stream(bytes_seen=reader.bytes_seen)
+            for chunk in translator.out:
+                yield chunk
+        finally:
+            await response.aclose()
+
+
+def _whole_completion(
+    raw: bytes, translator: ChatTranslator, provider: str, secret: str
+) -> list[StreamChunk]:
+    """A non-streaming completion body → the chunks its stream would have produced."""
+    # DeepSeek pads queued non-streaming answers with blank lines; strip() handles that.
+    try:
+        obj = json.loads(raw.strip() or b"null")
+    except ValueError:
+        raise malformed(raw, provider, secret, "not JSON") from None
+    if not isinstance(obj, dict):
+        raise malformed(raw, provider, secret, "not an object")
+    body: JsonObject = obj  # pyright: ignore[reportUnknownVariableType]
+    if body.get("error"):
+        info = error_info(body)
+        if info is not None:
+            return [
+                FinishChunk(
+                    reason=FinishError(
+                        failure=inband_failure(info, provider=provider, secret=secret)
+                    )
+                )
+            ]
+    choices = body.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices else None
+    if not isinstance(first, dict):
+        raise malformed(raw, provider, secret, "no choices")
+    message = first.get("message")
+    translator.feed(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": message if isinstance(message, dict) else {},
+                    "finish_reason": first.get("finish_reason") or "stop",
+                }
+            ],
+            "usage": body.get("usage"),
+        }
+    )
+    translator.finish()
+    return translator.out

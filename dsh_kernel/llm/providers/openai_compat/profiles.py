@@ -1,0 +1,66 @@
+"""Dialects of the OpenAI-compatible wire: DeepSeek, OpenAI, and any other compatible server.
+
+One adapter speaks Chat Completions; a ``ChatProfile`` says what differs between the servers that
+accept it — the model catalogue (advisory; unknown ids pass through), which field carries the output
+cap, whether thinking is a toggle plus an effort (DeepSeek), and whether ``reasoning_content`` is
+passed back on assistant turns (mandatory on DeepSeek after tool calls, rejected by some others).
+
+Model ids are configuration (``dsh_kernel.llm.config``); the catalogue only supplies metadata for the
+ids it knows. DeepSeek retired ``deepseek-chat``/``deepseek-reasoner`` on 2026-07-24 (WIRE §3.1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from dsh_kernel.llm.types import ModelInfo
+
+DEEPSEEK_EFFORTS = ("off", "low", "high", "max")
+"""``off`` disables thinking; the others enable it with that ``reasoning_effort`` (WIRE §3.2)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatProfile:
+    """What one family of OpenAI-compatible servers expects."""
+
+    name: str
+    """For people: named in failure messages (``DeepSeek API error (HTTP 402): …``)."""
+    catalogue: Mapping[str, ModelInfo] = field(default_factory=lambda: MappingProxyType({}))
+    fallback: ModelInfo = field(default_factory=ModelInfo)
+    """Metadata for model ids the catalogue does not list."""
+    max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
+    thinking_toggle: bool = False
+    """DeepSeek: effort ``off`` → ``thinking: disabled``; any other → ``enabled`` + ``reasoning_effort``."""
+    reasoning_passback: bool = False
+    """Send ``reasoning_content`` back on assistant turns (``""`` on tool-call turns without any)."""
+    path: str = "/chat/completions"
+
+
+_DEEPSEEK_MODEL = ModelInfo(
+    context_window=1_000_000,
+    default_max_tokens=256_000,
+    reasoning_efforts=DEEPSEEK_EFFORTS,
+    default_reasoning_effort="high",
+)
+
+DEEPSEEK = ChatProfile(
+    name="DeepSeek",
+    catalogue=MappingProxyType(
+        {
+            "deepseek-flash": _DEEPSEEK_MODEL,
+            "deepseek-v4-pro": _DEEPSEEK_MODEL,
+            "deepseek-v4-flash": _DEEPSEEK_MODEL,
+        }
+    ),
+    fallback=_DEEPSEEK_MODEL,
+    thinking_toggle=True,
+    reasoning_passback=True,
+)
+
+OPENAI = ChatProfile(name="OpenAI", max_tokens_field="max_completion_tokens")
+
+GENERIC = ChatProfile(name="OpenAI-compatible server")
+"""vLLM, Ollama ``/v1``, llama.cpp, LM Studio, OpenRouter, LiteLLM: nothing assumed."""

@@ -1,0 +1,138 @@
+"""``GenerateRequest`` → Chat Completions request body (SPINE §2.8, WIRE §2.1, §3.2, §3.4).
+
+Always ``stream: true`` with ``stream_options.include_usage``. Messages:
+
+- the system prompt becomes the first ``system`` message (system-role history messages follow it);
+- an assistant message becomes one ``assistant`` message: ``content`` is its text joined and ``""``
+  — never ``null`` — when empty; ``tool_calls`` carries each call with its raw argument text; with
+  ``profile.reasoning_passback`` its reasoning is sent as ``reasoning_content`` whenever non-empty and
+  as ``""`` on a tool-call turn without any (DeepSeek answers HTTP 400 when it is missing);
+- a user message becomes one ``tool`` message per tool-result block (first, so they follow the
+  assistant turn that asked for them), then one ``user`` message with its text if it has text or
+  has no tool results. A tool result's content is its text, or ``(no output)``.
+
+Blocks a chat-completions server cannot take (unknown types) are left out.
+"""
+
+from __future__ import annotations
+
+from dsh_kernel.llm.providers.base import ProviderDefaults, tool_result_text
+from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile
+from dsh_kernel.llm.providers.openai_compat.wire import (
+    ChatRequestBody,
+    WireAssistantMessage,
+    WireMessage,
+    WireTool,
+    WireToolCall,
+)
+from dsh_kernel.llm.types import (
+    GenerateRequest,
+    Message,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+)
+
+
+def _assistant(message: Message, profile: ChatProfile) -> WireAssistantMessage:
+    texts: list[str] = []
+    reasoning: list[str] = []
+    calls: list[WireToolCall] = []
+    for block in message.content:
+        if isinstance(block, TextBlock):
+            texts.append(block.text)
+        elif isinstance(block, ReasoningBlock):
+            reasoning.append(block.text)
+        elif isinstance(block, ToolCallBlock):
+            calls.append(
+                {
+                    "id": block.id,
+                    "type": "function",
+                    "function": {"name": block.name, "arguments": block.arguments},
+                }
+            )
+    out: WireAssistantMessage = {"role": "assistant", "content": "".join(texts)}
+    if profile.reasoning_passback:
+        joined = "".join(reasoning)
+        if joined or calls:
+            out["reasoning_content"] = joined
+    if calls:
+        out["tool_calls"] = calls
+    return out
+
+
+def serialize_messages(
+    messages: tuple[Message, ...], system: str | None, profile: ChatProfile
+) -> list[WireMessage]:
+    out: list[WireMessage] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if message.role == "assistant":
+            out.append(_assistant(message, profile))
+            continue
+        if message.role == "system":
+            out.append({"role": "system", "content": message.text()})
+            continue
+        results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+        for result in results:
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": result.tool_call_id,
+                    "content": tool_result_text(result.content),
+                }
+            )
+        text = message.text()
+        if text or not results:
+            out.append({"role": "user", "content": text})
+    return out
+
+
+def _tools(request: GenerateRequest) -> list[WireTool]:
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": t.name,
+                "description": t.description,
+                "parameters": t.parameters,
+            },
+        }
+        for t in request.tools
+    ]
+
+
+def serialize_request(
+    request: GenerateRequest, profile: ChatProfile, defaults: ProviderDefaults
+) -> ChatRequestBody:
+    """The request body for one streamed attempt."""
+    body: ChatRequestBody = {
+        "model": request.model,
+        "messages": serialize_messages(request.messages, request.system, profile),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if request.tools:
+        body["tools"] = _tools(request)
+    effort = request.reasoning_effort
+    if profile.thinking_toggle:
+        if request.purpose == "session-title" or effort == "off":
+            body["thinking"] = {"type": "disabled"}
+        elif effort is not None:
+            body["thinking"] = {"type": "enabled"}
+            body["reasoning_effort"] = effort
+    elif effort is not None and effort != "off":
+        body["reasoning_effort"] = effort
+    temperature = request.temperature if request.temperature is not None else defaults.temperature
+    if temperature is not None:
+        body["temperature"] = temperature
+    if request.max_tokens is not None:
+        if profile.max_tokens_field == "max_completion_tokens":
+            body["max_completion_tokens"] = request.max_tokens
+        else:
+            body["max_tokens"] = request.max_tokens
+    if request.stop:
+        body["stop"] = list(request.stop)
+    return body

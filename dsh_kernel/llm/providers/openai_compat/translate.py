@@ -1,0 +1,304 @@
+"""Chat Completions chunk objects → ``StreamChunk``s (SPINE §2.4, §2.8; WIRE §2.3, §3.3, §5).
+
+``ChatTranslator.feed(obj)`` appends to ``out`` the chunks one wire object yields; the adapter drains
+``out`` after each network read. Blocks are indexed by first appearance — at most one reasoning block,
+one text block, and one block per tool call:
+
+- non-empty ``reasoning_content`` (or ``reasoning``, as Ollama and newer vLLM name it) opens the
+  reasoning block, then ``reasoning-delta`` — the empty first thinking chunk opens nothing;
+- non-empty ``content`` opens the text block, then ``text-delta``;
+- each tool-call fragment opens or continues a tool-call block, then ``tool-call-delta``.
+
+``block-end``s (in opening order), ``usage`` (the last seen) and ``finish`` are held back until
+``finish()`` — called at ``[DONE]``, or at end of stream once a finish reason has arrived (a soft
+end: some servers never send ``[DONE]``). End of stream before any finish reason raises
+``STREAM_CLOSED`` (``EMPTY_RESPONSE`` if the body was empty). An ``{"error": …}`` object in the
+stream sets ``failure``; the adapter then ends with ``finish{error}`` and reads no further.
+
+Finish mapping: ``stop`` → stop; ``tool_calls`` → tool-calls; ``length`` → max-tokens;
+``insufficient_system_resource`` (DeepSeek cut generation for capacity) → ``error{SERVER}`` so the
+retry policy treats it as the transient server fault it is; anything else → ``error{REASON}``;
+``stop`` or none with no block at all → ``error{EMPTY_RESPONSE}``. Tool calls streamed under
+``stop``/none count as ``tool-calls`` (Ollama, Gemini's layer).
+
+Tool-call fragments are keyed by ``index``; without one (old Ollama) by ``id``, else they continue the
+latest call. A fragment that repeats an index with a different id starts a new call (proxies that
+send every parallel call at index 0). Missing ids are synthesised (``call_<hex>``); arguments sent
+as an object are re-encoded to JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+from pydantic import ValidationError
+
+from dsh_kernel.errors import LlmError
+from dsh_kernel.ids import CallId
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.providers.openai_compat.wire import WireUsage
+from dsh_kernel.llm.providers.transport import error_info, inband_failure
+from dsh_kernel.llm.types import (
+    BlockEndChunk,
+    BlockStartChunk,
+    ContentBlock,
+    FinishChunk,
+    FinishError,
+    FinishMaxTokens,
+    FinishReason,
+    FinishStop,
+    FinishToolCalls,
+    LlmFailure,
+    ReasoningBlock,
+    ReasoningDeltaChunk,
+    StreamChunk,
+    TextBlock,
+    TextDeltaChunk,
+    TokenUsage,
+    ToolCallBlock,
+    ToolCallDeltaChunk,
+    UsageChunk,
+)
+
+
+class _Open:
+    """A block under assembly. ``parts`` are joined once, at the end (no quadratic ``+=``)."""
+
+    __slots__ = ("call_id", "index", "kind", "name", "parts", "synthetic_id")
+
+    def __init__(
+        self, index: int, kind: str, call_id: str = "", synthetic_id: bool = False
+    ) -> None:
+        self.index = index
+        self.kind = kind
+        self.parts: list[str] = []
+        self.call_id = call_id
+        self.name: str | None = None
+        self.synthetic_id = synthetic_id
+
+    def block(self) -> ContentBlock:
+        text = "".join(self.parts)
+        if self.kind == "text":
+            return TextBlock(text=text)
+        if self.kind == "reasoning":
+            return ReasoningBlock(text=text)
+        return ToolCallBlock(id=CallId(self.call_id), name=self.name or "", arguments=text)
+
+
+def map_usage(raw: JsonObject) -> TokenUsage | None:
+    """Wire usage → disjoint counts (cache reads and writes out of input; reasoning inside output).
+
+    ``None`` when the object is not a usage we can read: usage is then unknown, never zero.
+    """
+    try:
+        u = WireUsage.model_validate(raw)
+    except ValidationError:
+        return None
+    prompt = u.prompt_tokens_details
+    cache_read = (
+        prompt.cached_tokens
+        if prompt is not None and prompt.cached_tokens is not None
+        else u.prompt_cache_hit_tokens
+    )
+    cache_write = prompt.cache_write_tokens if prompt is not None else None
+    details = u.completion_tokens_details
+    return TokenUsage(
+        input_tokens=max(0, u.prompt_tokens - (cache_read or 0) - (cache_write or 0)),
+        output_tokens=u.completion_tokens,
+        cache_read_tokens=cache_read,
+        cache_write_tokens=cache_write,
+        reasoning_tokens=details.reasoning_tokens if details is not None else None,
+    )
+
+
+def map_finish(reason: str | None, *, has_blocks: bool, has_tools: bool) -> FinishReason:
+    if has_tools and reason in (None, "stop", "tool_calls"):
+        return FinishToolCalls()
+    if reason in (None, "stop", "tool_calls"):
+        if not has_blocks:
+            return FinishError(
+                failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
+            )
+        return FinishStop()
+    if reason == "length":
+        return FinishMaxTokens()
+    code = "SERVER" if reason == "insufficient_system_resource" else reason.upper()
+    return FinishError(failure=LlmFailure(code=code, message=f"model stopped: {reason}"))
+
+
+def _arguments(value: JsonValue) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False)
+
+
+class ChatTranslator:
+    """Stateful translation of one response. Not reusable."""
+
+    __slots__ = (
+        "_by_id",
+        "_by_wire_index",
+        "_finish_reason",
+        "_last_tool",
+        "_next_index",
+        "_order",
+        "_provider",
+        "_reasoning",
+        "_secret",
+        "_text",
+        "_usage",
+        "failure",
+        "finish_seen",
+        "out",
+    )
+
+    def __init__(self, *, provider: str, secret: str | None) -> None:
+        self._provider = provider
+        self._secret = secret
+        self.out: list[StreamChunk] = []
+        self._next_index = 0
+        self._order: list[_Open] = []
+        self._text: _Open | None = None
+        self._reasoning: _Open | None = None
+        self._by_wire_index: dict[int, _Open] = {}
+        self._by_id: dict[str, _Open] = {}
+        self._last_tool: _Open | None = None
+        self._finish_reason: str | None = None
+        self._usage: JsonObject | None = None
+        self.finish_seen = False
+        self.failure: LlmFailure | None = None
+
+    def _open(self, kind: str, call_id: str = "", synthetic: bool = False) -> _Open:
+        block = _Open(self._next_index, kind, call_id, synthetic)
+        self._next_index += 1
+        self._order.append(block)
+        self.out.append(BlockStartChunk(index=block.index, block_type=kind))
+        return block
+
+    def feed(self, obj: JsonObject) -> None:
+        choices = obj.get("choices")
+        if isinstance(choices, list):
+            for choice in choices:
+                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta")
+                if isinstance(delta, dict) and delta:
+                    self._delta(delta)
+                reason = choice.get("finish_reason")
+                if isinstance(reason, str) and reason:
+                    self._finish_reason = reason
+                    self.finish_seen = True
+        usage = obj.get("usage")
+        if isinstance(usage, dict):
+            self._usage = usage
+        if obj.get("error"):
+            info = error_info(obj)
+            if info is not None:
+                self.failure = inband_failure(info, provider=self._provider, secret=self._secret)
+
+    def _delta(self, delta: JsonObject) -> None:
+        reasoning = delta.get("reasoning_content")
+        if reasoning is None:
+            reasoning = delta.get("reasoning")
+        if reasoning and isinstance(reasoning, str):
+            block = self._reasoning
+            if block is None:
+                block = self._reasoning = self._open("reasoning")
+            block.parts.append(reasoning)
+            self.out.append(ReasoningDeltaChunk(index=block.index, text=reasoning))
+        content = delta.get("content")
+        if content and isinstance(content, str):
+            block = self._text
+            if block is None:
+                block = self._text = self._open("text")
+            block.parts.append(content)
+            self.out.append(TextDeltaChunk(index=block.index, text=content))
+        calls = delta.get("tool_calls")
+        if calls and isinstance(calls, list):
+            for call in calls:
+                if isinstance(call, dict):
+                    self._tool_fragment(call)
+
+    def _tool_fragment(self, call: JsonObject) -> None:
+        wire_index = call.get("index")
+        raw_id = call.get("id")
+        call_id = raw_id if isinstance(raw_id, str) and raw_id else None
+        fn = call.get("function")
+        fn = fn if isinstance(fn, dict) else {}
+        raw_name = fn.get("name")
+        name = raw_name if isinstance(raw_name, str) and raw_name else None
+        fragment = _arguments(fn.get("arguments"))
+
+        block: _Open | None
+        if isinstance(wire_index, int) and not isinstance(wire_index, bool):
+            block = self._by_wire_index.get(wire_index)
+        elif call_id is not None:
+            block = self._by_id.get(call_id)
+        elif name is None:
+            block = self._last_tool
+        else:
+            block = None
+        if block is not None and call_id is not None and call_id != block.call_id:
+            if block.synthetic_id:
+                self._by_id.pop(block.call_id, None)
+                block.call_id, block.synthetic_id = call_id, False
+                self._by_id[call_id] = block
+            else:
+                block = None
+        if block is None:
+            synthetic = call_id is None
+            block = self._open(
+                "tool-call", call_id or f"call_{uuid.uuid4().hex[:24]}", synthetic=synthetic
+            )
+            self._by_id[block.call_id] = block
+            if isinstance(wire_index, int):
+                self._by_wire_index[wire_index] = block
+        self._last_tool = block
+        if name is not None and block.name is None:
+            block.name = name
+        block.parts.append(fragment)
+        self.out.append(
+            ToolCallDeltaChunk(
+                index=block.index,
+                id=CallId(block.call_id),
+                name=block.name,
+                arguments_delta=fragment,
+            )
+        )
+
+    def finish(self) -> None:
+        """Emit the held chunks: every ``block-end``, then ``usage`` if any, then ``finish``."""
+        has_tools = False
+        for block in self._order:
+            has_tools = has_tools or block.kind == "tool-call"
+            self.out.append(BlockEndChunk(index=block.index, block=block.block()))
+        if self._usage is not None:
+            usage = map_usage(self._usage)
+            if usage is not None:
+                self.out.append(UsageChunk(usage=usage))
+        self.out.append(
+            FinishChunk(
+                reason=map_finish(
+                    self._finish_reason, has_blocks=bool(self._order), has_tools=has_tools
+                )
+            )
+        )
+
+    def end_of_stream(self, *, bytes_seen: int) -> None:
+        """The body ended without ``[DONE]``: a soft end after a finish reason, else a fault."""
+        if self.finish_seen:
+            self.finish()
+            return
+        if bytes_seen == 0:
+            raise LlmError(
+                LlmFailure(code="EMPTY_RESPONSE", message=f"{self._provider} sent an empty body")
+            )
+        raise LlmError(
+            LlmFailure(
+                code="STREAM_CLOSED",
+                message=f"{self._provider} stream ended before the model finished",
+            )
+        )
