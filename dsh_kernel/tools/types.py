@@ -1,0 +1,233 @@
+"""Tool declarations: definitions, the per-call context, calls and results (SPINE §4.1, §4.4).
+
+A ``ToolDefinition`` is pure data plus callables. Its ``execute(args, ctx)`` returns the tool's
+*canonical JSON value*; ``render(args, value)`` turns that into the content blocks the model sees.
+``execute`` may be a coroutine function or a plain function: a plain body runs on the event-loop
+thread, deliberately — the ``python`` tool must run in the kernel's thread, where the user's namespace
+lives — and therefore blocks the loop until it returns (its timeout is cooperative only).
+
+A ``ToolResult`` is what the pipeline returns for every call, success or failure. Only ``content``,
+``is_error``, ``error`` (code and name) and ``meta`` are persisted; ``value`` is execution-local.
+
+Failure codes the pipeline itself produces are the ``*`` constants below; a tool body may raise any
+``DshError`` and its ``.code`` becomes the result's code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, TypeAlias
+
+from dsh_kernel.abort import AbortSignal
+from dsh_kernel.errors import UsageError
+from dsh_kernel.ids import CallId
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.types import ContentBlock, Message, TextBlock, ToolCallBlock, ToolSchema
+from dsh_kernel.tools.presentation import ToolCallView, ToolResultInfo, ToolResultView
+from dsh_kernel.tools.schema import check_schema
+
+UNKNOWN_TOOL: Final = "UNKNOWN_TOOL"
+INVALID_ARGS: Final = "INVALID_ARGS"
+INVALID_TOOL_OUTPUT: Final = "INVALID_TOOL_OUTPUT"
+ABORTED: Final = "ABORTED"
+ABORTED_BEFORE_DISPATCH: Final = "ABORTED_BEFORE_DISPATCH"
+DENIED: Final = "DENIED"
+BLOCKED: Final = "BLOCKED"
+TIMEOUT: Final = "TIMEOUT"
+TOOL_FAILED: Final = "TOOL_FAILED"
+TOO_MANY_TOOL_CALLS: Final = "TOO_MANY_TOOL_CALLS"
+
+TOOL_NAME_PATTERN: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+RESERVED_TOOL_NAMES: Final = frozenset({"run_code"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """A call as the model wrote it. ``arguments`` is the raw JSON text, kept verbatim for the log."""
+
+    call_id: CallId
+    name: str
+    arguments: str
+
+    @classmethod
+    def from_block(cls, block: ToolCallBlock) -> ToolCall:
+        return cls(call_id=block.id, name=block.name, arguments=block.arguments)
+
+
+def parse_arguments(raw: str) -> JsonValue:
+    """Parse a call's argument text: blank → ``{}``. Raises ``ValueError`` saying what is wrong and
+    where (NaN, Infinity and overflowing numbers are not JSON and are refused too)."""
+    if not raw.strip():
+        return {}
+
+    def no_constant(name: str) -> JsonValue:
+        raise ValueError(f"{name} is not valid JSON")
+
+    def finite(text: str) -> float:
+        f = float(text)
+        if not math.isfinite(f):
+            raise ValueError(f"number {text} is out of range")
+        return f
+
+    try:
+        value: JsonValue = json.loads(raw, parse_constant=no_constant, parse_float=finite)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    return value
+
+
+class ToolContext:
+    """What a running body may use: its call id and name, the abort signal it must honour,
+    ``defer_context(message)`` (a user message that enters the history at the next step, after this
+    call's result) and ``conclude_turn()`` (on success, the model is not asked again this turn)."""
+
+    __slots__ = ("_closed", "_concluded", "_deferred", "call_id", "name", "signal")
+
+    def __init__(self, *, call_id: CallId, name: str, signal: AbortSignal) -> None:
+        self.call_id = call_id
+        self.name = name
+        self.signal = signal
+        self._deferred: list[Message] = []
+        self._concluded = False
+        self._closed = False
+
+    def defer_context(self, message: Message) -> None:
+        if self._closed:
+            raise UsageError(f"defer_context after tool call {self.call_id} settled")
+        if message.role != "user":
+            raise UsageError("deferred context must be a user message")
+        self._deferred.append(message)
+
+    def conclude_turn(self) -> None:
+        if self._closed:
+            raise UsageError(f"conclude_turn after tool call {self.call_id} settled")
+        self._concluded = True
+
+    @property
+    def deferred_contexts(self) -> tuple[Message, ...]:
+        return tuple(self._deferred)
+
+    @property
+    def concluded(self) -> bool:
+        return self._concluded
+
+    def close(self) -> None:
+        """Called by the pipeline once the body has settled; later calls are misuse."""
+        self._closed = True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFailure:
+    """Why a call failed. ``message`` is without the ``Error: `` prefix; route on ``code``."""
+
+    message: str
+    name: str
+    code: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    is_error: bool
+    content: tuple[ContentBlock, ...]
+    error: ToolFailure | None = None
+    meta: JsonValue = None
+    additional_contexts: tuple[Message, ...] = ()
+    concludes_turn: bool = False
+    value: JsonValue = None
+    """The body's value. Execution-local: never persisted, so replay cannot depend on it."""
+
+    @classmethod
+    def failure(
+        cls,
+        message: str,
+        *,
+        code: str,
+        name: str = "ToolError",
+        additional_contexts: tuple[Message, ...] = (),
+    ) -> ToolResult:
+        """The one error shape: content ``Error: <message>``, ``error`` carrying code and name."""
+        return cls(
+            is_error=True,
+            content=(TextBlock(text=f"Error: {message}"),),
+            error=ToolFailure(message=message, name=name, code=code),
+            additional_contexts=additional_contexts,
+        )
+
+    @property
+    def info(self) -> ToolResultInfo:
+        return ToolResultInfo(content=self.content, is_error=self.is_error, meta=self.meta)
+
+
+ToolExecute: TypeAlias = "Callable[[JsonObject, ToolContext], Awaitable[JsonValue] | JsonValue]"
+Render: TypeAlias = Callable[[JsonObject, JsonValue], tuple[ContentBlock, ...]]
+
+
+def render_as_text(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:
+    """The default render: a string as it is, anything else as compact JSON."""
+    del args
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    )
+    return (TextBlock(text=text),)
+
+
+def never_concurrent(args: JsonValue) -> bool:
+    del args
+    return False
+
+
+def always_concurrent(args: JsonValue) -> bool:
+    del args
+    return True
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolDefinition:
+    """A tool. ``name``, ``description`` and ``parameters`` are all the model ever sees.
+
+    Construction checks the name (``^[a-zA-Z0-9_-]{1,64}$``) and that ``parameters`` (an object
+    schema) and ``output_schema`` are in the enforced subset (``dsh_kernel.tools.schema``).
+    """
+
+    name: str
+    description: str
+    parameters: JsonObject
+    execute: ToolExecute
+    output_schema: JsonObject | None = None
+    render: Render = render_as_text
+    presentation_meta: Callable[[JsonObject, JsonValue], JsonValue] | None = None
+    """Pure; JSON stored as ``tool/result.meta`` for the result card."""
+    finalize_content: (
+        Callable[[ToolContext, ToolResult], tuple[ContentBlock, ...] | None] | None
+    ) = None
+    """Runs exactly once per outcome (failures included); may replace the content; must not fail."""
+    timeout_ms: int | None = None
+    is_concurrency_safe: Callable[[JsonValue], bool] = never_concurrent
+    """Only a literal ``True`` lets the call share a step with other calls."""
+    read_only: bool = False
+    """Read-only tools run without asking under the default approval policy."""
+    present_call: Callable[[JsonObject], ToolCallView | None] | None = None
+    present_result: Callable[[JsonObject, ToolResultInfo], ToolResultView | None] | None = None
+
+    def __post_init__(self) -> None:
+        if not TOOL_NAME_PATTERN.match(self.name):
+            raise UsageError(
+                f"invalid tool name {self.name!r}: use 1-64 letters, digits, '_' or '-'"
+            )
+        check_schema(self.parameters)
+        if self.parameters.get("type") != "object":
+            raise UsageError(f"tool {self.name!r}: parameters must be an object schema")
+        if self.output_schema is not None:
+            check_schema(self.output_schema)
+        if self.timeout_ms is not None and self.timeout_ms <= 0:
+            raise UsageError(f"tool {self.name!r}: timeout_ms must be positive")
+
+    @property
+    def schema(self) -> ToolSchema:
+        return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
