@@ -221,6 +221,10 @@ def _denied(message: str) -> ToolResult:
 
 
 class ToolRuntime:
+    """Executes calls against ``registry`` under ``policy``. ``approval`` (may be ``None``: every
+    call that needs approval is then denied) must share ``policy``, because ``allowed-always``
+    edits it; a service without a policy is given ours."""
+
     def __init__(
         self,
         registry: ToolRegistry,
