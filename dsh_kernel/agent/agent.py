@@ -117,6 +117,7 @@ class Agent:
         approval_timeout_s: float | None = None,
         registry: ToolRegistry | None = None,
         max_parallel_tool_calls: int = 10,
+        max_steps_per_turn: int = 100,
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         check_invariants: bool | None = None,
@@ -165,6 +166,9 @@ class Agent:
             hooks=ToolHooks(pre_execute=(self._before_tool,)),
         )
         self.max_parallel_tool_calls = max_parallel_tool_calls
+        if max_steps_per_turn < 1:
+            raise UsageError("max_steps_per_turn must be at least 1")
+        self.max_steps_per_turn = max_steps_per_turn
         self.retry = RetryHandler(self.session, retry_policy, sleep=sleep or asyncio.sleep)
         self.hooks.request_error.on(self.retry)
         self.check_invariants = (
@@ -388,6 +392,13 @@ class Agent:
                     break
                 if self._phase_step == 0 and not decision.messages:
                     ends = {"kind": "completed"}
+                    return False
+                if step > self.max_steps_per_turn:
+                    # A model that keeps calling tools would otherwise run forever. Every call of
+                    # the last step already has its result, so the history stays valid.
+                    for m in claimed:  # claimed input is not lost: queue it again
+                        self.inbox.append("next-turn", m)
+                    ends = {"kind": "max-steps", "limit": self.max_steps_per_turn}
                     return False
                 self.session.append("step/start", {"turn": turn, "step": step})
                 self._phase_step = step

@@ -440,3 +440,13 @@ async def test_followup_before_loop_runs_is_started_by_when_idle() -> None:
     await asyncio.get_running_loop().run_in_executor(None, outside_loop)
     await agent.when_idle()
     assert turn_ends(agent.session.events) == [{"kind": "completed"}]
+
+
+async def test_max_steps_per_turn_stops_a_tool_loop() -> None:
+    provider = ScriptedProvider([tool_call_response("add", {"a": 1, "b": 1}) for _ in range(3)])
+    agent = Agent(provider=provider, model="m1", tools=[add], max_steps_per_turn=3)
+    await run(agent, "loop forever")
+    ev = agent.session.events
+    assert len(of_type(ev, "step/start")) == 3
+    assert turn_ends(ev) == [{"kind": "max-steps", "limit": 3}]
+    assert len(of_type(ev, "tool/result")) == 3
