@@ -4,7 +4,8 @@
 only of ``dict[str, …]``, ``list``, ``str``, ``int``, finite ``float`` (never ``-0.0``), ``bool`` and
 ``None``, and raises ``LosslessJsonError`` naming the JSON path of the first offending value (NaN,
 ±inf, ``-0.0``, a non-``str`` key, a tuple, set, bytes, datetime, any other object, or a cycle).
-Integers beyond ±2^53 are refused too, so JavaScript readers of our logs see the same numbers.
+Integers beyond ±2^53 are refused too, so JavaScript readers of our logs see the same numbers, and so is
+nesting deeper than 256 levels, which Python's own JSON reader could not read back.
 
 Journal format (one UTF-8 JSON object per line):
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection
+from math import copysign
 from typing import cast
 
 from dsh_kernel.errors import LosslessJsonError, SessionFormatError
@@ -44,13 +46,123 @@ def _path(parts: list[str | int]) -> str:
     return out
 
 
+_MAX_DEPTH = 256
+"""Deeper nesting is refused: Python's own JSON reader gives up near 1000 levels, so a journal line
+nested that deep could be written but never read back."""
+
+_FAST_DEPTH = 32
+"""The fast path hands anything nested deeper to the checked path (which detects cycles)."""
+
+
 def lossless_copy(value: object, *, what: str = "data") -> JsonValue:
     """Deep-copy ``value`` as JSON, refusing anything that would not round-trip exactly."""
-    return _copy(value, [], set(), what)
+    try:
+        return _fast_copy(value)
+    except _Unusual:
+        return _copy(value, [], set(), what)
+
+
+def lossless_copy_object(value: object, *, event_type: str | None = None) -> JsonObject:
+    """``lossless_copy`` of a JSON object (every event's data); errors name ``<event_type> data``."""
+    if type(value) is dict:
+        try:
+            return _fast_dict(cast("dict[str, object]", value), 0)
+        except _Unusual:
+            pass
+    what = f"{event_type} data" if event_type else "data"
+    copied = _copy(cast(object, value), [], set(), what)
+    if not isinstance(copied, dict):
+        raise LosslessJsonError(f"{what} must be a JSON object, not {type(copied).__name__}")
+    return copied
+
+
+class _Unusual(Exception):
+    """Raised by the fast path on anything it does not accept outright; the checked path decides."""
+
+
+# The fast path copies the common case (plain JSON, shallow) without tracking a path or a cycle set;
+# on anything unusual — a refusal, a non-finite or negative-zero float, deep nesting — it gives up
+# and the checked path below redoes the copy and names the offending JSON path. Refusals are rare,
+# so the double walk costs nothing in practice.
+
+
+def _fast_copy(value: object) -> JsonValue:
+    t = type(value)
+    if t is dict:
+        return _fast_dict(value, 0)  # type: ignore[arg-type]
+    if t is list:
+        return _fast_list(value, 0)  # type: ignore[arg-type]
+    if t is str or value is None or t is bool:
+        return value  # type: ignore[return-value]
+    raise _Unusual
+
+
+def _fast_dict(d: dict[str, object], depth: int) -> JsonObject:
+    if depth > _FAST_DEPTH:
+        raise _Unusual
+    out: JsonObject = {}
+    for k, v in d.items():
+        if type(k) is not str:
+            raise _Unusual
+        t = type(v)
+        if t is str:
+            out[k] = v  # type: ignore[assignment]
+        elif t is int:
+            if -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:  # type: ignore[operator]
+                out[k] = v  # type: ignore[assignment]
+            else:
+                raise _Unusual
+        elif t is dict:
+            out[k] = _fast_dict(v, depth + 1)  # type: ignore[arg-type]
+        elif v is None or t is bool:
+            out[k] = v  # type: ignore[assignment]
+        elif t is list:
+            out[k] = _fast_list(v, depth + 1)  # type: ignore[arg-type]
+        elif t is float:
+            # ``v - v`` is NaN for NaN and ±inf; zero is fine unless its sign bit is set.
+            if v - v != 0.0 or (v == 0.0 and copysign(1.0, v) < 0):  # type: ignore[operator, arg-type]
+                raise _Unusual
+            out[k] = v  # type: ignore[assignment]
+        else:
+            raise _Unusual
+    return out
+
+
+def _fast_list(items: list[object], depth: int) -> list[JsonValue]:
+    if depth > _FAST_DEPTH:
+        raise _Unusual
+    out: list[JsonValue] = []
+    append = out.append
+    for v in items:
+        t = type(v)
+        if t is str:
+            append(v)  # type: ignore[arg-type]
+        elif t is int:
+            if -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:  # type: ignore[operator]
+                append(v)  # type: ignore[arg-type]
+            else:
+                raise _Unusual
+        elif t is dict:
+            append(_fast_dict(v, depth + 1))  # type: ignore[arg-type]
+        elif v is None or t is bool:
+            append(v)  # type: ignore[arg-type]
+        elif t is list:
+            append(_fast_list(v, depth + 1))  # type: ignore[arg-type]
+        elif t is float:
+            if v - v != 0.0 or (v == 0.0 and copysign(1.0, v) < 0):  # type: ignore[operator, arg-type]
+                raise _Unusual
+            append(v)  # type: ignore[arg-type]
+        else:
+            raise _Unusual
+    return out
 
 
 def _copy(value: object, path: list[str | int], active: set[int], what: str) -> JsonValue:
-    # Dispatch on exact types first: this is the append hot path.
+    # The checked path: exact types first, the JSON path kept for the error message.
+    if len(path) > _MAX_DEPTH:
+        raise LosslessJsonError(
+            f"{what} is not lossless JSON at {_path(path)}: nested deeper than {_MAX_DEPTH} levels"
+        )
     t = type(value)
     if t is str or value is None or t is bool:
         return value  # type: ignore[return-value]
@@ -101,6 +213,16 @@ def _copy(value: object, path: list[str | int], active: set[int], what: str) -> 
         f"{what} is not lossless JSON at {_path(path)}: {t.__name__} values are not allowed "
         "(use dict, list, str, int, finite float, bool or None)"
     )
+
+
+def _refuse_constant(name: str) -> JsonValue:
+    raise LosslessJsonError(f"{name} is not JSON (non-finite numbers are not lossless)")
+
+
+def loads(text: str) -> JsonValue:
+    """Parse JSON text strictly: ``NaN``/``Infinity`` (which ``json.loads`` accepts) raise
+    ``LosslessJsonError``; malformed text raises ``json.JSONDecodeError``."""
+    return json.loads(text, parse_constant=_refuse_constant)
 
 
 def dumps(value: JsonValue) -> str:
@@ -201,11 +323,13 @@ def decode_event(
     line: str, known_types: Collection[str] | None, *, where: str = "journal"
 ) -> SessionEvent | None:
     try:
-        obj = json.loads(line)
+        obj = loads(line)
     except json.JSONDecodeError as exc:
         raise SessionFormatError(
             f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
         ) from exc
+    except LosslessJsonError as exc:
+        raise SessionFormatError(f"{where}: {exc}") from exc
     return event_from_json(obj, known_types, where=where)
 
 
@@ -240,8 +364,8 @@ def header_from_json(obj: JsonValue, *, where: str = "journal header") -> Sessio
     sid, created = obj.get("id"), obj.get("createdAt")
     if not isinstance(sid, str) or not sid:
         raise SessionFormatError(f"{where}: header has no id")
-    if not isinstance(created, int):
-        raise SessionFormatError(f"{where}: header has no createdAt")
+    if type(created) is not int:
+        raise SessionFormatError(f"{where}: header has no integer createdAt")
 
     def opt_str(k: str) -> str | None:
         v = obj.get(k)
@@ -254,5 +378,5 @@ def header_from_json(obj: JsonValue, *, where: str = "journal header") -> Sessio
         cwd=opt_str("cwd"),
         notebook=opt_str("notebook"),
         parent_session=opt_str("parentSession"),
-        seed_length=seed if isinstance(seed, int) else None,
+        seed_length=seed if type(seed) is int else None,
     )

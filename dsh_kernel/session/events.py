@@ -50,6 +50,63 @@ class SessionEvent:
     source_event_seqs: tuple[int, ...] | None = None
 
 
+class _EventTwin:
+    """``SessionEvent``'s slot layout without the frozen-dataclass ``__init__``.
+
+    A frozen dataclass sets each field through ``object.__setattr__``, which made building the event
+    the single largest cost of ``Session.append`` (~4x a plain slotted ``__init__``). ``new_event``
+    fills a twin with plain attribute stores and then re-classes it as a ``SessionEvent``; CPython
+    allows that because both classes have the same slots, in the same order, on the same base. The
+    result is an ordinary, frozen ``SessionEvent`` (equality, ``repr``, ``dataclasses.replace`` all as
+    usual).
+    """
+
+    # The order is SessionEvent's field order, which the layout check below relies on.
+    __slots__ = ("type", "seq", "time", "data", "ignorable", "surface_op", "source_event_seqs")  # noqa: RUF023
+
+    def __init__(
+        self,
+        type: str,
+        seq: int,
+        time: int,
+        data: JsonObject,
+        ignorable: bool,
+        surface_op: SurfaceOp | None,
+        source_event_seqs: tuple[int, ...] | None,
+    ) -> None:
+        self.type = type
+        self.seq = seq
+        self.time = time
+        self.data = data
+        self.ignorable = ignorable
+        self.surface_op = surface_op
+        self.source_event_seqs = source_event_seqs
+
+
+if (
+    _EventTwin.__slots__ != SessionEvent.__slots__
+):  # pragma: no cover - a field was added to one only
+    raise TypeError("_EventTwin.__slots__ must list SessionEvent's fields in order")
+
+
+def new_event(
+    type: str,
+    seq: int,
+    time: int,
+    data: JsonObject,
+    ignorable: bool = False,
+    surface_op: SurfaceOp | None = None,
+    source_event_seqs: tuple[int, ...] | None = None,
+) -> SessionEvent:
+    """Build a ``SessionEvent`` positionally, about 4x faster than its keyword constructor.
+
+    Same value as ``SessionEvent(type=..., ...)``; no validation (the log validates before it builds).
+    """
+    twin = _EventTwin(type, seq, time, data, ignorable, surface_op, source_event_seqs)
+    twin.__class__ = SessionEvent  # type: ignore[assignment]  # same layout, see _EventTwin
+    return twin  # type: ignore[return-value]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionHeader:
     """Stored beside the log (the journal's first line)."""

@@ -3,11 +3,13 @@
 Contract:
 
 * ``append`` is synchronous and never blocks on I/O. It validates before committing: the event type is
-  a non-empty string; known types carry their required data fields; ``data`` is lossless JSON (a deep
-  copy is stored, so later mutation of the caller's dict cannot change the log); ``surface_op`` is
-  present exactly on surface types and obeys the surface rules; ``source_event_seqs`` cite distinct,
-  earlier seqs. A refused append changes nothing.
-* ``seq`` is contiguous from 0; ``time`` comes from the injected clock (epoch ms).
+  a non-empty string; ``data`` is a dict and known types carry their required fields; ``data`` is
+  lossless JSON (a deep copy is stored, so later mutation of the caller's dict cannot change the log);
+  ``surface_op`` is present exactly on surface types and obeys the surface rules; ``source_event_seqs``
+  appear only on surface types and cite distinct, earlier seqs. A refused append changes nothing (not
+  even the pending ``session/end-seed`` of a seeded session).
+* ``seq`` is contiguous from 0; ``time`` comes from the injected clock (epoch ms; the wall clock when
+  none is injected).
 * Observers (``subscribe``) run after commit, in subscription order. Their exceptions are logged and
   contained. An ``append`` made from inside an observer raises ``ReentrantAppendError`` — schedule it.
 * A session built from a *seed* (resume, fork, replay) writes ``session/end-seed`` before its first
@@ -26,7 +28,7 @@ from typing import overload
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.types import Message
-from dsh_kernel.session.codec import lossless_copy
+from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import (
     EVENT_CATALOG,
@@ -35,6 +37,7 @@ from dsh_kernel.session.events import (
     SessionEvent,
     SessionHeader,
     SurfaceOp,
+    new_event,
 )
 
 _log = logging.getLogger(__name__)
@@ -43,8 +46,21 @@ Clock = Callable[[], int]
 Observer = Callable[[SessionEvent], None]
 
 
+_time_ns = _time.time_ns
+
+_REQUIRED: dict[str, frozenset[str]] = {
+    t: frozenset(spec.required) for t, spec in EVENT_CATALOG.items() if spec.required
+}
+_BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+
+
 def wall_clock_ms() -> int:
-    return _time.time_ns() // 1_000_000
+    """Epoch milliseconds: the default clock (``append`` inlines it when no clock is injected)."""
+    return _time_ns() // 1_000_000
+
+
+def _type_name(value: object) -> str:
+    return type(value).__name__
 
 
 class EventList(Sequence[SessionEvent]):
@@ -83,7 +99,7 @@ class Session:
         clock: Clock | None = None,
     ) -> None:
         self.header = header
-        self._clock: Clock = clock or wall_clock_ms
+        self._clock: Clock | None = clock
         self._events: list[SessionEvent] = []
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
@@ -162,42 +178,51 @@ class Session:
                 f"Session.append({type!r}) called from inside a session observer; schedule the "
                 "write (e.g. loop.call_soon) instead"
             )
-        if self._needs_end_seed and type != "session/end-seed":
-            self._needs_end_seed = False
-            self.append("session/end-seed", {})
         if not type or not isinstance(type, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("event type must be a non-empty string")
-        spec = EVENT_CATALOG.get(type)
-        if spec is not None and spec.required:
-            missing = [k for k in spec.required if k not in data]
-            if missing:
-                raise UsageError(f"{type} event is missing data field(s): {', '.join(missing)}")
-        copied = lossless_copy(data, what=f"{type} data")
-        assert isinstance(copied, dict)
-        seq = len(self._events)
+        if not isinstance(data, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise UsageError(f"{type} data must be a dict, not {_type_name(data)}")
+        required = _REQUIRED.get(type)
+        if required is not None and not data.keys() >= required:
+            missing = [k for k in EVENT_CATALOG[type].required if k not in data]
+            raise UsageError(f"{type} event is missing data field(s): {', '.join(missing)}")
+        copied = lossless_copy_object(data, event_type=type)
         seqs = tuple(source_event_seqs) if source_event_seqs is not None else None
-        self._check_surface(type, surface_op, seqs, copied, seq)
-        event = SessionEvent(
-            type=type,
-            seq=seq,
-            time=self._clock(),
-            data=copied,
-            ignorable=ignorable,
-            surface_op=surface_op,
-            source_event_seqs=seqs,
-        )
-        if type == "session/end-seed":
+        events = self._events
+        seq = len(events)
+        # A seeded session's first live write is preceded by session/end-seed. Everything is
+        # validated before either event commits, so a refused append changes nothing.
+        end_seed_first = self._needs_end_seed and type != "session/end-seed"
+        if end_seed_first:
+            seq += 1
+        if surface_op is not None or seqs is not None or type in SURFACE_TYPES:
+            self._check_surface(type, surface_op, seqs, copied, seq)
+        clock = self._clock
+        now = _time_ns() // 1_000_000 if clock is None else clock()
+        if end_seed_first:
+            self._needs_end_seed = False
+            self._write(new_event("session/end-seed", seq - 1, now, {}))
+            self.first_live_seq = seq
+        elif type == "session/end-seed":
             self._needs_end_seed = False
             self.first_live_seq = seq + 1
         elif self.first_live_seq is None:
             self.first_live_seq = seq
-        self._commit(event)
-        self._notify(event)
+        event = new_event(type, seq, now, copied, ignorable, surface_op, seqs)
+        # _write, inlined: this is the hot path (one call per streamed chunk).
+        events.append(event)
+        if surface_op is not None or type in _BRACKETS:
+            self._track(event)
+        if self._observers:
+            self._notify(event)
         return event
 
+    def _write(self, event: SessionEvent) -> None:
+        self._commit(event)
+        if self._observers:
+            self._notify(event)
+
     def _notify(self, event: SessionEvent) -> None:
-        if not self._observers:
-            return
         self._notifying = True
         try:
             for observer in tuple(self._observers):
@@ -210,7 +235,10 @@ class Session:
 
     def _commit(self, event: SessionEvent) -> None:
         self._events.append(event)
-        t = event.type
+        self._track(event)
+
+    def _track(self, event: SessionEvent) -> None:
+        """Update the surface and the open turn/step after ``event`` was appended."""
         op = event.surface_op
         if op is not None:
             if op == "append":
@@ -223,7 +251,11 @@ class Session:
                 self._surface[i : j + 1] = [event.seq]
                 self._surface_index = None
                 self.replace_generation += 1
-        elif t == "turn/start":
+            return
+        t = event.type
+        if t not in _BRACKETS:
+            return
+        if t == "turn/start":
             turn = event.data.get("turn")
             if isinstance(turn, int):
                 self.open_turn = turn
@@ -235,7 +267,7 @@ class Session:
         elif t == "step/start":
             step = event.data.get("step")
             self.open_step = step if isinstance(step, int) else None
-        elif t == "step/end":
+        else:  # step/end
             self.open_step = None
 
     def _index_of(self, seq: int) -> int | None:
@@ -252,18 +284,24 @@ class Session:
         seq: int,
     ) -> None:
         is_surface = type in SURFACE_TYPES
+        if op is not None and op != "append" and not isinstance(op, ReplaceOp):  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise SurfaceError(f"{type}: surface_op must be 'append' or a ReplaceOp, not {op!r}")
         if is_surface and op is None:
             raise SurfaceError(f"{type} is a surface event and needs a surface_op")
         if not is_surface and op is not None:
             raise SurfaceError(f"{type} is not a surface event; surface_op is forbidden on it")
         if seqs is not None:
+            if not is_surface:
+                raise SurfaceError(
+                    f"{type} is not a surface event; sourceEventSeqs is forbidden on it"
+                )
             if not seqs and type != "assistant/message":
                 raise SurfaceError(f"{type}: sourceEventSeqs must be non-empty when present")
             if len(set(seqs)) != len(seqs):
                 raise SurfaceError(f"{type}: sourceEventSeqs must be distinct")
             for s in seqs:
-                if not 0 <= s < seq:
-                    raise SurfaceError(f"{type}: sourceEventSeqs cites {s}, not an earlier seq")
+                if s.__class__ is not int or not 0 <= s < seq:
+                    raise SurfaceError(f"{type}: sourceEventSeqs cites {s!r}, not an earlier seq")
         if not isinstance(op, ReplaceOp):
             return
         i, j = self._index_of(op.start), self._index_of(op.end)
@@ -283,15 +321,23 @@ class Session:
 
 
 def _same_but_content(old: JsonObject, new: JsonObject) -> bool:
-    def strip(d: JsonObject) -> JsonObject:
-        msg = d.get("message")
-        out = {k: v for k, v in d.items() if k != "message"}
-        if isinstance(msg, dict):
-            m = {k: v for k, v in msg.items() if k != "content"}
-            content = msg.get("content")
-            if isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict):
-                m["block"] = {k: v for k, v in content[0].items() if k != "content"}
-            out["message"] = m
-        return out
+    """True when ``new`` differs from ``old`` at most in the tool-result block's nested ``content``."""
 
-    return strip(old) == strip(new)
+    def strip(d: JsonObject) -> tuple[JsonObject, JsonObject, JsonObject] | None:
+        msg = d.get("message")
+        if not isinstance(msg, dict):
+            return None
+        content = msg.get("content")
+        if not (isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict)):
+            return None
+        block = content[0]
+        if not isinstance(block.get("content"), list):
+            return None
+        return (
+            {k: v for k, v in d.items() if k != "message"},
+            {k: v for k, v in msg.items() if k != "content"},
+            {k: v for k, v in block.items() if k != "content"},
+        )
+
+    stripped = strip(old)
+    return stripped is not None and stripped == strip(new)
