@@ -156,7 +156,11 @@ def block_from_json(value: JsonValue) -> ContentBlock:
 def source_to_json(source: MessageSource) -> JsonObject:
     match source:
         case UserSource():
-            return {"kind": "user"}
+            out_user: JsonObject = {"kind": "user"}
+            for k, v in source.extra.items():
+                if k != "kind":
+                    out_user[k] = v
+            return out_user
         case PluginSource():
             out: JsonObject = {"kind": "plugin", "plugin": source.plugin}
             if source.form is not None:
@@ -181,7 +185,7 @@ def source_from_json(value: JsonValue) -> MessageSource:
     kind = obj.get("kind")
     match kind:
         case "user":
-            return UserSource()
+            return UserSource(extra={k: v for k, v in obj.items() if k != "kind"})
         case "plugin":
             form = obj.get("form")
             return PluginSource(

@@ -77,7 +77,11 @@ BlockType: TypeAlias = Literal["text", "reasoning", "tool-call"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UserSource:
+    """A person wrote it. ``extra`` records how (e.g. the notebook cell's raw text and the values a
+    ``$`x``` reference inserted); it is logged but never sent to the model."""
+
     kind: Literal["user"] = "user"
+    extra: JsonObject = field(default_factory=lambda: {})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

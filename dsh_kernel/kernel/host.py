@@ -1,0 +1,289 @@
+"""``AgentHost``: the kernel's agent, its provider, tools, store and the view of the running turn.
+
+One host per kernel process. It chooses the provider (kernel configuration, then ``DSH_*``
+environment variables, then the first provider whose key is present, else the clearly labelled
+``offline`` demo model), builds the agent with the notebook tools (``python``, ``inspect``,
+``ask_user``, ``sql``), attaches the session journal to the store, and bridges approvals and
+questions to the view of the cell that is running.
+
+Approvals fail closed. While a view is displayed by a frontend, an approval waits up to
+``approval_timeout`` seconds; when no frontend has rendered the view within
+``headless_approval_timeout`` seconds (nbclient, a headless run), the call is denied at once with a
+message saying how to allow it (``%agent approve auto``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from dsh_kernel.abort import USER_CANCEL
+from dsh_kernel.agent.agent import Agent
+from dsh_kernel.agent.prompt import PromptContext, PromptSection
+from dsh_kernel.errors import DshError, UsageError
+from dsh_kernel.ids import ApprovalRequestId
+from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.llm.config import (
+    BUILTIN_PROVIDERS,
+    KeyStore,
+    ProviderConfig,
+    config_from_env,
+    make_provider,
+)
+from dsh_kernel.llm.provider import Provider
+from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
+from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy, ApprovalRequest
+
+if TYPE_CHECKING:
+    from dsh_kernel.views.turn import TurnView
+
+_log = logging.getLogger(__name__)
+
+NOTEBOOK_GUIDE = (
+    "You work inside the user's Jupyter notebook. The `python` tool runs code in the notebook's "
+    "own namespace: variables you create stay there for the user, and you can use theirs. "
+    "Prefer short, inspectable steps. The user sees your answer rendered as Markdown and every tool "
+    "call as a card."
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSettings:
+    """Resolved configuration (kernel traitlets first, then environment variables)."""
+
+    provider: str = ""
+    model: str = ""
+    base_url: str = ""
+    approval: str = ""
+    approval_timeout: float | None = 300.0
+    headless_approval_timeout: float = 10.0
+    store: str = ""
+    system_prompt: str = ""
+
+
+def settings_from_env(base: HostSettings) -> HostSettings:
+    """Fill unset fields from ``DSH_PROVIDER``, ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``,
+    ``DSH_APPROVAL_TIMEOUT``, ``DSH_STORE``."""
+    env = os.environ
+
+    def pick(current: str, name: str) -> str:
+        return current or env.get(name, "").strip()
+
+    timeout = base.approval_timeout
+    raw = env.get("DSH_APPROVAL_TIMEOUT", "").strip()
+    if raw:
+        try:
+            timeout = float(raw) if raw.lower() not in ("none", "inf", "0") else None
+        except ValueError as exc:
+            raise UsageError(
+                f"DSH_APPROVAL_TIMEOUT={raw!r} is not a number of seconds (or 'none')"
+            ) from exc
+    headless = base.headless_approval_timeout
+    raw = env.get("DSH_HEADLESS_APPROVAL_TIMEOUT", "").strip()
+    if raw:
+        try:
+            headless = float(raw)
+        except ValueError as exc:
+            raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
+    return HostSettings(
+        provider=pick(base.provider, "DSH_PROVIDER"),
+        model=pick(base.model, "DSH_MODEL"),
+        base_url=pick(base.base_url, "DSH_BASE_URL"),
+        approval=pick(base.approval, "DSH_APPROVAL"),
+        approval_timeout=timeout,
+        headless_approval_timeout=headless,
+        store=pick(base.store, "DSH_STORE"),
+        system_prompt=base.system_prompt,
+    )
+
+
+def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, str, str]:
+    """``(provider, model, how it was chosen)``."""
+    if settings.provider == "offline":
+        p = OfflineProvider()
+        return p, settings.model or p.default_model, f"{OFFLINE_LABEL} (DSH_PROVIDER=offline)"
+    env = dict(os.environ)
+    if settings.provider:
+        env["DSH_PROVIDER"] = settings.provider
+    if settings.model:
+        env["DSH_MODEL"] = settings.model
+    if settings.base_url:
+        env["DSH_BASE_URL"] = settings.base_url
+    config = config_from_env(env, keys=keys)
+    if config is None:
+        p = OfflineProvider()
+        return (
+            p,
+            p.default_model,
+            f"{OFFLINE_LABEL}: no API key found (DEEPSEEK_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY)",
+        )
+    return make_provider(config, keys=keys), config.model, _describe_config(config, settings)
+
+
+def _describe_config(config: ProviderConfig, settings: HostSettings) -> str:
+    why = "configured" if settings.provider or settings.base_url else f"{config.api_key_env} is set"
+    return f"{config.id} ({config.base_url}, model {config.model}; {why})"
+
+
+ApprovalAnswer = Literal["allowed-once", "allowed-always", "rejected"]
+
+
+class AgentHost:
+    """See the module docstring."""
+
+    def __init__(
+        self,
+        settings: HostSettings,
+        *,
+        namespace: dict[str, object],
+        shell: object | None = None,
+    ) -> None:
+        self.settings = settings_from_env(settings)
+        self.namespace = namespace
+        self.shell = shell
+        self.keys = KeyStore()
+        self.view: TurnView | None = None
+        self._pending_approvals: dict[str, asyncio.Future[ApprovalAnswer]] = {}
+        self.store_warning: str | None = None
+        self.store: object | None = None
+        self.provider_note = ""
+        self.agent = self._build_agent()
+
+    # --- construction ---------------------------------------------------------------------------
+
+    def _policy(self) -> ApprovalPolicy:
+        mode = self.settings.approval or "ask"
+        if mode not in ("ask", "auto", "never"):
+            raise UsageError(f"DSH_APPROVAL={mode!r}: use ask, auto or never")
+        policy = ApprovalPolicy()
+        if mode != "ask":
+            policy.set(None, mode)  # type: ignore[arg-type]
+        return policy
+
+    def _build_agent(self, session: object | None = None) -> Agent:
+        provider, model, note = choose_provider(self.settings, self.keys)
+        self.provider_note = note
+        from dsh_kernel.session.log import Session
+
+        agent = Agent(
+            provider=provider,
+            model=model,
+            system=self.settings.system_prompt or None,
+            session=session if isinstance(session, Session) else None,
+            approval_policy=self._policy(),
+            answerer=self._answer_approval,
+            approval_timeout_s=None,
+        )
+        agent.system_prompt.add(PromptSection(name="notebook", order=50, text=NOTEBOOK_GUIDE))
+        agent.runtime_context.add(self._variables_context)
+        agent.runtime_context.add(self._approval_context(agent))
+        self._install_tools(agent)
+        return agent
+
+    def _install_tools(self, agent: Agent) -> None:
+        from dsh_kernel.runtime.runner import CodeRunner
+        from dsh_kernel.runtime.tools import inspect_tool, python_tool
+
+        runner = CodeRunner(self.namespace, shell=self.shell)
+        agent.registry.register(
+            python_tool(runner, on_interrupt=lambda: agent.cancel(USER_CANCEL))
+        )
+        agent.registry.register(inspect_tool(self.namespace))
+        try:
+            from dsh_kernel.tools.builtin.ask_user import ask_user_tool
+
+            agent.registry.register(ask_user_tool(self._ask_user))
+        except ImportError:  # the views package is optional at import time
+            _log.debug("ask_user tool unavailable", exc_info=True)
+
+    def _variables_context(self) -> PromptContext | None:
+        from dsh_kernel.runtime.describe import list_variables
+
+        rows = list_variables(self.namespace)
+        if not rows:
+            return None
+        lines = [f"- {r.name}: {r.summary}" for r in rows[:40]]
+        if len(rows) > 40:
+            lines.append(f"- … and {len(rows) - 40} more (use the `inspect` tool)")
+        return PromptContext(name="notebook variables", order=10, text="\n".join(lines))
+
+    def _approval_context(self, agent: Agent) -> Callable[[], PromptContext | None]:
+        def ctx() -> PromptContext | None:
+            policy = agent.approval_policy
+            tools = ", ".join(f"{k}={v}" for k, v in sorted(policy.tools.items()))
+            text = f"default for tools that change things: {policy.default}" + (
+                f"; per tool: {tools}" if tools else ""
+            )
+            return PromptContext(name="approval policy", order=20, text=text)
+
+        return ctx
+
+    # --- approvals and questions ------------------------------------------------------------------
+
+    async def _answer_approval(self, request_id: ApprovalRequestId, request: ApprovalRequest) -> object:
+        view = self.view
+        if view is None:
+            return "unavailable"
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[ApprovalAnswer] = loop.create_future()
+        self._pending_approvals[request_id] = fut
+        try:
+            deadline = self.settings.headless_approval_timeout
+            if not view.rendered:
+                try:
+                    async with asyncio.timeout(deadline):
+                        while not view.rendered and not fut.done():
+                            await asyncio.sleep(0.05)
+                except TimeoutError:
+                    return "unavailable"
+            async with asyncio.timeout(self.settings.approval_timeout):
+                return await fut
+        except TimeoutError:
+            return "timeout"
+        finally:
+            self._pending_approvals.pop(request_id, None)
+
+    def resolve_approval(self, request_id: str, outcome: ApprovalAnswer) -> None:
+        fut = self._pending_approvals.get(request_id)
+        if fut is not None and not fut.done():
+            fut.set_result(outcome)
+
+    async def _ask_user(self, questions: JsonValue, signal: object) -> JsonValue:
+        view = self.view
+        if view is None:
+            raise DshError("no frontend to ask the user (no chat cell is running)", code="NO_PROVIDER")
+        return await view.ask(questions)
+
+    # --- commands ---------------------------------------------------------------------------------
+
+    def set_approval(self, mode: ApprovalMode, tool: str | None = None) -> None:
+        self.agent.set_approval(mode, tool)
+
+    def switch_provider(self, provider: str | None = None, model: str | None = None) -> str:
+        if provider is not None and provider != "offline" and provider not in BUILTIN_PROVIDERS:
+            raise UsageError(
+                f"unknown provider {provider!r}; choose one of offline, {', '.join(sorted(BUILTIN_PROVIDERS))}"
+            )
+        settings = HostSettings(
+            provider=provider if provider is not None else self.settings.provider,
+            model=model if model is not None else (self.settings.model if provider is None else ""),
+            base_url=self.settings.base_url,
+            approval=self.settings.approval,
+            approval_timeout=self.settings.approval_timeout,
+            headless_approval_timeout=self.settings.headless_approval_timeout,
+            store=self.settings.store,
+            system_prompt=self.settings.system_prompt,
+        )
+        new_provider, new_model, note = choose_provider(settings, self.keys)
+        self.settings = settings
+        self.agent.set_route(provider=new_provider, model=new_model)
+        self.provider_note = note
+        return note
+
+    def new_session(self) -> Agent:
+        self.agent = self._build_agent()
+        return self.agent

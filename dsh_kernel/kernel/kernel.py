@@ -1,0 +1,244 @@
+"""``DshKernel``: the IPython kernel with an agent. Overrides ``do_*`` only.
+
+* Python cells go to ``IPythonKernel.do_execute`` unchanged (completion, inspection, rich display,
+  widgets, magics and tracebacks behave as in the stock kernel).
+* Chat cells expand ``$`x``` / ``&`fn``` references, send the message to the agent
+  (``followup``), show a live view of the turn, and *await* the turn on the kernel's own event loop
+  — ipykernel keeps processing widget comm messages meanwhile, so Stop, the steer box and the
+  approval buttons work mid-turn. While the turn runs the kernel installs its own SIGINT handler
+  (``loop.add_signal_handler``): the Jupyter interrupt cancels the turn at once instead of killing
+  the process. At the end the view's output is updated with a static Markdown/HTML rendering so a
+  saved notebook reads well without a kernel.
+* ``%%sql`` cells query the session store.
+
+A failed turn replies ``status: error`` with ``ename`` = the failure code and ``evalue`` = what
+happened and what to do; our own tracebacks are never shown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ipykernel.ipkernel import IPythonKernel
+from traitlets import Enum, Float, Unicode
+
+from dsh_kernel import __version__
+from dsh_kernel.abort import USER_CANCEL
+from dsh_kernel.errors import DshError
+from dsh_kernel.kernel.cells import Cell, classify
+from dsh_kernel.kernel.hints import describe_failure
+from dsh_kernel.kernel.host import AgentHost, HostSettings
+from dsh_kernel.kernel.prompt import PromptError, expand_prompt
+from dsh_kernel.session.events import SessionEvent
+
+
+class DshKernel(IPythonKernel):
+    implementation = "dsh-kernel"
+    implementation_version = __version__
+    banner = f"DSH Agent {__version__} — an LLM agent in your notebook (IPython inside)"
+
+    default_cell = Enum(
+        ["chat", "python"],
+        default_value="chat",
+        help="What a plain cell is: 'chat' (kernelspec dsh) or 'python' (kernelspec dsh-python).",
+    ).tag(config=True)
+    provider = Unicode(
+        "", help="Provider id: deepseek, openai, anthropic, openai-compatible or offline. Env: DSH_PROVIDER."
+    ).tag(config=True)
+    model = Unicode("", help="Model id, or provider:model. Env: DSH_MODEL.").tag(config=True)
+    base_url = Unicode("", help="Base URL of an OpenAI-compatible server. Env: DSH_BASE_URL.").tag(
+        config=True
+    )
+    approval = Unicode(
+        "", help="Approval for tools that change things: ask, auto or never. Env: DSH_APPROVAL."
+    ).tag(config=True)
+    approval_timeout = Float(
+        300.0, help="Seconds an approval waits for a click before it is denied. Env: DSH_APPROVAL_TIMEOUT."
+    ).tag(config=True)
+    headless_approval_timeout = Float(
+        10.0,
+        help="Seconds to wait for a frontend to show a turn before approvals are denied (headless runs).",
+    ).tag(config=True)
+    store = Unicode("", help="The session store directory. Env: DSH_STORE.").tag(config=True)
+    system_prompt = Unicode("", help="The persona part of the system prompt.").tag(config=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._host: AgentHost | None = None
+
+    # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
+
+    @property
+    def host(self) -> AgentHost:
+        if self._host is None:
+            assert self.shell is not None
+            self._host = AgentHost(
+                HostSettings(
+                    provider=self.provider,
+                    model=self.model,
+                    base_url=self.base_url,
+                    approval=self.approval,
+                    approval_timeout=self.approval_timeout,
+                    headless_approval_timeout=self.headless_approval_timeout,
+                    store=self.store,
+                    system_prompt=self.system_prompt,
+                ),
+                namespace=self.shell.user_ns,
+                shell=self.shell,
+            )
+        return self._host
+
+    def init_magics(self) -> None:
+        from dsh_kernel.kernel.magics import AgentMagics
+
+        assert self.shell is not None
+        self.shell.register_magics(AgentMagics(self.shell, kernel=self))
+
+    # --- execution -------------------------------------------------------------------------------
+
+    async def do_execute(  # type: ignore[override]
+        self,
+        code: str,
+        silent: bool,
+        store_history: bool = True,
+        user_expressions: dict[str, Any] | None = None,
+        allow_stdin: bool = False,
+        *,
+        cell_meta: dict[str, Any] | None = None,
+        cell_id: str | None = None,
+    ) -> dict[str, Any]:
+        if not getattr(self, "_dsh_magics", False):
+            self._dsh_magics = True
+            self.init_magics()
+        cell = classify(code, self.default_cell)
+        if cell.kind == "python":
+            return await super().do_execute(
+                cell.body,
+                silent,
+                store_history,
+                user_expressions,
+                allow_stdin,
+                cell_meta=cell_meta,
+                cell_id=cell_id,
+            )
+        count = self._count(code, store_history)
+        try:
+            if cell.kind == "chat":
+                return await self._execute_chat(cell, count, silent)
+            return await self._execute_sql(cell, count)
+        except DshError as exc:
+            return self._error_reply(count, exc.code, describe_failure(exc.code, exc.message))
+
+    def _count(self, code: str, store_history: bool) -> int:
+        shell = self.shell
+        assert shell is not None
+        count = shell.execution_count
+        if store_history:
+            with contextlib.suppress(Exception):
+                shell.history_manager.store_inputs(count, code)  # type: ignore[union-attr]
+            shell.execution_count += 1
+        return count
+
+    def _ok_reply(self, count: int) -> dict[str, Any]:
+        return {"status": "ok", "execution_count": count, "payload": [], "user_expressions": {}}
+
+    def _error_reply(self, count: int, ename: str, evalue: str) -> dict[str, Any]:
+        content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
+        self.send_response(self.iopub_socket, "error", content)
+        return {"status": "error", "execution_count": count, **content}
+
+    async def _execute_chat(self, cell: Cell, count: int, silent: bool) -> dict[str, Any]:
+        from dsh_kernel.kernel.viewing import open_view
+
+        host = self.host
+        agent = host.agent
+        assert self.shell is not None
+        try:
+            prompt = expand_prompt(cell.body, self.shell.user_ns)
+        except PromptError as exc:
+            return self._error_reply(count, "PromptError", str(exc))
+        if prompt is None:
+            return self._ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
+        disposers = []
+        try:
+            disposers = [agent.registry.register(d) for d in prompt.tools]
+        except DshError as exc:
+            for dispose in disposers:
+                dispose()
+            return self._error_reply(count, "PromptError", f"cannot offer that function: {exc.message}")
+        view = open_view(host, prompt.message.id, silent=silent)
+        try:
+            agent.followup(prompt.message)
+            with self._sigint_cancels(agent):
+                await agent.when_idle()
+        finally:
+            for dispose in disposers:
+                dispose()
+            host.view = None
+            if view is not None:
+                view.close()
+        end = turn_end_for(agent.session.events, prompt.message.id)
+        kind = end.get("kind") if end is not None else None
+        if kind == "error":
+            err = end.get("error") if end is not None else None
+            code = str(err.get("code") or "UNKNOWN") if isinstance(err, dict) else "UNKNOWN"
+            message = str(err.get("message") or "") if isinstance(err, dict) else ""
+            return self._error_reply(count, code, describe_failure(code, message))
+        if kind == "aborted":
+            return self._error_reply(
+                count, "KeyboardInterrupt", "the turn was stopped; what streamed so far is kept"
+            )
+        return self._ok_reply(count)
+
+    @contextlib.contextmanager
+    def _sigint_cancels(self, agent: Any) -> Iterator[None]:
+        """Route SIGINT to ``agent.cancel`` while a turn is awaited (PLATFORM.md: without this an
+        interrupt during an await kills the kernel)."""
+        loop = asyncio.get_running_loop()
+        installed = False
+        try:
+            loop.add_signal_handler(signal.SIGINT, lambda: agent.cancel(USER_CANCEL))
+            installed = True
+        except (ValueError, RuntimeError, NotImplementedError):
+            pass  # not on the main thread / no signals here: the Stop button still works
+        try:
+            yield
+        finally:
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    async def _execute_sql(self, cell: Cell, count: int) -> dict[str, Any]:
+        from dsh_kernel.kernel.sqlcell import run_sql_cell
+
+        assert self.shell is not None
+        started = time.perf_counter()
+        return await run_sql_cell(self, cell, count, started)
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
+        if self._host is not None:
+            with contextlib.suppress(Exception):
+                self._host.shutdown()
+        return super().do_shutdown(restart)
+
+
+def turn_end_for(events: Sequence[SessionEvent], message_id: str) -> dict[str, Any] | None:
+    """The ``turn/end`` reason of the turn that carried ``message_id`` (None if it never ran)."""
+    current: int | None = None
+    turn: int | None = None
+    for ev in events:
+        if ev.type == "turn/start":
+            current = ev.data.get("turn")  # type: ignore[assignment]
+        elif turn is None and ev.type == "user/message" and ev.data.get("id") == message_id:
+            turn = current
+        elif turn is not None and ev.type == "turn/end" and ev.data.get("turn") == turn:
+            reason = ev.data.get("reason")
+            return reason if isinstance(reason, dict) else None
+    return None

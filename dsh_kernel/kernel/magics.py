@@ -1,0 +1,188 @@
+"""``%agent``: the one line magic for the agent.
+
+Every subcommand is logged as ``command/run`` + ``command/done`` (standalone events; never sent to
+the model). An unknown subcommand prints the help text. Keys typed at ``%agent key`` go to an
+in-memory store only: never to the log, the store, the notebook or the kernel's log.
+"""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.magic import Magics, line_magic, magics_class
+
+from dsh_kernel.errors import DshError, UsageError
+from dsh_kernel.ids import new_command_id
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.config import BUILTIN_PROVIDERS
+
+if TYPE_CHECKING:
+    from dsh_kernel.kernel.kernel import DshKernel
+
+HELP = """\
+%agent — control the notebook agent
+
+  %agent status                  provider, model, session, tokens, approval policy, store
+  %agent model <id|provider:id>  switch the model (and provider) for the next request
+  %agent provider <name>         switch provider: deepseek, openai, anthropic, openai-compatible, offline
+  %agent key <provider>          type an API key (hidden; kept in memory only)
+  %agent approve ask|auto|never [tool]
+                                 approval for tools that change things (default: ask)
+  %agent tools                   the tools the agent can call, with their approval mode
+  %agent new                     start a new session (the old one stays in the store)
+  %agent sessions                sessions in the store (title, created, notebook, turns, tokens, cost)
+  %agent resume <session-id>     continue a stored session
+  %agent fork <turn>             a new session with this session's turns up to <turn>
+  %agent replay <session-id>     answer from a recorded session (deterministic, offline)
+  %agent search <text>           search messages, tool arguments and results in the store
+  %agent export [--parquet|--md] [path]
+                                 export sessions as Parquet, or this session as Markdown
+  %agent title <text>            name this session
+  %agent cost                    tokens and cost of this session
+  %agent help                    this text
+
+Cells: in a DSH Agent notebook a plain cell is a message; %%python (or %%py) runs Python and
+%%sql queries the session store. In a DSH Python notebook a plain cell is Python and %%chat
+sends a message. In a message, $`x` inserts a description of the variable x and &`f` offers
+the function f to the agent as a tool.
+"""
+
+
+@magics_class
+class AgentMagics(Magics):
+    def __init__(self, shell: Any, *, kernel: DshKernel) -> None:
+        super().__init__(shell)
+        self.kernel = kernel
+
+    @line_magic
+    def agent(self, line: str) -> None:
+        """Control the notebook agent. `%agent help` lists the subcommands."""
+        try:
+            words = shlex.split(line)
+        except ValueError as exc:
+            print(f"%agent: {exc}\n\n{HELP}")
+            return
+        if not words or words[0] in ("help", "-h", "--help"):
+            print(HELP)
+            return
+        name, args = words[0], words[1:]
+        handler: Callable[[list[str]], str] | None = getattr(self, f"_cmd_{name}", None)
+        if handler is None:
+            print(f"%agent: unknown subcommand {name!r}\n\n{HELP}")
+            return
+        host = self.kernel.host
+        agent = host.agent
+        command_id = new_command_id()
+        run: JsonObject = {"commandId": command_id, "name": name, "source": {"kind": "user"}}
+        if args and name != "key":
+            run["args"] = " ".join(args)
+        logged = agent.status == "idle"
+        if logged:
+            agent.session.append("command/run", run)
+        try:
+            text = handler(args)
+        except DshError as exc:
+            if logged:
+                self._done(command_id, "error", exc.message)
+            print(f"%agent {name}: {exc.message}")
+            return
+        if logged and host.agent is agent:
+            self._done(command_id, "success", text)
+        if text:
+            print(text)
+
+    def _done(self, command_id: str, kind: str, text: str) -> None:
+        data: JsonObject = {"commandId": command_id, "kind": kind}
+        if text:
+            data["text"] = text[:2000]
+        self.kernel.host.agent.session.append("command/done", data)
+
+    # --- subcommands ------------------------------------------------------------------------------
+
+    def _cmd_status(self, args: list[str]) -> str:
+        host = self.kernel.host
+        agent = host.agent
+        info = agent.model_info
+        turns = agent.session.last_turn
+        lines = [
+            f"provider: {host.provider_note}",
+            f"model:    {agent.provider.id}:{agent.model}"
+            + (f" (context window {info.context_window:,} tokens)" if info.context_window else ""),
+            f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
+            f"{len(agent.session.events)} events)",
+            f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
+            f"store:    {host.store_description()}",
+        ]
+        if host.store_warning:
+            lines.append(f"warning:  {host.store_warning}")
+        return "\n".join(lines)
+
+    def _cmd_model(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise UsageError("usage: %agent model <model-id> or <provider>:<model-id>")
+        spec = args[0]
+        provider, sep, model = spec.partition(":")
+        if sep and (provider in BUILTIN_PROVIDERS or provider == "offline"):
+            return "now using " + self.kernel.host.switch_provider(provider, model)
+        host = self.kernel.host
+        host.agent.set_route(model=spec)
+        return f"now using {host.agent.provider.id}:{spec}"
+
+    def _cmd_provider(self, args: list[str]) -> str:
+        if len(args) != 1:
+            raise UsageError("usage: %agent provider <deepseek|openai|anthropic|openai-compatible|offline>")
+        return "now using " + self.kernel.host.switch_provider(args[0])
+
+    def _cmd_key(self, args: list[str]) -> str:
+        if len(args) != 1 or args[0] not in BUILTIN_PROVIDERS:
+            raise UsageError(f"usage: %agent key <{'|'.join(sorted(BUILTIN_PROVIDERS))}>")
+        config = BUILTIN_PROVIDERS[args[0]]
+        env = config.api_key_env or ""
+        key = getpass.getpass(f"API key for {args[0]} ({env}; kept in memory only): ").strip()
+        if not key:
+            raise UsageError("no key entered; nothing changed")
+        self.kernel.host.keys.set(env, key)
+        return f"key for {args[0]} set for this kernel (memory only; `%agent provider {args[0]}` to use it)"
+
+    def _cmd_approve(self, args: list[str]) -> str:
+        if not args or args[0] not in ("ask", "auto", "never") or len(args) > 2:
+            raise UsageError("usage: %agent approve ask|auto|never [tool]")
+        mode = args[0]
+        tool = args[1] if len(args) == 2 else None
+        host = self.kernel.host
+        if tool is not None and host.agent.registry.get(tool) is None:
+            raise UsageError(
+                f"no tool named {tool!r}; tools: {', '.join(host.agent.registry.names())}"
+            )
+        host.set_approval(mode, tool)  # type: ignore[arg-type]
+        policy = host.agent.approval_policy
+        return "approval: " + _policy_text(policy.default, dict(policy.tools))
+
+    def _cmd_tools(self, args: list[str]) -> str:
+        agent = self.kernel.host.agent
+        rows = []
+        for defn in agent.registry.definitions():
+            mode = agent.approval_policy.mode_for(defn.name, read_only=defn.read_only)
+            first = defn.description.strip().splitlines()[0] if defn.description.strip() else ""
+            rows.append(f"  {defn.name:<12} {mode:<6} {first}")
+        return "tools (name, approval, description):\n" + "\n".join(rows)
+
+    def _cmd_new(self, args: list[str]) -> str:
+        agent = self.kernel.host.new_session()
+        return f"new session {agent.session.id}"
+
+    def _cmd_cost(self, args: list[str]) -> str:
+        from dsh_kernel.session.usage import usage_totals
+
+        agent = self.kernel.host.agent
+        return "this session: " + usage_totals(agent.session.events).describe(agent.model_info)
+
+
+def _policy_text(default: str, tools: dict[str, str]) -> str:
+    per = ", ".join(f"{k}={v}" for k, v in sorted(tools.items()))
+    return f"{default} for tools that change things; read-only tools run" + (
+        f"; per tool: {per}" if per else ""
+    )

@@ -1,0 +1,116 @@
+"""Turning a chat cell into a user message: ``$`expr``` values and ``&`fn``` tools.
+
+* ``$`expr``` evaluates ``expr`` in the notebook namespace and appends a compact, size-capped
+  description of the value (type, shape, columns, head, repr) to the message; in the prose the
+  reference becomes ``expr`` in backticks.
+* ``&`fn``` offers the notebook function ``fn`` to the model as a tool for this message (its schema
+  comes from the signature and docstring).
+
+What was inserted is recorded in the message's source (``{"kind": "user", "cell": {...}}``), so
+the log shows exactly what the model was given. Errors name the reference and what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from dsh_kernel.ids import new_message_id
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.types import Message, TextBlock, UserSource
+from dsh_kernel.kernel.cells import find_references, unescape
+from dsh_kernel.tools.types import ToolDefinition
+
+MAX_MESSAGE_CHARS = 200_000
+"""A chat cell longer than this is refused: put big text in a variable and reference it."""
+
+DESCRIPTION_CHARS = 4_000
+"""The cap for one ``$`x``` description."""
+
+
+class PromptError(ValueError):
+    """A chat cell that cannot be sent; the message says what was wrong and what to do."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExpandedPrompt:
+    message: Message
+    tools: tuple[ToolDefinition, ...]
+
+
+def _evaluate(expr: str, namespace: dict[str, object]) -> object:
+    if expr.isidentifier():
+        if expr not in namespace:
+            raise PromptError(
+                f"$`{expr}`: there is no variable {expr!r} in the notebook namespace; run the cell "
+                "that defines it first, or check the spelling"
+            )
+        return namespace[expr]
+    try:
+        return eval(compile(expr, "<prompt reference>", "eval"), namespace)  # noqa: S307 - the user's own expression
+    except Exception as exc:
+        raise PromptError(f"$`{expr}` could not be evaluated: {type(exc).__name__}: {exc}") from exc
+
+
+def expand_prompt(text: str, namespace: dict[str, object]) -> ExpandedPrompt | None:
+    """Build the message for a chat cell; ``None`` for an empty cell."""
+    if not text.strip():
+        return None
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise PromptError(
+            f"this message is {len(text):,} characters; the limit is {MAX_MESSAGE_CHARS:,}. Put "
+            "large text in a variable (e.g. text = open('file.txt').read()) and reference it as "
+            "$`text`, which inserts a size-capped description"
+        )
+    from dsh_kernel.runtime.describe import describe_value
+    from dsh_kernel.tools.decorator import tool
+
+    refs = find_references(text)
+    parts: list[str] = []
+    pos = 0
+    blocks: list[str] = []
+    inserted: list[JsonValue] = []
+    tools: list[ToolDefinition] = []
+    seen_tools: set[str] = set()
+    for ref in refs:
+        parts.append(unescape(text[pos : ref.start]))
+        pos = ref.end
+        if ref.sigil == "$":
+            value = _evaluate(ref.expr, namespace)
+            description = describe_value(value, max_chars=DESCRIPTION_CHARS)
+            blocks.append(f'<value of="{ref.expr}">\n{description}\n</value>')
+            inserted.append({"expr": ref.expr, "type": type(value).__name__, "chars": len(description)})
+            parts.append(f"`{ref.expr}`")
+        else:
+            fn = _evaluate(ref.expr, namespace)
+            if not callable(fn):
+                raise PromptError(
+                    f"&`{ref.expr}`: {ref.expr!r} is a {type(fn).__name__}, not a function; "
+                    "&`name` offers a notebook function as a tool"
+                )
+            if isinstance(fn, ToolDefinition):
+                defn = fn
+            else:
+                try:
+                    defn = tool(fn)  # type: ignore[arg-type]
+                except Exception as exc:
+                    raise PromptError(f"&`{ref.expr}` cannot be offered as a tool: {exc}") from exc
+            if defn.name not in seen_tools:
+                seen_tools.add(defn.name)
+                tools.append(defn)
+            parts.append(f"`{ref.expr}` (offered to you as the tool `{defn.name}`)")
+    parts.append(unescape(text[pos:]))
+    body = "".join(parts)
+    if blocks:
+        body += "\n\n" + "\n\n".join(blocks)
+    cell: JsonObject = {"raw": text} if refs else {}
+    if inserted:
+        cell["inserted"] = inserted
+    if tools:
+        cell["tools"] = [t.name for t in tools]
+    message = Message(
+        id=new_message_id(),
+        role="user",
+        content=(TextBlock(text=body),),
+        source=UserSource(extra={"cell": cell} if cell else {}),
+    )
+    return ExpandedPrompt(message=message, tools=tuple(tools))
