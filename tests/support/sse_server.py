@@ -6,7 +6,8 @@ never blocks) and — through ``python -m tests.support.sse_server script.json``
 as a kernel subprocess pointed at it with ``DSH_BASE_URL``.
 
 A script is a queue of ``Reply``s consumed one per request, in order (503 → 503 → 200 for retries;
-tool call → text for the agent loop); a request beyond the script gets a 500 that says so. A reply
+tool call → text for the agent loop); a request beyond the script gets a 500 that says so, and a
+``sticky`` reply is never consumed. A reply
 is either a plain body (JSON error bodies) or SSE ``frames``, each written as one transport write
 after its own ``delay_ms``. Close modes: ``normal``; ``abort`` (the last frame is cut in half and the
 socket reset — a truncated stream); ``hang`` (nothing more is sent and the socket stays open until
@@ -101,6 +102,11 @@ class Reply:
     framing: Framing = Framing()
     chunked: bool = True
     """False: no length and ``Connection: close``; the end of the body is the end of the socket."""
+    sticky: bool = False
+    """Never consumed: served again for every later request (benchmarks, long-lived servers)."""
+    coalesce: bool = False
+    """Write runs of undelayed frames together (up to 64 KiB per write), so the server is never the
+    bottleneck of a throughput benchmark; by default every frame is its own write, as real APIs do."""
 
 
 def frames_from_sse(text: str, delay_ms: float = 0.0) -> tuple[Frame, ...]:
@@ -171,6 +177,8 @@ def reply_from_json(obj: dict[str, Any]) -> Reply:
         first_byte_delay_ms=float(obj.get("first_byte_delay_ms", 0)),
         framing=Framing(**obj.get("framing", {})),
         chunked=bool(obj.get("chunked", True)),
+        sticky=bool(obj.get("sticky", False)),
+        coalesce=bool(obj.get("coalesce", False)),
     )
 
 
@@ -183,6 +191,8 @@ def reply_to_json(reply: Reply) -> dict[str, Any]:
         "first_byte_delay_ms": reply.first_byte_delay_ms,
         "framing": {k: getattr(reply.framing, k) for k in Framing.__dataclass_fields__},
         "chunked": reply.chunked,
+        "sticky": reply.sticky,
+        "coalesce": reply.coalesce,
     }
     if reply.body is not None:
         out["body"] = reply.body.decode()
@@ -318,6 +328,8 @@ class PassbackState:
 
 def _transform(reply: Reply) -> list[Frame]:
     fr = reply.framing
+    if fr == Framing() or fr == Framing(split_seed=fr.split_seed):
+        return list(reply.frames)
     out: list[Frame] = []
     for frame in reply.frames:
         raw = frame.raw
@@ -343,6 +355,19 @@ def _split(raw: bytes, rng: random.Random) -> list[bytes]:
         points.add(rng.choice(inside))
     cuts = [0, *sorted(points), len(raw)]
     return [raw[a:b] for a, b in itertools.pairwise(cuts) if b > a]
+
+
+def _coalesce(frames: list[Frame], limit: int = 65536) -> list[Frame]:
+    groups: list[tuple[float, list[bytes]]] = []
+    size = 0
+    for frame in frames:
+        if groups and not frame.delay_ms and size + len(frame.raw) <= limit:
+            groups[-1][1].append(frame.raw)
+            size += len(frame.raw)
+        else:
+            groups.append((frame.delay_ms, [frame.raw]))
+            size = len(frame.raw)
+    return [Frame(raw=b"".join(parts), delay_ms=delay) for delay, parts in groups]
 
 
 class SseServer:
@@ -503,8 +528,8 @@ class SseServer:
                     500,
                     {"error": {"message": "sse_server: script exhausted", "type": "server_error"}},
                 )
-            reply = self._queue.pop(0)
-            if reply.status == 200 and reply.frames:
+            reply = self._queue[0] if self._queue[0].sticky else self._queue.pop(0)
+            if self._checks and reply.status == 200 and reply.frames:
                 self._passback.learn(reply.frames)
             return reply
 
@@ -558,6 +583,8 @@ class SseServer:
         def put(data: bytes) -> None:
             writer.write(b"%x\r\n%s\r\n" % (len(data), data) if reply.chunked else data)
 
+        if reply.coalesce and not split:
+            frames = _coalesce(frames)
         try:
             for n, frame in enumerate(frames):
                 if frame.delay_ms:

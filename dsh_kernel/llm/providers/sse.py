@@ -15,9 +15,16 @@ Working on bytes rather than text keeps the hot path cheap: line terminators are
 never lands inside a multi-byte UTF-8 sequence, and no incremental text decoder is needed.
 
 ``truncated`` reports an event begun but never dispatched; at end of stream that is a cut, not data.
+
+``payload_object`` decodes one payload as a JSON object, or raises ``MALFORMED_RESPONSE``.
 """
 
 from __future__ import annotations
+
+import json
+
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.providers.transport import malformed
 
 _CR = b"\r"
 
@@ -68,3 +75,24 @@ class SseDecoder:
     def truncated(self) -> bool:
         """True when an event was started but not completed by a blank line."""
         return bool(self._data) or bool(self._tail.strip())
+
+
+# ``raw_decode`` on text skips ``json.loads``'s encoding sniffing and wrapper — measurably cheaper
+# per token — but rejects leading whitespace, hence the strip for the rare padded payload.
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def payload_object(payload: bytes, provider: str, secret: str | None) -> JsonObject:
+    """One ``data`` payload as a JSON object; ``LlmError(MALFORMED_RESPONSE)`` for anything else."""
+    if payload[:1] in (b" ", b"\t"):
+        payload = payload.strip()
+    try:
+        text = payload.decode()
+        obj, end = _raw_decode(text)
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+        raise malformed(payload, provider, secret, "not JSON") from None
+    if end != len(text) and text[end:].strip():
+        raise malformed(payload, provider, secret, "trailing data")
+    if type(obj) is not dict:
+        raise malformed(payload, provider, secret, "not an object")
+    return obj  # pyright: ignore[reportUnknownVariableType]

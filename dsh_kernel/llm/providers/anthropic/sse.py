@@ -8,11 +8,8 @@ of body before it means). A payload that is not a JSON object raises ``MALFORMED
 
 from __future__ import annotations
 
-import json
-
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.llm.providers.sse import SseDecoder
-from dsh_kernel.llm.providers.transport import malformed
+from dsh_kernel.llm.providers.sse import SseDecoder, payload_object
 
 
 class MessagesEventReader:
@@ -30,11 +27,5 @@ class MessagesEventReader:
         self.bytes_seen += len(data)
         out: list[JsonObject] = []
         for payload in self._decoder.feed(data):
-            try:
-                obj = json.loads(payload)
-            except ValueError:
-                raise malformed(payload, self._provider, self._secret, "not JSON") from None
-            if not isinstance(obj, dict):
-                raise malformed(payload, self._provider, self._secret, "not an object")
-            out.append(obj)  # pyright: ignore[reportUnknownArgumentType]
+            out.append(payload_object(payload, self._provider, self._secret))
         return out

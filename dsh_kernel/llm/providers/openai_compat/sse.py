@@ -10,11 +10,8 @@ after a finish reason (ik_llama.cpp never sends ``[DONE]``), ``STREAM_CLOSED`` b
 
 from __future__ import annotations
 
-import json
-
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.llm.providers.sse import SseDecoder
-from dsh_kernel.llm.providers.transport import malformed
+from dsh_kernel.llm.providers.sse import SseDecoder, payload_object
 
 DONE = b"[DONE]"
 
@@ -38,11 +35,5 @@ class ChatEventReader:
             if payload[:1] == b"[" and payload.strip() == DONE:
                 self.done = True
                 break
-            try:
-                obj = json.loads(payload)
-            except ValueError:
-                raise malformed(payload, self._provider, self._secret, "not JSON") from None
-            if not isinstance(obj, dict):
-                raise malformed(payload, self._provider, self._secret, "not an object")
-            out.append(obj)  # pyright: ignore[reportUnknownArgumentType]
+            out.append(payload_object(payload, self._provider, self._secret))
         return out

@@ -179,48 +179,44 @@ class ChatTranslator:
         return block
 
     def feed(self, obj: JsonObject) -> None:
+        # The per-token hot path: exact-type checks and one pass, no helper calls for text.
         choices = obj.get("choices")
-        if isinstance(choices, list):
+        if choices and type(choices) is list:
             for choice in choices:
-                if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                    continue
+                if type(choice) is not dict or choice.get("index"):
+                    continue  # only the first choice (index 0, or no index) is ours
                 delta = choice.get("delta")
-                if isinstance(delta, dict) and delta:
-                    self._delta(delta)
+                if delta and type(delta) is dict:
+                    reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                    if reasoning and type(reasoning) is str:
+                        block = self._reasoning
+                        if block is None:
+                            block = self._reasoning = self._open("reasoning")
+                        block.parts.append(reasoning)
+                        self.out.append(ReasoningDeltaChunk(index=block.index, text=reasoning))
+                    content = delta.get("content")
+                    if content and type(content) is str:
+                        block = self._text
+                        if block is None:
+                            block = self._text = self._open("text")
+                        block.parts.append(content)
+                        self.out.append(TextDeltaChunk(index=block.index, text=content))
+                    calls = delta.get("tool_calls")
+                    if calls and type(calls) is list:
+                        for call in calls:
+                            if type(call) is dict:
+                                self._tool_fragment(call)
                 reason = choice.get("finish_reason")
-                if isinstance(reason, str) and reason:
+                if reason and type(reason) is str:
                     self._finish_reason = reason
                     self.finish_seen = True
         usage = obj.get("usage")
-        if isinstance(usage, dict):
+        if usage and type(usage) is dict:
             self._usage = usage
         if obj.get("error"):
             info = error_info(obj)
             if info is not None:
                 self.failure = inband_failure(info, provider=self._provider, secret=self._secret)
-
-    def _delta(self, delta: JsonObject) -> None:
-        reasoning = delta.get("reasoning_content")
-        if reasoning is None:
-            reasoning = delta.get("reasoning")
-        if reasoning and isinstance(reasoning, str):
-            block = self._reasoning
-            if block is None:
-                block = self._reasoning = self._open("reasoning")
-            block.parts.append(reasoning)
-            self.out.append(ReasoningDeltaChunk(index=block.index, text=reasoning))
-        content = delta.get("content")
-        if content and isinstance(content, str):
-            block = self._text
-            if block is None:
-                block = self._text = self._open("text")
-            block.parts.append(content)
-            self.out.append(TextDeltaChunk(index=block.index, text=content))
-        calls = delta.get("tool_calls")
-        if calls and isinstance(calls, list):
-            for call in calls:
-                if isinstance(call, dict):
-                    self._tool_fragment(call)
 
     def _tool_fragment(self, call: JsonObject) -> None:
         wire_index = call.get("index")

@@ -1,0 +1,260 @@
+"""Streaming throughput: text chunks per second through each client, same loopback server, same bytes.
+
+One OpenAI-compatible stream of N text chunks (default 20,000, each a full chat.completion.chunk
+object like WIRE transcript A) is served by ``tests.support.sse_server`` running in its **own
+process** (so the server never competes with the clients for the GIL). Contenders, each consuming
+the whole stream and checked to have received every character:
+
+- ``raw``: httpx ``aiter_lines`` + ``json.loads`` — the practical limit of a Python client;
+- ``adapter``: our ``ChatCompletionsProvider.stream`` (chunks as ``StreamChunk`` values);
+- ``adapter+loop``: the same adapter under ``Agent`` — assembler, ``assistant/chunk`` events in the
+  session log, the final message;
+- ``openai-sdk``: the official ``openai`` client, ``stream=True``;
+- ``pydantic-ai``: ``Agent.run_stream`` over its OpenAI chat model, ``stream_text(delta=True,
+  debounce_by=None)``.
+
+By default the server writes the stream in 64 KiB pieces so that it is never the bottleneck;
+``--per-frame`` makes it write every SSE frame separately, as real APIs flush tokens, which adds a
+fixed per-read cost (httpx and h11) to every contender. The order of the contenders rotates every
+repetition; each figure is the median of ``--reps`` runs
+after one warm-up run. Targets (issue 3): adapter ≥ 0.5× raw, adapter+loop ≥ 0.25× raw, both ≥ 5×
+the openai SDK. ``openai`` and ``pydantic-ai-slim[openai]`` are benchmark-only dependencies; a
+contender whose package is missing is reported as skipped.
+
+Run from the repository root: ``python benchmarks/streaming.py [--chunks 20000] [--reps 5]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+import httpx
+
+from dsh_kernel.ids import new_message_id
+from dsh_kernel.llm.providers import GENERIC, ChatCompletionsProvider
+from dsh_kernel.llm.types import GenerateRequest, Message, TextBlock, TextDeltaChunk, UserSource
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "bench-model"
+KEY = "sk-bench"
+
+
+def piece(i: int) -> str:
+    return f"tok{i} " if i % 50 else f"née{i} "  # a few multi-byte characters along the way
+
+
+def stream_text(n: int) -> str:
+    def chunk(delta: dict[str, object], finish: str | None = None) -> str:
+        obj = {
+            "id": "chatcmpl-bench",
+            "object": "chat.completion.chunk",
+            "created": 1764500000,
+            "model": MODEL,
+            "system_fingerprint": "fp_bench",
+            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "usage": None,
+        }
+        return "data: " + json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n\n"
+
+    usage = {"prompt_tokens": 10, "completion_tokens": n, "total_tokens": n + 10}
+    parts = [chunk({"role": "assistant", "content": ""})]
+    parts += [chunk({"content": piece(i)}) for i in range(n)]
+    parts.append(chunk({}, "stop"))
+    parts.append(
+        "data: " + json.dumps({"id": "chatcmpl-bench", "choices": [], "usage": usage}) + "\n\n"
+    )
+    parts.append("data: [DONE]\n\n")
+    return "".join(parts)
+
+
+Contender = Callable[[], Awaitable[int]]
+
+
+def user(text: str) -> Message:
+    return Message(
+        id=new_message_id(), role="user", content=(TextBlock(text=text),), source=UserSource()
+    )
+
+
+def contenders(url: str, client: httpx.AsyncClient) -> dict[str, Contender | str]:
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "go"}], "stream": True}
+    provider = ChatCompletionsProvider(
+        id="bench", base_url=url, profile=GENERIC, api_key=lambda: KEY, client=client
+    )
+    request = GenerateRequest(provider="bench", model=MODEL, messages=(user("go"),))
+
+    async def raw() -> int:
+        chars = 0
+        async with client.stream("POST", url + "/chat/completions", json=body) as resp:
+            async for line in resp.aiter_lines():
+                if line.startswith("data: "):
+                    data = line[6:]
+                    if data == "[DONE]":
+                        break
+                    obj = json.loads(data)
+                    for choice in obj["choices"]:
+                        chars += len(choice["delta"].get("content") or "")
+        return chars
+
+    async def adapter() -> int:
+        chars = 0
+        async for chunk in provider.stream(request):
+            if isinstance(chunk, TextDeltaChunk):
+                chars += len(chunk.text)
+        return chars
+
+    async def adapter_loop() -> int:
+        from dsh_kernel import Agent
+
+        agent = Agent(provider=provider, model=MODEL)
+        agent.followup("go")
+        await agent.when_idle()
+        messages = agent.session.derive_messages()
+        return len(messages[-1].text())
+
+    out: dict[str, Contender | str] = {"raw": raw, "adapter": adapter, "adapter+loop": adapter_loop}
+    try:
+        from openai import AsyncOpenAI
+    except ImportError:
+        out["openai-sdk"] = "skipped: `openai` is not installed"
+    else:
+        sdk = AsyncOpenAI(base_url=url, api_key=KEY, max_retries=0)
+
+        async def openai_sdk() -> int:
+            chars = 0
+            stream = await sdk.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "go"}], stream=True
+            )
+            async for chunk in stream:
+                if chunk.choices and chunk.choices[0].delta.content:
+                    chars += len(chunk.choices[0].delta.content)
+            return chars
+
+        out["openai-sdk"] = openai_sdk
+    try:
+        from pydantic_ai import Agent as PydanticAgent
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+    except ImportError:
+        out["pydantic-ai"] = "skipped: `pydantic-ai-slim[openai]` is not installed"
+    else:
+        model = OpenAIChatModel(MODEL, provider=OpenAIProvider(base_url=url, api_key=KEY))
+        pai = PydanticAgent(model)
+
+        async def pydantic_ai() -> int:
+            chars = 0
+            async with pai.run_stream("go") as result:
+                async for delta in result.stream_text(delta=True, debounce_by=None):
+                    chars += len(delta)
+            return chars
+
+        out["pydantic-ai"] = pydantic_ai
+    return out
+
+
+async def measure(url: str, n: int, reps: int) -> dict[str, list[float] | str]:
+    expected = sum(len(piece(i)) for i in range(n))
+    async with httpx.AsyncClient(timeout=120) as client:
+        runs = contenders(url, client)
+        names = list(runs)
+        times: dict[str, list[float] | str] = {
+            k: v if isinstance(v, str) else [] for k, v in runs.items()
+        }
+        for rep in range(reps + 1):  # rep 0 is the warm-up
+            shift = rep % len(names)
+            for name in names[shift:] + names[:shift]:
+                run = runs[name]
+                if isinstance(run, str):
+                    continue
+                started = time.perf_counter()
+                chars = await run()
+                elapsed = time.perf_counter() - started
+                if chars != expected:
+                    raise AssertionError(
+                        f"{name}: received {chars} characters, expected {expected}"
+                    )
+                if rep:
+                    slot = times[name]
+                    assert isinstance(slot, list)
+                    slot.append(elapsed)
+    return times
+
+
+def report(times: dict[str, list[float] | str], n: int) -> dict[str, float]:
+    rates = {k: n / statistics.median(v) for k, v in times.items() if isinstance(v, list) and v}
+    raw = rates.get("raw")
+    sdk = rates.get("openai-sdk")
+    print(
+        f"{n} text chunks, median of {len(next(iter(t for t in times.values() if isinstance(t, list))))} runs"
+    )
+    print(f"{'client':<14}{'chunks/s':>12}{'× raw':>9}{'× sdk':>9}")
+    for name, value in times.items():
+        if isinstance(value, str):
+            print(f"{name:<14}{value}")
+            continue
+        rate = rates[name]
+        vs_raw = f"{rate / raw:.2f}" if raw else "-"
+        vs_sdk = f"{rate / sdk:.2f}" if sdk else "-"
+        print(f"{name:<14}{rate:>12,.0f}{vs_raw:>9}{vs_sdk:>9}")
+    return rates
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="streaming throughput benchmark")
+    parser.add_argument("--chunks", type=int, default=20_000)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument(
+        "--per-frame",
+        action="store_true",
+        help="one server write per SSE frame (as real APIs flush), instead of 64 KiB writes",
+    )
+    parser.add_argument("--json", type=Path, help="also write the rates here")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "script.json"
+        script.write_text(
+            json.dumps(
+                {
+                    "replies": [
+                        {
+                            "sse": stream_text(args.chunks),
+                            "sticky": True,
+                            "coalesce": not args.per_frame,
+                        }
+                    ]
+                }
+            ),
+            encoding="utf-8",
+        )
+        server = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.sse_server", str(script)],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert server.stdout is not None
+            url = server.stdout.readline().strip()
+            times = asyncio.run(measure(url, args.chunks, args.reps))
+        finally:
+            server.terminate()
+            server.wait(10)
+            if server.stdout is not None:
+                server.stdout.close()
+    rates = report(times, args.chunks)
+    if args.json:
+        args.json.write_text(json.dumps(rates, indent=2), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
