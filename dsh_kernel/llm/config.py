@@ -252,6 +252,7 @@ def make_provider(
                 client=client,
                 defaults=config.defaults,
                 timeouts=config.timeouts,
+                default_model=config.model,
             )
         case "anthropic":
             return MessagesProvider(
@@ -261,4 +262,5 @@ def make_provider(
                 client=client,
                 defaults=config.defaults,
                 timeouts=config.timeouts,
+                default_model=config.model,
             )

@@ -167,6 +167,7 @@ def test_make_provider_kinds() -> None:
         "openai-compatible": "OpenAI-compatible server",
     }
     assert made["deepseek"].id == "deepseek"
+    assert {p.default_model for p in made.values()} == {"m"}  # type: ignore[attr-defined]
 
 
 def test_config_from_json() -> None:

@@ -63,9 +63,12 @@ class MessagesProvider:
         client: httpx.AsyncClient | None = None,
         defaults: ProviderDefaults | None = None,
         timeouts: Timeouts | None = None,
+        default_model: str | None = None,
         name: str = "Anthropic",
     ) -> None:
         self._id = id
+        self.default_model = default_model
+        """The configured model id; ``Agent`` uses it when given no ``model``."""
         self._url = base_url.rstrip("/") + "/v1/messages"
         self._name = name
         self._api_key = api_key

@@ -68,8 +68,11 @@ class ChatCompletionsProvider:
         client: httpx.AsyncClient | None = None,
         defaults: ProviderDefaults | None = None,
         timeouts: Timeouts | None = None,
+        default_model: str | None = None,
     ) -> None:
         self._id = id
+        self.default_model = default_model
+        """The configured model id; ``Agent`` uses it when given no ``model``."""
         self._url = base_url.rstrip("/") + profile.path
         self._profile = profile
         self._api_key = api_key
