@@ -1,0 +1,51 @@
+"""The code runtime: Python run in a live namespace (the notebook's), with captured output, typed
+failures and a namespace diff, plus the agent's ``python`` and ``inspect`` tools over it.
+
+This package uses IPython only when a shell object is handed to it (and IPython's formatter when it
+is importable); it never imports ipykernel, pandas, numpy or polars.
+"""
+
+from dsh_kernel.runtime.capture import OutputCapture
+from dsh_kernel.runtime.describe import (
+    NameNotFound,
+    VariableRow,
+    describe_value,
+    list_variables,
+    resolve_name,
+)
+from dsh_kernel.runtime.mime import format_value, summarize_output
+from dsh_kernel.runtime.runner import CodeRunner
+from dsh_kernel.runtime.tools import (
+    CODE_RUN_FAILED,
+    CodeRunFailedError,
+    inspect_tool,
+    python_tool,
+)
+from dsh_kernel.runtime.types import (
+    DEFAULT_CAPS,
+    CodeRunFailure,
+    CodeRunResult,
+    FailureKind,
+    OutputCaps,
+)
+
+__all__ = [
+    "CODE_RUN_FAILED",
+    "DEFAULT_CAPS",
+    "CodeRunFailedError",
+    "CodeRunFailure",
+    "CodeRunResult",
+    "CodeRunner",
+    "FailureKind",
+    "NameNotFound",
+    "OutputCaps",
+    "OutputCapture",
+    "VariableRow",
+    "describe_value",
+    "format_value",
+    "inspect_tool",
+    "list_variables",
+    "python_tool",
+    "resolve_name",
+    "summarize_output",
+]

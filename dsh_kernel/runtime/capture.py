@@ -1,0 +1,357 @@
+"""Capture what running code writes and displays, under a byte budget.
+
+``OutputCapture(caps, shell=…)`` is a context manager. While it is active:
+
+- ``sys.stdout`` / ``sys.stderr`` are replaced by write-only text streams feeding one ``OutputSink``;
+- with an IPython shell, ``shell.display_pub`` and ``sys.displayhook`` are swapped for capturing
+  ones (the way ``IPython.utils.capture.capture_output`` does), so ``display()``, ``update_display``
+  and ``clear_output`` land in the sink instead of the frontend. Without a shell, ``display()``
+  prints its objects' text, which the stream capture keeps.
+
+The sink keeps nbformat-style outputs in emission order (consecutive writes to one stream are merged)
+and counts every byte against ``caps.stored_bytes`` (UTF-8 text; display payloads by their JSON text;
+64 bytes per new output entry, so many tiny outputs cannot grow memory without bound). Beyond the
+budget nothing more is stored, only counted: memory stays bounded whatever the code prints, and
+each truncated stream ends with ``truncation_marker(dropped)``. A display output that does not fit
+keeps the MIME types that do (``text/plain`` first); once the budget is spent, later ones are
+counted and summarised by one placeholder output. When ``caps.stop_after_bytes`` of output have
+been written in total, writes from the running thread raise ``OutputLimitExceeded`` (a
+``BaseException``, so ``except Exception`` in user code does not swallow it).
+
+Not captured: writes to file descriptors 1/2 from C code or subprocesses, and handlers (e.g.
+``logging.StreamHandler``) that kept a reference to the original stream.
+
+Published bundles are made lossless JSON by ``runtime.mime.json_bundle``.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Final, cast
+
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.runtime.mime import format_value, json_bundle, payload_size, to_json_value
+from dsh_kernel.runtime.text import (
+    clean_text,
+    format_size,
+    truncation_marker,
+    utf8_len,
+    utf8_prefix,
+)
+from dsh_kernel.runtime.types import OutputCaps
+
+ENTRY_OVERHEAD: Final = 64
+"""Bytes charged for every new output entry, on top of its content."""
+
+
+class OutputLimitExceeded(BaseException):
+    """Raised into the running code once it has written ``stop_after_bytes`` of output."""
+
+
+# -- the sink ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Captured:
+    """What a capture kept: ``outputs`` in order, each stream's text, and the bytes dropped."""
+
+    outputs: tuple[JsonObject, ...]
+    stdout: str
+    stderr: str
+    dropped_bytes: int
+
+
+class _Stream:
+    __slots__ = ("buf", "name")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.buf = io.StringIO()
+
+
+class OutputSink:
+    """Ordered, budgeted storage for one run's outputs. Thread-safe."""
+
+    def __init__(self, caps: OutputCaps, *, run_thread: int | None = None) -> None:
+        self._caps = caps
+        self._run_thread = run_thread if run_thread is not None else threading.get_ident()
+        self._lock = threading.Lock()
+        self._entries: list[_Stream | JsonObject] = []
+        self._by_display_id: dict[str, JsonObject] = {}
+        self._used = 0
+        self._written = 0
+        self._dropped_stream = {"stdout": 0, "stderr": 0}
+        self._dropped_display_bytes = 0
+        self._dropped_displays = 0
+        self._clear_pending = False
+
+    def _room(self) -> int:
+        return self._caps.stored_bytes - self._used
+
+    def _count_written(self, n: int) -> None:
+        self._written += n
+        limit = self._caps.stop_after_bytes
+        if (
+            limit is not None
+            and self._written > limit
+            and threading.get_ident() == self._run_thread
+        ):
+            raise OutputLimitExceeded(f"the code wrote more than {format_size(limit)} of output")
+
+    def write(self, name: str, text: str) -> None:
+        if not text:
+            return
+        with self._lock:
+            self._apply_pending_clear()
+            size = utf8_len(text)
+            last = self._entries[-1] if self._entries else None
+            stream = last if isinstance(last, _Stream) and last.name == name else None
+            room = self._room() - (0 if stream is not None else ENTRY_OVERHEAD)
+            if room > 0:
+                prefix = text if size <= room else utf8_prefix(text, room)
+                prefix_size = size if prefix is text else utf8_len(prefix)
+                kept = clean_text(prefix)
+                if stream is None:
+                    stream = _Stream(name)
+                    self._entries.append(stream)
+                    self._used += ENTRY_OVERHEAD
+                stream.buf.write(kept)
+                self._used += prefix_size if kept is prefix else utf8_len(kept)
+                self._dropped_stream[name] += size - prefix_size
+            else:
+                self._dropped_stream[name] += size
+        self._count_written(size)
+
+    def publish(
+        self,
+        data: JsonObject,
+        metadata: JsonObject,
+        *,
+        display_id: str | None = None,
+        update: bool = False,
+        output_type: str = "display_data",
+    ) -> None:
+        with self._lock:
+            self._apply_pending_clear()
+            size = sum(payload_size(v) for v in data.values())
+            previous = self._by_display_id.get(display_id) if display_id is not None else None
+            if update:
+                if previous is not None:
+                    self._used -= _output_size(previous)
+                    kept = self._fit(data, metadata, size, charge_entry=False)
+                    if kept is not None:
+                        previous["data"], previous["metadata"] = kept
+                    else:  # the old content stays, and so does its charge
+                        self._used += _output_size(previous)
+                # an update of an output we never stored (or dropped) changes nothing
+            else:
+                fitted = self._fit(data, metadata, size, charge_entry=True)
+                if fitted is not None:
+                    out: JsonObject = {
+                        "output_type": output_type,
+                        "data": fitted[0],
+                        "metadata": fitted[1],
+                    }
+                    if output_type == "execute_result":
+                        out["execution_count"] = None
+                    self._entries.append(out)
+                    if display_id is not None:
+                        self._by_display_id[display_id] = out
+        self._count_written(size)
+
+    def _fit(
+        self, data: JsonObject, metadata: JsonObject, size: int, *, charge_entry: bool
+    ) -> tuple[JsonObject, JsonObject] | None:
+        """Keep what fits; return ``None`` (and count it) when nothing does."""
+        room = self._room() - (ENTRY_OVERHEAD if charge_entry else 0)
+        if size <= room:
+            self._used += size + (ENTRY_OVERHEAD if charge_entry else 0)
+            return data, metadata
+        sizes = {m: payload_size(v) for m, v in data.items()}
+        order = sorted(data, key=lambda m: (m != "text/plain", sizes[m]))
+        kept: JsonObject = {}
+        for mime in order:
+            if sizes[mime] <= room:
+                kept[mime] = data[mime]
+                room -= sizes[mime]
+        dropped = [m for m in data if m not in kept]
+        dropped_bytes = sum(sizes[m] for m in dropped)
+        self._dropped_display_bytes += dropped_bytes
+        if not kept:
+            self._dropped_displays += 1
+            return None
+        self._used += sum(sizes[m] for m in kept) + (ENTRY_OVERHEAD if charge_entry else 0)
+        note: JsonObject = {"droppedMimeTypes": list(dropped), "droppedBytes": dropped_bytes}
+        return kept, {**metadata, "dsh": note}
+
+    def clear(self, *, wait: bool) -> None:
+        with self._lock:
+            if wait:
+                self._clear_pending = True
+            else:
+                self._clear()
+
+    def _apply_pending_clear(self) -> None:
+        if self._clear_pending:
+            self._clear_pending = False
+            self._clear()
+
+    def _clear(self) -> None:
+        self._entries.clear()
+        self._by_display_id.clear()
+        self._used = 0
+
+    def finish(self) -> Captured:
+        """Freeze what was kept, adding the truncation markers."""
+        with self._lock:
+            outputs: list[JsonObject] = []
+            texts = {"stdout": io.StringIO(), "stderr": io.StringIO()}
+            for entry in self._entries:
+                if isinstance(entry, _Stream):
+                    text = entry.buf.getvalue()
+                    texts[entry.name].write(text)
+                    outputs.append({"output_type": "stream", "name": entry.name, "text": text})
+                else:
+                    outputs.append(entry)
+            for name in ("stdout", "stderr"):
+                dropped = self._dropped_stream[name]
+                if dropped:
+                    marker = ("\n" if not texts[name].getvalue().endswith("\n") else "") + (
+                        truncation_marker(dropped) + "\n"
+                    )
+                    texts[name].write(marker)
+                    outputs.append({"output_type": "stream", "name": name, "text": marker})
+            if self._dropped_displays:
+                n = self._dropped_displays
+                text = (
+                    f"[{n} display output{'s' if n != 1 else ''} dropped: the run's outputs went "
+                    f"over the {format_size(self._caps.stored_bytes)} output cap]"
+                )
+                outputs.append(
+                    {"output_type": "display_data", "data": {"text/plain": text}, "metadata": {}}
+                )
+            dropped_total = sum(self._dropped_stream.values()) + self._dropped_display_bytes
+            return Captured(
+                outputs=tuple(outputs),
+                stdout=texts["stdout"].getvalue(),
+                stderr=texts["stderr"].getvalue(),
+                dropped_bytes=dropped_total,
+            )
+
+
+def _output_size(output: JsonObject) -> int:
+    data = output.get("data")
+    return sum(payload_size(v) for v in data.values()) if isinstance(data, dict) else 0
+
+
+# -- the swapped-in objects -------------------------------------------------------------------------
+
+
+class CapturingStream(io.TextIOBase):
+    """A write-only text stream feeding an ``OutputSink``."""
+
+    def __init__(self, sink: OutputSink, name: str) -> None:
+        super().__init__()
+        self._sink = sink
+        self._name = name
+
+    @property
+    def name(self) -> str:
+        return f"<{self._name}>"
+
+    @property
+    def encoding(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return "utf-8"
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):  # pyright: ignore[reportUnnecessaryIsInstance] - callers lie
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self._sink.write(self._name, s)
+        return len(s)
+
+
+class CapturingDisplayPublisher:
+    """Stands in for ``shell.display_pub``: what ``display()`` and friends call."""
+
+    is_publishing = False
+
+    def __init__(self, sink: OutputSink) -> None:
+        self._sink = sink
+
+    def publish(
+        self,
+        data: Mapping[str, object],
+        metadata: Mapping[str, object] | None = None,
+        source: object = None,
+        *,
+        transient: Mapping[str, object] | None = None,
+        update: bool = False,
+        **kwargs: object,
+    ) -> None:
+        del source, kwargs
+        display_id = transient.get("display_id") if transient else None
+        md = to_json_value(metadata) if metadata else {}
+        self._sink.publish(
+            json_bundle(data),
+            md if isinstance(md, dict) else {},
+            display_id=str(display_id) if display_id is not None else None,
+            update=update,
+        )
+
+    def clear_output(self, wait: bool = False) -> None:
+        self._sink.clear(wait=wait)
+
+
+class OutputCapture:
+    """The context manager described in the module docstring. ``result()`` after exit."""
+
+    def __init__(self, caps: OutputCaps, *, shell: object | None = None) -> None:
+        self.sink = OutputSink(caps)
+        self._shell = shell
+        self._saved: tuple[object, object, object, object] | None = None
+
+    def __enter__(self) -> OutputCapture:
+        shell = self._shell
+        saved_pub = getattr(shell, "display_pub", None) if shell is not None else None
+        self._saved = (sys.stdout, sys.stderr, sys.displayhook, saved_pub)
+        sys.stdout = CapturingStream(self.sink, "stdout")
+        sys.stderr = CapturingStream(self.sink, "stderr")
+        if shell is not None:
+            # an IPython shell: ``display()`` looks its publisher up on the shell at call time
+            setattr(shell, "display_pub", CapturingDisplayPublisher(self.sink))  # noqa: B010
+            sys.displayhook = self._displayhook
+        return self
+
+    def _displayhook(self, value: object) -> None:
+        if value is None:
+            return
+        data, metadata = format_value(value, self._shell)
+        self.sink.publish(data, metadata, output_type="execute_result")
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        assert self._saved is not None
+        stdout, stderr, hook, pub = self._saved
+        sys.stdout = cast(io.TextIOWrapper, stdout)
+        sys.stderr = cast(io.TextIOWrapper, stderr)
+        sys.displayhook = cast(Callable[[object], object], hook)
+        if self._shell is not None:
+            setattr(self._shell, "display_pub", pub)  # noqa: B010
+
+    def result(self) -> Captured:
+        return self.sink.finish()
