@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import httpx
 
 from dsh_kernel.ids import CallId, new_message_id
+from dsh_kernel.llm.invariants import checked
 from dsh_kernel.llm.providers import (
     DEEPSEEK,
     GENERIC,
@@ -126,10 +127,9 @@ def anthropic_provider(
 async def collect(
     provider: ChatCompletionsProvider | MessagesProvider, req: GenerateRequest
 ) -> list[StreamChunk]:
-    """Every chunk of one attempt; asserts the stream grammar (exactly one finish, last)."""
-    chunks = [c async for c in provider.stream(req)]
-    finishes = [i for i, c in enumerate(chunks) if isinstance(c, FinishChunk)]
-    assert finishes == [len(chunks) - 1], f"finish must come once, last: {chunks}"
+    """Every chunk of one attempt, checked against the shared stream grammar as it arrives."""
+    chunks = [c async for c in checked(provider.stream(req))]
+    assert isinstance(chunks[-1], FinishChunk)
     return chunks
 
 

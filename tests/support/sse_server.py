@@ -7,9 +7,9 @@ as a kernel subprocess pointed at it with ``DSH_BASE_URL``.
 
 A script is a queue of ``Reply``s consumed one per request, in order (503 → 503 → 200 for retries;
 tool call → text for the agent loop); a request beyond the script gets a 500 that says so, and a
-``sticky`` reply is never consumed. A reply
-is either a plain body (JSON error bodies) or SSE ``frames``, each written as one transport write
-after its own ``delay_ms``. Close modes: ``normal``; ``abort`` (the last frame is cut in half and the
+``sticky`` reply is never consumed. A reply is either a plain body (JSON error bodies) or SSE
+``frames``, each written as one transport write (one HTTP chunk) after its own ``delay_ms`` —
+``coalesce`` batches undelayed frames instead, for throughput benchmarks. Close modes: ``normal``; ``abort`` (the last frame is cut in half and the
 socket reset — a truncated stream); ``hang`` (nothing more is sent and the socket stays open until
 the client leaves). ``Framing`` switches apply adversarial transport on top of any script: random
 byte splits (always including one inside a multi-byte UTF-8 character when there is one), ``\\r\\n``

@@ -308,12 +308,12 @@ async def _read_limited(response: httpx.Response, deadline: float) -> bytes:
 
 
 async def read_all(
-    response: httpx.Response, *, deadline: float, provider: str, secret: str | None
+    response: httpx.Response, *, deadline: float, idle_s: float, provider: str, secret: str | None
 ) -> bytes:
-    """The whole body of a (non-streaming) response, under the deadline."""
+    """The whole body of a (non-streaming) response, under the same bounds as a stream."""
     parts: list[bytes] = []
     async for data in iter_body(
-        response, deadline=deadline, idle_s=1e9, provider=provider, secret=secret
+        response, deadline=deadline, idle_s=idle_s, provider=provider, secret=secret
     ):
         parts.append(data)
     return b"".join(parts)

@@ -471,6 +471,47 @@ async def test_missing_tool_call_id_is_synthesised(
     assert {d.id for d in deltas} == {call.id}
 
 
+async def test_a_late_tool_call_id_does_not_change_the_call(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    server.script(
+        sse_reply(
+            wt.sse(
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {"index": 0, "function": {"name": "ping", "arguments": "{"}}
+                                ]
+                            },
+                        }
+                    ]
+                },
+                {
+                    "choices": [
+                        {
+                            "index": 0,
+                            "delta": {
+                                "tool_calls": [
+                                    {"index": 0, "id": "call_late", "function": {"arguments": "}"}}
+                                ]
+                            },
+                        }
+                    ]
+                },
+                {"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+                "[DONE]",
+            )
+        )
+    )
+    chunks = await collect(chat_provider(server.url, client, profile="generic"), request())
+    (call,) = blocks(chunks)
+    assert isinstance(call, ToolCallBlock) and call.arguments == "{}" and call.name == "ping"
+    assert call.id != "call_late"  # the synthesised id stands: a call's id never changes mid-stream
+
+
 async def test_missing_done_after_finish_is_a_soft_end(
     server: SseServer, client: httpx.AsyncClient
 ) -> None:

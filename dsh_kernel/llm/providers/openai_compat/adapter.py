@@ -140,7 +140,13 @@ class ChatCompletionsProvider:
             translator = ChatTranslator(provider=name, secret=key)
             content_type = response.headers.get("content-type", "")
             if content_type.startswith("application/json"):
-                raw = await read_all(response, deadline=deadline, provider=name, secret=key)
+                raw = await read_all(
+                    response,
+                    deadline=deadline,
+                    idle_s=self._timeouts.idle_s,
+                    provider=name,
+                    secret=key,
+                )
                 for chunk in _whole_completion(raw, translator, name, key):
                     yield chunk
                 return

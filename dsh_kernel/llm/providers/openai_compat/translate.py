@@ -23,8 +23,9 @@ retry policy treats it as the transient server fault it is; anything else → ``
 
 Tool-call fragments are keyed by ``index``; without one (old Ollama) by ``id``, else they continue the
 latest call. A fragment that repeats an index with a different id starts a new call (proxies that
-send every parallel call at index 0). Missing ids are synthesised (``call_<hex>``); arguments sent
-as an object are re-encoded to JSON text.
+send every parallel call at index 0). Missing ids are synthesised (``call_<hex>``) and kept even if
+an id turns up later (a call's id never changes mid-stream); arguments sent as an object are
+re-encoded to JSON text.
 """
 
 from __future__ import annotations
@@ -237,13 +238,13 @@ class ChatTranslator:
             block = self._last_tool
         else:
             block = None
-        if block is not None and call_id is not None and call_id != block.call_id:
-            if block.synthetic_id:
-                self._by_id.pop(block.call_id, None)
-                block.call_id, block.synthetic_id = call_id, False
-                self._by_id[call_id] = block
-            else:
-                block = None
+        if (
+            block is not None
+            and call_id is not None
+            and call_id != block.call_id
+            and not block.synthetic_id
+        ):
+            block = None  # a new id at a known index: a new call (proxies that reuse index 0)
         if block is None:
             synthetic = call_id is None
             block = self._open(
