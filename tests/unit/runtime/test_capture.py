@@ -4,48 +4,16 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 import sys
 import tracemalloc
-import zlib
-from collections.abc import Iterator
 
-import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from dsh_kernel.runtime import CodeRunner, OutputCaps
 from dsh_kernel.runtime.mime import json_bundle, png_size, summarize_output, to_json_value
 from dsh_kernel.runtime.text import fit_text, format_size, utf8_len, utf8_prefix, utf8_suffix
 
-
-def make_png(width: int, height: int) -> bytes:
-    """A real (tiny, grey) PNG of the given size."""
-
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return (
-            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-        )
-
-    raw = b"".join(b"\x00" + b"\x80" * width for _ in range(height))
-    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", zlib.compress(raw))
-        + chunk(b"IEND", b"")
-    )
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    config = Config()
-    config.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=config)
-    try:
-        yield sh
-    finally:
-        InteractiveShell.clear_instance()
+from .images import make_png
 
 
 def test_display_outputs_are_captured_in_order_with_streams(shell: InteractiveShell) -> None:

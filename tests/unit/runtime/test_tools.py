@@ -7,12 +7,10 @@ import base64
 import json
 import signal
 import time
-from collections.abc import Iterator
 
 import pandas as pd
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-from traitlets.config import Config
 
 from dsh_kernel import Agent
 from dsh_kernel.abort import AbortController
@@ -34,18 +32,7 @@ from dsh_kernel.tools.presentation import GenericCallView
 from dsh_kernel.tools.types import ToolContext
 
 from ..agent.helpers import of_type, result_texts, turn_ends
-from .test_capture import make_png
-
-
-@pytest.fixture
-def shell() -> Iterator[InteractiveShell]:
-    config = Config()
-    config.HistoryManager.enabled = False
-    sh = InteractiveShell.instance(config=config)
-    try:
-        yield sh
-    finally:
-        InteractiveShell.clear_instance()
+from .images import make_png
 
 
 def tool_result(events: list[SessionEvent], index: int = 0) -> SessionEvent:
