@@ -87,7 +87,11 @@ class SessionFormatError(SessionError):
 
 
 class ToolError(DshError):
+    """Raised by tool bodies; becomes an ``Error: …`` result. ``meta`` (lossless JSON, optional) is
+    kept as the result's presentation meta so the card of a failed call can show what happened."""
+
     code = "TOOL_FAILED"
+    meta: object = None
 
 
 class ToolArgsError(ToolError):

@@ -206,7 +206,8 @@ class AgentHost:
         rows = list_variables(self.namespace)
         if not rows:
             return None
-        lines = [f"- {r.name}: {r.summary}" for r in rows[:40]]
+        # Type and shape only: a repr would change on every mutation and re-send the snapshot.
+        lines = [f"- {r.name}: {r.type}" + (f" {r.shape}" if r.shape else "") for r in rows[:40]]
         if len(rows) > 40:
             lines.append(f"- … and {len(rows) - 40} more (use the `inspect` tool)")
         return PromptContext(name="notebook variables", order=10, text="\n".join(lines))

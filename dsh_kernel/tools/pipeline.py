@@ -200,9 +200,19 @@ def _lossless(value: object, path: str, active: set[int]) -> str | None:
 
 def failure_from_exception(exc: BaseException) -> ToolResult:
     if isinstance(exc, DshError):
-        return ToolResult.failure(
+        result = ToolResult.failure(
             exc.message or type(exc).__name__, code=exc.code, name=type(exc).__name__
         )
+        # A tool error may carry presentation meta (e.g. the python tool's captured outputs), so the
+        # card of a failed call still shows what happened. Only lossless JSON is kept.
+        meta = getattr(exc, "meta", None)
+        if (
+            isinstance(exc, ToolError)
+            and meta is not None
+            and lossless_problem(meta, "meta") is None
+        ):
+            result = replace(result, meta=meta)
+        return result
     text = str(exc)
     message = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return ToolResult.failure(message, code=TOOL_FAILED, name=type(exc).__name__)

@@ -73,13 +73,18 @@ class _Step:
         self.started = 0  # calls [0, started) have had on_start
         self.committed = 0  # calls [0, committed) have had on_result
         self.running: dict[asyncio.Task[ToolResult], int] = {}
+        self.entered: set[int] = set()  # calls whose pipeline began running
 
     def start(self, i: int) -> None:
         call = self.calls[i]
         self.on_start(call)
         self.started = i + 1
-        task = asyncio.ensure_future(self.runtime.execute(call, _args(call), self.signal))
+        task = asyncio.ensure_future(self._execute(i, call))
         self.running[task] = i
+
+    async def _execute(self, i: int, call: ToolCall) -> ToolResult:
+        self.entered.add(i)
+        return await self.runtime.execute(call, _args(call), self.signal)
 
     def cancel_running(self, cause: AbortCause | None = None) -> None:
         del cause
@@ -96,10 +101,17 @@ class _Step:
         for task in done:
             i = self.running.pop(task)
             if task.cancelled():
-                # Cancelled before its first step: the pipeline never ran, so nothing was dispatched.
                 if not self.signal.aborted:
                     raise asyncio.CancelledError(f"tool call {self.calls[i].call_id} was cancelled")
-                self.results[i] = self.runtime.abort_before_dispatch(self.calls[i], self.signal)
+                if i in self.entered:
+                    # The pipeline ran (a synchronous body can finish while the cancel is pending,
+                    # and asyncio then discards its result): it was dispatched, so say "aborted".
+                    self.results[i] = self.runtime.refuse(
+                        self.calls[i], self.signal, "tool call aborted", "ABORTED"
+                    )
+                else:
+                    # Cancelled before its first step: nothing was dispatched.
+                    self.results[i] = self.runtime.abort_before_dispatch(self.calls[i], self.signal)
             else:
                 self.results[i] = task.result()  # an exception here is an internal failure
 
