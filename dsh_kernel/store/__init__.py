@@ -1,0 +1,114 @@
+"""The session store: a JSONL journal per session plus a shared DuckDB database of every session.
+
+Modules (one concept each):
+
+* ``layout``   — where the store lives (``store_dir()``, ``Store``) and how journals are named;
+* ``journal``  — ``JournalWriter`` (write-behind, durable checkpoints), ``load_session`` (crash repair),
+  ``attach_journal``;
+* ``db``       — short read-write / read-only opens of ``sessions.duckdb`` with lock retry;
+* ``migrations`` + ``sql/*.sql`` — the schema, as ordered migrations; ``schema_doc`` documents it;
+* ``ingest``   — incremental, columnar ingest of journal lines (``ingest``, ``set_price``);
+* ``query``    — ``run_query`` (the ``%%sql`` API) with the journal fallback;
+* ``sql_tool`` — the agent's read-only ``sql`` tool;
+* ``sessions`` — list, resume, fork, search, export (Parquet, Markdown), titles;
+* ``replay``   — ``ReplayProvider``, answering from a recorded session.
+
+The names below are importable from ``dsh_kernel.store`` directly (loaded lazily, so importing the
+package does not import DuckDB until it is needed).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dsh_kernel.store.ingest import IngestReport, JournalIssue, ingest, set_price
+    from dsh_kernel.store.journal import (
+        JournalWriter,
+        LoadedSession,
+        attach_journal,
+        load_session,
+        read_session,
+    )
+    from dsh_kernel.store.layout import Store, store_dir
+    from dsh_kernel.store.query import QueryError, QueryResult, run_query
+    from dsh_kernel.store.replay import ReplayProvider
+    from dsh_kernel.store.sessions import (
+        SessionSummary,
+        export_markdown,
+        export_parquet,
+        fork,
+        list_sessions,
+        resume,
+        search,
+        set_title,
+        title_data,
+    )
+    from dsh_kernel.store.sql_tool import safe_query, sql_tool
+
+_EXPORTS = {
+    "IngestReport": "ingest",
+    "JournalIssue": "ingest",
+    "ingest": "ingest",
+    "set_price": "ingest",
+    "JournalWriter": "journal",
+    "LoadedSession": "journal",
+    "attach_journal": "journal",
+    "load_session": "journal",
+    "read_session": "journal",
+    "Store": "layout",
+    "store_dir": "layout",
+    "QueryError": "query",
+    "QueryResult": "query",
+    "run_query": "query",
+    "ReplayProvider": "replay",
+    "SessionSummary": "sessions",
+    "export_markdown": "sessions",
+    "export_parquet": "sessions",
+    "fork": "sessions",
+    "list_sessions": "sessions",
+    "resume": "sessions",
+    "search": "sessions",
+    "set_title": "sessions",
+    "title_data": "sessions",
+    "safe_query": "sql_tool",
+    "sql_tool": "sql_tool",
+}
+
+__all__ = [
+    "IngestReport",
+    "JournalIssue",
+    "JournalWriter",
+    "LoadedSession",
+    "QueryError",
+    "QueryResult",
+    "ReplayProvider",
+    "SessionSummary",
+    "Store",
+    "attach_journal",
+    "export_markdown",
+    "export_parquet",
+    "fork",
+    "ingest",
+    "list_sessions",
+    "load_session",
+    "read_session",
+    "resume",
+    "run_query",
+    "safe_query",
+    "search",
+    "set_price",
+    "set_title",
+    "sql_tool",
+    "store_dir",
+    "title_data",
+]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'dsh_kernel.store' has no attribute {name!r}")
+    value: object = getattr(importlib.import_module(f"dsh_kernel.store.{module}"), name)
+    return value

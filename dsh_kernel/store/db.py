@@ -1,0 +1,132 @@
+"""Opening ``sessions.duckdb``: short read-write opens, read-only opens, and lock contention.
+
+DuckDB lets one process hold a database file read-write; while it does, every open of that file from any
+other process — read-write *or* read-only — fails at once with "Could not set lock on file …"
+(PLATFORM.md). Several read-only processes may share the file. Inside one process, a read-only and a
+read-write connection to the same file cannot coexist.
+
+So every open here:
+
+* is serialised inside this process by one lock per database path (a thread that cannot get it within
+  the timeout counts as contention too);
+* retries a lock conflict with exponential backoff (10 ms doubling to 200 ms) until ``timeout_s``
+  (default 1 s), then raises ``DatabaseBusy`` (``StoreError`` code ``DB_BUSY``) carrying DuckDB's
+  message, which names the holder's PID;
+* never installs extensions: ``autoinstall_known_extensions=false`` (json, parquet and icu are built
+  in) and Python replacement scans are off (DataFrames are registered explicitly by name);
+* for read-write opens, runs pending migrations first (``dsh_kernel.store.migrations``).
+
+Connections are context managers that close on exit: nothing holds the file between operations.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Generator
+from pathlib import Path
+
+import duckdb
+
+from dsh_kernel.errors import StoreError
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.migrations import migrate
+
+BASE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+    "autoinstall_known_extensions": False,
+    "autoload_known_extensions": True,
+}
+
+DEFAULT_TIMEOUT_S = 1.0
+
+_locks: dict[Path, threading.Lock] = {}
+_locks_guard = threading.Lock()
+
+
+class DatabaseBusy(StoreError):
+    """Another process (or another thread of this one) holds the database; try again later."""
+
+    code = "DB_BUSY"
+
+
+def _lock_for(path: Path) -> threading.Lock:
+    with _locks_guard:
+        lock = _locks.get(path)
+        if lock is None:
+            lock = _locks[path] = threading.Lock()
+        return lock
+
+
+def is_lock_conflict(exc: BaseException) -> bool:
+    return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
+
+
+def connect_memory(*, external_access: bool = True) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the store's settings (the journal fallback, the schema doc)."""
+    config = dict(BASE_CONFIG)
+    if not external_access:
+        config["enable_external_access"] = False
+    con = duckdb.connect(":memory:", config=config)
+    con.execute("SET python_enable_replacements = false")
+    return con
+
+
+@contextlib.contextmanager
+def open_db(
+    store: Store,
+    *,
+    read_only: bool,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    external_access: bool = True,
+) -> Generator[duckdb.DuckDBPyConnection, None, None]:
+    """A connection to ``store``'s database, closed (and the in-process lock released) on exit.
+
+    A read-write open creates the store directory and database if needed and migrates it. A read-only
+    open of a database that does not exist yet raises ``StoreError(DB_MISSING)``. Lock contention that
+    outlasts ``timeout_s`` raises ``DatabaseBusy``.
+    """
+    path = store.db_path
+    lock = _lock_for(path)
+    deadline = time.monotonic() + timeout_s
+    if not lock.acquire(timeout=max(timeout_s, 0.0)):
+        raise DatabaseBusy(f"{path} is in use by another thread of this process")
+    try:
+        if read_only and not path.exists():
+            raise StoreError(f"{path} does not exist yet (nothing ingested)", code="DB_MISSING")
+        if not read_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        con = _connect_with_retry(
+            path, read_only=read_only, deadline=deadline, external=external_access
+        )
+        try:
+            if not read_only:
+                migrate(con)
+            yield con
+        finally:
+            con.close()
+    finally:
+        lock.release()
+
+
+def _connect_with_retry(
+    path: Path, *, read_only: bool, deadline: float, external: bool
+) -> duckdb.DuckDBPyConnection:
+    config = dict(BASE_CONFIG)
+    if not external:
+        config["enable_external_access"] = False
+    delay = 0.01
+    while True:
+        try:
+            con = duckdb.connect(str(path), read_only=read_only, config=config)
+        except duckdb.Error as exc:
+            if not is_lock_conflict(exc):
+                raise StoreError(f"cannot open {path}: {exc}", code="DB_OPEN_FAILED") from exc
+            now = time.monotonic()
+            if now >= deadline:
+                raise DatabaseBusy(f"{path} is busy: {exc}") from exc
+            time.sleep(min(delay, deadline - now))
+            delay = min(delay * 2, 0.2)
+            continue
+        con.execute("SET python_enable_replacements = false")
+        return con

@@ -1,0 +1,419 @@
+"""The per-session journal: write-behind JSONL with durable checkpoints, and loading with crash repair.
+
+Format: ``dsh_kernel.session.codec`` (line 1 the header, then one event per line, ``\\n``-terminated).
+Path: ``Store.journal_path(header)`` (see ``dsh_kernel.store.layout``).
+
+``JournalWriter`` is a session observer (SPINE §6.2):
+
+* each committed event is encoded at once and queued (the observer never does I/O);
+* the first queued event starts a batching window (``window_s``, 200 ms) on the running event loop, if
+  there is one; when it closes the batch is written (no fsync: it survives a killed process, not a power
+  cut). Events arriving later form the next batch;
+* ``flush()`` is the barrier: it writes everything queued and fsyncs. ``aflush()`` does the same on a
+  worker thread (the agent's ``checkpoint`` hook awaits it before every model request, before every
+  tool body, at step boundaries and at turn end); ``close()`` flushes and releases the file;
+* a failed write truncates the file back to its previous length, keeps its events queued and pauses
+  the background window; the next ``flush()`` retries and raises ``StoreError(JOURNAL_WRITE_FAILED)``
+  if it fails again — raised from a checkpoint, this stops the turn before the model or tool runs
+  (fail closed);
+* while the file is open the writer holds an advisory ``flock`` on it (POSIX), so a second process
+  cannot append to, or crash-repair, a session that is live elsewhere (``StoreError(SESSION_LIVE)``).
+
+The file is created lazily: a session that never appends leaves nothing behind. A writer attached to a
+session whose file already exists (resume) checks the header id, writes only the events the file does
+not hold yet, and refuses a file with an unrepaired torn tail.
+
+``load_session(path)`` reads a journal with ``read_journal`` (a torn last line is dropped; any other
+damage raises ``SessionFormatError`` naming the file and line), cuts a torn tail off the file, and if the
+last turn is open appends the crash-repair closers (``dsh_kernel.session.repair``) to the file, fsynced,
+before returning them with the events. ``read_session(path)`` does the same in memory only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NamedTuple, Protocol
+
+from dsh_kernel.agent.hooks import AgentHooks, Checkpoint
+from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.session.codec import dumps, encode_event, header_from_json, header_to_json, loads
+from dsh_kernel.session.events import SessionEvent, SessionHeader
+from dsh_kernel.session.journal_io import JOURNAL_DAMAGED, read_journal
+from dsh_kernel.session.log import Session
+from dsh_kernel.session.repair import repair
+from dsh_kernel.store.layout import Store
+
+try:
+    import fcntl as _fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks, single-writer by convention
+    _fcntl = None
+
+_log = logging.getLogger(__name__)
+
+DEFAULT_WINDOW_S = 0.2
+
+
+class LoadedSession(NamedTuple):
+    header: SessionHeader
+    events: tuple[SessionEvent, ...]
+    repaired: bool
+    """True when crash-repair closers were appended (to the file, for ``load_session``)."""
+
+
+class JournalWriter:
+    """Write-behind journal of one session. See the module docstring for the contract."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        header: SessionHeader,
+        *,
+        window_s: float = DEFAULT_WINDOW_S,
+    ) -> None:
+        self.path = Path(path)
+        self.header = header
+        self.window_s = window_s
+        self.last_error: StoreError | None = None
+        """The latest failed write (background or explicit); cleared by a successful flush."""
+        self._pending: list[str] = []
+        self._qlock = threading.Lock()  # guards _pending and _next_seq (observer vs. flush thread)
+        self._iolock = threading.Lock()  # serialises writes, fsyncs and close
+        self._fd: int | None = None
+        self._dirty = False  # written but not fsynced
+        self._timer: asyncio.TimerHandle | None = None
+        self._paused = False
+        self._closed = False
+        self._broken: StoreError | None = None  # a sequencing fault: permanent
+        self._dispose: list[Callable[[], None]] = []
+        self.committed = 0
+        """Events durable in the file (written; fsynced after a flush)."""
+        self._needs_header = True
+        if self.path.is_file() and self.path.stat().st_size > 0:
+            try:
+                self._adopt_existing()
+            except BaseException:
+                self._release()
+                raise
+        self._next_seq = self.committed
+
+    # --- the file ----------------------------------------------------------------------------------
+
+    def _adopt_existing(self) -> None:
+        fd = self._open()
+        with open(fd, "rb", closefd=False) as f:
+            f.seek(0)
+            first = f.readline()
+            rest_newlines = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+            f.seek(-1, os.SEEK_END)
+            ends_clean = f.read(1) == b"\n"
+        try:
+            existing = header_from_json(loads(first.decode("utf-8")), where=f"{self.path}:1")
+        except (ValueError, SessionFormatError) as exc:
+            raise StoreError(
+                f"{self.path}: not a session journal ({exc})", code="JOURNAL_MISMATCH"
+            ) from exc
+        if existing.id != self.header.id:
+            raise StoreError(
+                f"{self.path} belongs to session {existing.id}, not {self.header.id}",
+                code="JOURNAL_MISMATCH",
+            )
+        if not ends_clean:
+            raise StoreError(
+                f"{self.path} ends with a torn line; load it with load_session() (which repairs it) "
+                "before appending",
+                code="JOURNAL_TORN",
+            )
+        self.committed = rest_newlines
+        self._needs_header = False
+
+    def _open(self) -> int:
+        if self._fd is not None:
+            return self._fd
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            _lock_exclusive(fd, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        return fd
+
+    # --- observing ---------------------------------------------------------------------------------
+
+    def attach(self, session: Session, *, checkpoints: AgentHooks | None = None) -> None:
+        """Queue the session's events the file lacks (a fork's seed, events before attaching) and
+        observe every later append; with ``checkpoints``, flush durably at every agent checkpoint."""
+        if session.id != self.header.id:
+            raise StoreError(f"writer of {self.header.id} attached to session {session.id}")
+        for ev in session.events[self._next_seq :]:
+            self.on_event(ev)
+        self._dispose.append(session.subscribe(self.on_event))
+        if checkpoints is not None:
+            self._dispose.append(checkpoints.checkpoint.on(self.on_checkpoint))
+
+    def on_event(self, event: SessionEvent) -> None:
+        """The session observer: encode and queue; never raises, never does I/O."""
+        with self._qlock:
+            if event.seq < self._next_seq:
+                return  # already in the file (e.g. attached twice)
+            if event.seq != self._next_seq or self._closed:
+                why = (
+                    "after close" if self._closed else f"seq {event.seq}, expected {self._next_seq}"
+                )
+                self._broken = self._broken or StoreError(
+                    f"journal {self.path} cannot take event {event.type} ({why}); the events from "
+                    "here on are not journaled",
+                    code="JOURNAL_WRITE_FAILED",
+                )
+                return
+            self._pending.append(encode_event(event) + "\n")
+            self._next_seq += 1
+        self._arm_timer()
+
+    def _arm_timer(self) -> None:
+        if self._timer is not None or self._paused or self.window_s <= 0:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: only explicit flushes write
+        self._timer = loop.call_later(self.window_s, self._on_window)
+
+    def _on_window(self) -> None:
+        self._timer = None
+        try:
+            self._write(fsync=False)
+        except StoreError as exc:
+            _log.warning("%s (will retry at the next checkpoint)", exc)
+
+    # --- writing -----------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Events queued but not yet written."""
+        return len(self._pending)
+
+    def flush(self) -> None:
+        """Write everything queued and fsync. Raises ``StoreError(JOURNAL_WRITE_FAILED)``."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._write(fsync=True)
+
+    async def aflush(self) -> None:
+        """``flush()`` on a worker thread, so a slow disk never stalls the event loop."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._pending or self._dirty or self._broken is not None:
+            await asyncio.to_thread(self._write, fsync=True)
+
+    async def on_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """The agent ``checkpoint`` listener: a durability barrier (fail closed)."""
+        del checkpoint
+        await self.aflush()
+
+    def _write(self, *, fsync: bool) -> None:
+        with self._iolock:
+            with self._qlock:
+                n = len(self._pending)
+                payload = "".join(self._pending[:n])
+            if n == 0 and not self._dirty:
+                return
+            try:
+                fd = self._open()
+                if n:
+                    if self._needs_header:
+                        payload = dumps(header_to_json(self.header)) + "\n" + payload
+                    _append(fd, payload.encode("utf-8"))
+                    self._dirty = True
+                if fsync and self._dirty:
+                    os.fsync(fd)
+                    self._dirty = False
+            except OSError as exc:
+                self._paused = True
+                self.last_error = StoreError(
+                    f"could not write the journal {self.path}: {exc.strerror or exc}",
+                    code="JOURNAL_WRITE_FAILED",
+                )
+                raise self.last_error from exc
+            except StoreError as exc:
+                self._paused = True
+                self.last_error = exc
+                raise
+            with self._qlock:
+                del self._pending[:n]
+                self.committed += n
+                if n:
+                    self._needs_header = False
+                self._paused = False
+                self.last_error = None
+            if self._broken is not None:
+                raise self._broken
+            if self._pending:
+                self._arm_timer_threadsafe()
+
+    def _arm_timer_threadsafe(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            asyncio.get_running_loop()
+            self._arm_timer()
+
+    def close(self) -> None:
+        """Flush, release the file and stop observing. Idempotent; raises if the final flush fails
+        (the events stay queued, so a later ``flush()`` may still save them)."""
+        for dispose in self._dispose:
+            dispose()
+        self._dispose.clear()
+        self.flush()
+        with self._iolock:
+            self._closed = True
+            self._release()
+
+    def _release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __repr__(self) -> str:
+        return f"<JournalWriter {self.path} committed={self.committed} pending={self.pending}>"
+
+
+def _append(fd: int, data: bytes) -> None:
+    """Append all of ``data`` or, on failure, cut the file back to where it was."""
+    start = os.fstat(fd).st_size
+    view = memoryview(data)
+    try:
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, start)
+        raise
+
+
+def _lock_exclusive(fd: int, path: Path) -> None:
+    if _fcntl is None:
+        return
+    try:
+        _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+    except BlockingIOError as exc:
+        raise StoreError(
+            f"session journal {path} is open for writing in another process (a live kernel); "
+            "open it read-only, or stop that kernel first",
+            code="SESSION_LIVE",
+        ) from exc
+    except OSError:
+        pass  # the filesystem has no flock (some network mounts): single writer by convention
+
+
+# --- loading -----------------------------------------------------------------------------------------
+
+
+def _decode(data: bytes, name: str) -> tuple[list[str], bool]:
+    """Split journal bytes into lines; the unterminated tail is kept as a last line unless it is not
+    even UTF-8 (then it is torn for sure: second result True)."""
+    cut = data.rfind(b"\n") + 1
+    try:
+        text = data[:cut].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SessionFormatError(
+            f"{name}:{line}: not UTF-8 text: the journal is damaged", code=JOURNAL_DAMAGED
+        ) from exc
+    lines = text.split("\n")[:-1]
+    tail = data[cut:]
+    if not tail:
+        return lines, False
+    try:
+        lines.append(tail.decode("utf-8"))
+    except UnicodeDecodeError:
+        return lines, True
+    return lines, False
+
+
+def read_session(path: str | os.PathLike[str]) -> LoadedSession:
+    """Read a journal and repair it in memory only (the file is not touched)."""
+    p = Path(path)
+    lines, torn_bytes = _decode(p.read_bytes(), str(p))
+    del torn_bytes  # already left out of ``lines``
+    loaded = read_journal(lines, name=str(p))
+    events = repair(loaded.events)
+    return LoadedSession(loaded.header, tuple(events), len(events) > len(loaded.events))
+
+
+def load_session(path: str | os.PathLike[str]) -> LoadedSession:
+    """Read a journal, cut a torn tail off the file, and commit crash repair to it (fsynced).
+
+    Raises ``SessionFormatError`` (damage, naming file and line) or ``StoreError(SESSION_LIVE)`` when a
+    live writer in another process holds the journal.
+    """
+    p = Path(path)
+    fd = os.open(p, os.O_RDWR)
+    try:
+        _lock_exclusive(fd, p)
+        with open(fd, "rb", closefd=False) as f:
+            data = f.read()
+        lines, torn_bytes = _decode(data, str(p))
+        loaded = read_journal(lines, name=str(p))
+        keep = len(data)
+        if torn_bytes:
+            keep = data.rfind(b"\n") + 1
+        elif loaded.torn_tail:  # the last line, terminated or not
+            keep = data.rfind(b"\n", 0, len(data) - 1 if data.endswith(b"\n") else len(data)) + 1
+        if keep != len(data):
+            _log.warning("%s: dropped a torn last line (%d bytes)", p, len(data) - keep)
+            os.ftruncate(fd, keep)
+        events = repair(loaded.events)
+        added = events[len(loaded.events) :]
+        prefix = b"" if keep == 0 or data[keep - 1 : keep] == b"\n" else b"\n"
+        if added or prefix:
+            payload = prefix + "".join(encode_event(e) + "\n" for e in added).encode("utf-8")
+            os.lseek(fd, 0, os.SEEK_END)
+            _append(fd, payload)
+        if added or prefix or keep != len(data):
+            os.fsync(fd)
+        return LoadedSession(loaded.header, tuple(events), bool(added))
+    finally:
+        os.close(fd)
+
+
+# --- wiring --------------------------------------------------------------------------------------------
+
+
+class _AgentLike(Protocol):
+    @property
+    def session(self) -> Session: ...
+    @property
+    def hooks(self) -> AgentHooks: ...
+
+
+def attach_journal(
+    target: Session | _AgentLike,
+    store: Store | None = None,
+    *,
+    window_s: float = DEFAULT_WINDOW_S,
+) -> JournalWriter:
+    """Journal ``target``'s session into ``store`` (default: ``Store.default()``).
+
+    For an agent, the writer's ``on_checkpoint`` is registered on ``agent.hooks.checkpoint``, so every
+    harness checkpoint is a durable flush and a failed flush stops the turn. Returns the writer; call
+    ``close()`` on shutdown (``detach`` of the hook happens there too).
+    """
+    st = store or Store.default()
+    session = target if isinstance(target, Session) else target.session
+    writer = JournalWriter(st.journal_path(session.header), session.header, window_s=window_s)
+    writer.attach(session, checkpoints=None if isinstance(target, Session) else target.hooks)
+    return writer
+
+
+def flush_all(writers: Sequence[JournalWriter]) -> None:
+    for w in writers:
+        w.flush()

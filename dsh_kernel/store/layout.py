@@ -1,0 +1,131 @@
+"""Where the store lives on disk, and how a session's journal is named.
+
+The store is one directory (``store_dir()``: ``$DSH_STORE`` if set, else ``$XDG_DATA_HOME/dsh-kernel``,
+else ``~/.local/share/dsh-kernel``)::
+
+    <store>/
+      sessions.duckdb                          the shared database (typed tables + views)
+      journals/<yyyy-mm-dd>/<session-id>.jsonl one append-only journal per session
+
+The date directory is the session's *creation* date in UTC (``SessionHeader.created_at``), so a journal's
+path follows from its header alone and never moves; a session resumed days later keeps appending to the
+same file. Session ids are UUIDs; an id that could escape its directory is refused.
+
+``Store`` is a plain value (paths only): nothing here opens the database. ``Store.check_writable()`` is the
+start-up probe the kernel uses to say clearly, once, that the store cannot be written (chat then runs in
+memory only).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from dsh_kernel.errors import StoreError
+from dsh_kernel.session.events import SessionHeader
+
+DB_NAME = "sessions.duckdb"
+JOURNALS = "journals"
+JOURNAL_SUFFIX = ".jsonl"
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+def store_dir() -> Path:
+    """The store directory: ``$DSH_STORE``, else the per-user data directory (XDG)."""
+    explicit = os.environ.get("DSH_STORE", "").strip()
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME", "").strip()
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".local" / "share"
+    return base / "dsh-kernel"
+
+
+def check_session_id(session_id: str) -> str:
+    if not _SAFE_ID.match(session_id) or session_id in (".", ".."):
+        raise StoreError(
+            f"session id {session_id!r} cannot name a journal file (use letters, digits, '.', '_' "
+            "or '-')",
+            code="BAD_SESSION_ID",
+        )
+    return session_id
+
+
+def journal_date(created_at_ms: int) -> str:
+    return datetime.fromtimestamp(created_at_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Store:
+    """A store directory. Construct with ``Store.at(path)`` or ``Store.default()``."""
+
+    root: Path
+
+    @staticmethod
+    def at(path: str | os.PathLike[str]) -> Store:
+        return Store(root=Path(path).expanduser().absolute())
+
+    @staticmethod
+    def default() -> Store:
+        return Store.at(store_dir())
+
+    @property
+    def db_path(self) -> Path:
+        return self.root / DB_NAME
+
+    @property
+    def journals_dir(self) -> Path:
+        return self.root / JOURNALS
+
+    def journal_path(self, header: SessionHeader) -> Path:
+        """Where ``header``'s session journal lives (whether or not it exists yet)."""
+        sid = check_session_id(header.id)
+        return self.journals_dir / journal_date(header.created_at) / f"{sid}{JOURNAL_SUFFIX}"
+
+    def relative(self, path: Path) -> str:
+        """``path`` relative to the store root, with ``/`` separators (the key the database uses)."""
+        return path.relative_to(self.root).as_posix()
+
+    def find_journal(self, session_id: str) -> Path:
+        """The journal of ``session_id``; ``StoreError(SESSION_NOT_FOUND)`` if there is none."""
+        sid = check_session_id(session_id)
+        if self.journals_dir.is_dir():
+            matches = sorted(self.journals_dir.glob(f"*/{sid}{JOURNAL_SUFFIX}"))
+            if matches:
+                return matches[0]
+        raise StoreError(
+            f"no journal for session {session_id!r} in {self.journals_dir}",
+            code="SESSION_NOT_FOUND",
+        )
+
+    def iter_journals(self) -> Iterator[Path]:
+        """Every journal file, oldest date directory first."""
+        if not self.journals_dir.is_dir():
+            return
+        for day in sorted(self.journals_dir.iterdir()):
+            if not day.is_dir():
+                continue
+            for entry in sorted(day.iterdir()):
+                if entry.suffix == JOURNAL_SUFFIX and entry.is_file():
+                    yield entry
+
+    def check_writable(self) -> None:
+        """Create the store directories and prove a file can be written there.
+
+        Raises ``StoreError(STORE_NOT_WRITABLE)`` naming the directory and the OS error.
+        """
+        probe = self.journals_dir / f".probe-{os.getpid()}"
+        try:
+            self.journals_dir.mkdir(parents=True, exist_ok=True)
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            raise StoreError(
+                f"the session store {self.root} is not writable ({exc.strerror or exc}); set "
+                "DSH_STORE to a writable directory — sessions are kept in memory only until then",
+                code="STORE_NOT_WRITABLE",
+            ) from exc

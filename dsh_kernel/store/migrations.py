@@ -1,0 +1,109 @@
+"""Ordered schema migrations for ``sessions.duckdb``, recorded in the ``_migrations`` table.
+
+Rules (the simonw/llm discipline):
+
+* a migration is a function registered with ``@migration``; the registration order is the apply order
+  and the function name is its permanent identity;
+* a shipped migration is never edited, renamed or removed — change the schema by adding a migration
+  (views: ``CREATE OR REPLACE VIEW``);
+* ``migrate(con)`` applies, each in its own transaction, every registered migration whose name is not in
+  ``_migrations`` yet, and records it; a database with a migration this code does not know was written by
+  a newer dsh-kernel and is refused (``StoreError(DB_SCHEMA_NEWER)``) rather than written to.
+
+Migrations that are plain DDL live as ``sql/<name>.sql`` beside this module and are run by
+``run_sql_file``; the generated ``docs/store-schema.md`` (``dsh_kernel.store.schema_doc``) documents the
+result, so the doc test fails whenever a migration changes the schema without regenerating it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from importlib import resources
+
+import duckdb
+
+from dsh_kernel.errors import StoreError
+
+Migration = Callable[[duckdb.DuckDBPyConnection], None]
+
+MIGRATIONS: list[Migration] = []
+
+
+def migration(fn: Migration) -> Migration:
+    """Register ``fn`` as the next migration (its ``__name__`` is recorded in ``_migrations``)."""
+    if any(m.__name__ == fn.__name__ for m in MIGRATIONS):
+        raise ValueError(f"duplicate migration name {fn.__name__}")
+    MIGRATIONS.append(fn)
+    return fn
+
+
+def run_sql_file(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    sql = resources.files("dsh_kernel.store").joinpath("sql", name).read_text(encoding="utf-8")
+    con.execute(sql)
+
+
+def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names recorded in ``_migrations`` (empty when the table does not exist)."""
+    exists = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_migrations' AND NOT temporary"
+    ).fetchone()
+    if not exists or not exists[0]:
+        return []
+    return [
+        str(r[0])
+        for r in con.execute("SELECT name FROM _migrations ORDER BY applied_at, name").fetchall()
+    ]
+
+
+def pending(con: duckdb.DuckDBPyConnection) -> list[str]:
+    done = set(applied(con))
+    return [m.__name__ for m in MIGRATIONS if m.__name__ not in done]
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Apply pending migrations; returns the names applied now."""
+    done = set(applied(con))
+    unknown = done - {m.__name__ for m in MIGRATIONS}
+    if unknown:
+        raise StoreError(
+            f"the store database was migrated by a newer dsh-kernel (unknown migrations: "
+            f"{', '.join(sorted(unknown))}); upgrade dsh-kernel to write to it",
+            code="DB_SCHEMA_NEWER",
+        )
+    todo = [m for m in MIGRATIONS if m.__name__ not in done]
+    if not todo:
+        return []
+    con.execute(
+        "CREATE TABLE IF NOT EXISTS _migrations (name VARCHAR PRIMARY KEY, applied_at TIMESTAMP NOT NULL)"
+    )
+    ran: list[str] = []
+    for fn in todo:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            fn(con)
+            con.execute(
+                "INSERT INTO _migrations VALUES (?, now()::TIMESTAMP)",
+                [fn.__name__],
+            )
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        ran.append(fn.__name__)
+    return ran
+
+
+# --- the migrations, in order. Never edit one that has shipped. --------------------------------------
+
+
+@migration
+def m0001_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """Typed tables fed by ingest, the prices table, and ingest bookkeeping."""
+    run_sql_file(con, "0001_tables.sql")
+
+
+@migration
+def m0002_views(con: duckdb.DuckDBPyConnection) -> None:
+    """The public views: sessions, turns, messages, events, tool_calls, requests, usage, approvals,
+    code_runs, errors."""
+    run_sql_file(con, "0002_views.sql")

@@ -1,0 +1,255 @@
+"""The ``replay`` provider: answers model requests from a recorded session's stream chunks.
+
+A recording is cut into *attempts*: the ``assistant/chunk`` events of one model call, in log order,
+grouped by (turn, step) and split after each ``finish`` chunk — so failed attempts and their retries are
+separate entries and a recorded retry replays as a retry. Each ``stream()`` call plays the next attempt's
+chunks verbatim. An attempt whose recording never finished (cancelled, or cut by a crash) streams its
+chunks and then fails with ``REPLAY_INCOMPLETE``.
+
+Before answering, the request is checked against the recording: the messages after the last assistant
+message (the new prompt, or the tool results being returned) — only those typed by the user
+(``source.kind == "user"``) and tool results, compared by text, tool-call id and error flag, never by
+message id — must equal what the recorded request had at that point, rebuilt from the recorded
+``user/message`` and ``tool/result`` events. Otherwise the stream fails with ``LlmError`` code
+``REPLAY_DIVERGED`` naming the recorded turn and step and both texts. Asking for more attempts than
+were recorded fails with ``REPLAY_EXHAUSTED``. Injected context (runtime snapshots, plugins) is not
+compared: it may legitimately differ between runs.
+
+``assert_consumed()`` raises ``AssertionError`` unless every recorded attempt was played.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
+
+from dsh_kernel.errors import LlmError
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.codec import chunk_from_json, message_to_json
+from dsh_kernel.llm.provider import BaseProvider
+from dsh_kernel.llm.types import FinishChunk, GenerateRequest, LlmFailure, ModelInfo, StreamChunk
+from dsh_kernel.session.codec import canonical
+from dsh_kernel.session.events import ReplaceOp, SessionEvent
+from dsh_kernel.store.journal import read_session
+from dsh_kernel.store.layout import Store
+
+REPLAY_DIVERGED = "REPLAY_DIVERGED"
+REPLAY_EXHAUSTED = "REPLAY_EXHAUSTED"
+REPLAY_INCOMPLETE = "REPLAY_INCOMPLETE"
+
+_COMPARED_SOURCES = frozenset({"user", "tool"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordedAttempt:
+    turn: int
+    step: int
+    attempt: int
+    chunks: tuple[StreamChunk, ...]
+    finished: bool
+    expected: tuple[str, ...]
+    """Fingerprints of the compared tail messages of the recorded request."""
+    expected_text: str
+
+
+def _tail(messages: Sequence[JsonValue]) -> list[JsonObject]:
+    """Messages after the last assistant message with content, restricted to user and tool sources."""
+    start = 0
+    for i, m in enumerate(messages):
+        if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content"):
+            start = i + 1
+    out: list[JsonObject] = []
+    for m in messages[start:]:
+        if not isinstance(m, dict):
+            continue
+        source = m.get("source")
+        if isinstance(source, dict) and source.get("kind") in _COMPARED_SOURCES:
+            out.append(m)
+    return out
+
+
+def _block_print(block: JsonValue) -> JsonValue:
+    if not isinstance(block, dict):
+        return None
+    kind = block.get("type")
+    if kind == "text":
+        return ["text", block.get("text")]
+    if kind == "tool-result":
+        inner = block.get("content")
+        texts = (
+            [b.get("text") for b in inner if isinstance(b, dict)] if isinstance(inner, list) else []
+        )
+        return ["tool-result", block.get("toolCallId"), block.get("isError") is True, texts]
+    return [kind]
+
+
+def fingerprint(message: JsonObject) -> str:
+    content = message.get("content")
+    blocks = [_block_print(b) for b in content] if isinstance(content, list) else []
+    source = message.get("source")
+    kind = source.get("kind") if isinstance(source, dict) else None
+    return canonical([message.get("role"), kind, blocks])
+
+
+def describe(messages: Sequence[JsonObject]) -> str:
+    parts: list[str] = []
+    for m in messages:
+        content = m.get("content")
+        for b in content if isinstance(content, list) else []:
+            if not isinstance(b, dict):
+                continue
+            if b.get("type") == "text":
+                parts.append(f"user: {str(b.get('text'))[:120]!r}")
+            elif b.get("type") == "tool-result":
+                inner = b.get("content")
+                text = (
+                    "".join(str(x.get("text", "")) for x in inner if isinstance(x, dict))
+                    if isinstance(inner, list)
+                    else ""
+                )
+                parts.append(f"tool result {b.get('toolCallId')}: {text[:120]!r}")
+    return "; ".join(parts) or "(no user message or tool result)"
+
+
+def recorded_attempts(
+    events: Sequence[SessionEvent], *, start_seq: int = 0
+) -> list[RecordedAttempt]:
+    """Cut a log into attempts (see the module docstring); chunks before ``start_seq`` are skipped."""
+    surface: list[int] = []
+    by_seq: dict[int, SessionEvent] = {}
+    out: list[RecordedAttempt] = []
+    key: tuple[int, int] | None = None
+    number = 0
+    chunks: list[StreamChunk] = []
+    finished = False
+    expected: tuple[str, ...] = ()
+    expected_text = ""
+
+    def close() -> None:
+        if key is not None and chunks:
+            out.append(
+                RecordedAttempt(
+                    turn=key[0],
+                    step=key[1],
+                    attempt=number,
+                    chunks=tuple(chunks),
+                    finished=finished,
+                    expected=expected,
+                    expected_text=expected_text,
+                )
+            )
+
+    for ev in events:
+        by_seq[ev.seq] = ev
+        op = ev.surface_op
+        if op == "append":
+            surface.append(ev.seq)
+        elif isinstance(op, ReplaceOp):
+            i, j = surface.index(op.start), surface.index(op.end)
+            surface[i : j + 1] = [ev.seq]
+        if ev.type != "assistant/chunk" or ev.seq < start_seq:
+            continue
+        turn, step, raw = ev.data.get("turn"), ev.data.get("step"), ev.data.get("chunk")
+        if not isinstance(turn, int) or not isinstance(step, int):
+            continue
+        if key != (turn, step) or finished:
+            close()
+            number = number + 1 if key == (turn, step) else 1
+            key, chunks, finished = (turn, step), [], False
+            tail = _tail([_surface_message(by_seq[s]) for s in surface])
+            expected = tuple(fingerprint(m) for m in tail)
+            expected_text = describe(tail)
+        chunk = chunk_from_json(raw)
+        chunks.append(chunk)
+        finished = isinstance(chunk, FinishChunk)
+    close()
+    return out
+
+
+def _surface_message(ev: SessionEvent) -> JsonValue:
+    return ev.data if ev.type == "user/message" else ev.data.get("message")
+
+
+class ReplayProvider(BaseProvider):
+    """A ``Provider`` that plays a recording (see the module docstring)."""
+
+    def __init__(
+        self,
+        events: Sequence[SessionEvent],
+        *,
+        id: str = "replay",
+        start_seq: int = 0,
+        info: ModelInfo | None = None,
+    ) -> None:
+        self._id = id
+        self._info = info
+        self.attempts = recorded_attempts(events, start_seq=start_seq)
+        self._next = 0
+        self.requests: list[GenerateRequest] = []
+
+    @classmethod
+    def from_store(cls, store: Store, session_id: str, *, id: str = "replay") -> ReplayProvider:
+        """Replay a stored session (repaired in memory if its last turn was left open); a fork's
+        copied prefix is not replayed."""
+        loaded = read_session(store.find_journal(session_id))
+        return cls(loaded.events, id=id, start_seq=loaded.header.seed_length or 0)
+
+    @property
+    def id(self) -> str:
+        return self._id
+
+    def model_info(self, model: str) -> ModelInfo:
+        return self._info if self._info is not None else ModelInfo()
+
+    @property
+    def remaining(self) -> int:
+        return len(self.attempts) - self._next
+
+    def assert_consumed(self) -> None:
+        if self.remaining:
+            nxt = self.attempts[self._next]
+            raise AssertionError(
+                f"ReplayProvider: {self.remaining} recorded attempt(s) not replayed (next: turn "
+                f"{nxt.turn}, step {nxt.step}, attempt {nxt.attempt})"
+            )
+
+    def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        self.requests.append(request)
+        return self._play(request)
+
+    async def _play(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        if self._next >= len(self.attempts):
+            raise LlmError(
+                LlmFailure(
+                    code=REPLAY_EXHAUSTED,
+                    message=f"replay: the recording has only {len(self.attempts)} model calls; "
+                    "this request goes beyond it",
+                )
+            )
+        rec = self.attempts[self._next]
+        tail = _tail([message_to_json(m) for m in request.messages])
+        got = tuple(fingerprint(m) for m in tail)
+        if got != rec.expected:
+            raise LlmError(
+                LlmFailure(
+                    code=REPLAY_DIVERGED,
+                    message=(
+                        f"replay diverged from the recording at turn {rec.turn}, step {rec.step}: "
+                        f"the recorded request had {rec.expected_text}; this request has "
+                        f"{describe(tail)}"
+                    ),
+                )
+            )
+        self._next += 1
+        for chunk in rec.chunks:
+            await asyncio.sleep(0)
+            yield chunk
+        if not rec.finished:
+            raise LlmError(
+                LlmFailure(
+                    code=REPLAY_INCOMPLETE,
+                    message=f"replay: the recorded call at turn {rec.turn}, step {rec.step} never "
+                    "finished (it was cancelled or the kernel stopped)",
+                )
+            )

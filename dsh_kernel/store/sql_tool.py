@@ -1,0 +1,225 @@
+"""The agent's read-only ``sql`` tool: the model may look at its own (and every) session's history.
+
+``safe_query(store, sql, ...)`` is the core; ``sql_tool(store, ...)`` wraps it as a ``ToolDefinition``.
+
+Guarantees, each enforced twice where it can be:
+
+* **one read-only statement**: the SQL is split with DuckDB's own parser (``extract_statements``) and
+  refused (``SQL_REFUSED``) unless it is exactly one ``SELECT`` (``WITH``, ``FROM``-first, ``VALUES``,
+  ``SHOW``, ``DESCRIBE``, ``SUMMARIZE`` parse as ``SELECT``) or ``EXPLAIN``. Writes, DDL, ``ATTACH``,
+  ``DETACH``, ``COPY``, ``EXPORT``, ``IMPORT``, ``INSTALL``, ``LOAD``, ``SET``, ``PRAGMA``, ``CALL``,
+  ``CHECKPOINT``, transactions and multi-statement input are all refused by type. And the connection
+  is opened read-only anyway;
+* **no file or network access** from the query: the connection runs with
+  ``enable_external_access=false`` (``read_csv('/etc/…')`` fails), so only the store's tables and views
+  are reachable;
+* **limits**: at most ``max_rows`` rows (default 100, never above 1,000) and ``timeout_s`` seconds
+  (default 5; the query is interrupted).
+
+Like ``%%sql``, it ingests pending journal lines first and falls back to the journals when the database
+is busy. Results render as a Markdown table for the model; ``meta`` carries the columns, row count and
+timing for the tool card.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import decimal
+import uuid
+from collections.abc import Callable, Sequence
+from typing import cast
+
+import duckdb
+
+from dsh_kernel.errors import ToolError
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.types import ContentBlock, TextBlock
+from dsh_kernel.store.journal import JournalWriter
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.query import QueryError, QueryResult, run_query
+from dsh_kernel.tools.types import ToolContext, ToolDefinition
+
+DEFAULT_ROWS = 100
+MAX_ROWS = 1_000
+DEFAULT_TIMEOUT_S = 5.0
+_ALLOWED = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+_TEXT_BUDGET = 20_000
+
+
+def check_read_only(sql: str) -> None:
+    """Refuse anything but exactly one SELECT/EXPLAIN statement (``QueryError``)."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(str(exc), code="SQL_SYNTAX") from exc
+    if len(statements) != 1:
+        raise QueryError(
+            f"the sql tool runs exactly one statement; got {len(statements)}", code="SQL_REFUSED"
+        )
+    kind = statements[0].type
+    if kind not in _ALLOWED:
+        name = str(kind).rsplit(".", 1)[-1]
+        raise QueryError(
+            f"the sql tool is read-only: a {name} statement is not allowed (only SELECT, WITH, "
+            "SHOW, DESCRIBE, SUMMARIZE and EXPLAIN)",
+            code="SQL_REFUSED",
+        )
+
+
+def safe_query(
+    store: Store,
+    sql: str,
+    *,
+    max_rows: int = DEFAULT_ROWS,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    live: Sequence[JournalWriter] = (),
+) -> QueryResult:
+    """Run one read-only statement under the limits above. Raises ``QueryError``."""
+    check_read_only(sql)
+    return run_query(
+        store,
+        sql,
+        max_rows=max(1, min(max_rows, MAX_ROWS)),
+        timeout_s=timeout_s,
+        live=live,
+        external_access=False,
+    )
+
+
+def to_json_cell(value: object) -> JsonValue:
+    """A query cell as JSON (timestamps as ISO text, decimals as numbers, anything else as text)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, decimal.Decimal):
+        return float(value)
+    if isinstance(value, _dt.datetime | _dt.date | _dt.time):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [to_json_cell(v) for v in cast("Sequence[object]", value)]
+    if isinstance(value, dict):
+        return {str(k): to_json_cell(v) for k, v in cast("dict[object, object]", value).items()}
+    return str(value)
+
+
+def result_json(result: QueryResult) -> JsonObject:
+    return {
+        "columns": list(result.columns),
+        "rows": [[to_json_cell(v) for v in r] for r in result.rows],
+        "truncated": result.truncated,
+        "elapsedMs": round(result.elapsed_s * 1000, 1),
+        "source": result.source,
+        "notices": list(result.notices),
+    }
+
+
+def render_markdown(value: JsonValue) -> str:
+    """The tool result the model reads: a Markdown table, then the row count and notices."""
+    if not isinstance(value, dict):
+        return str(value)
+    cols = value.get("columns")
+    rows = value.get("rows")
+    if not isinstance(cols, list) or not isinstance(rows, list):
+        return str(value)
+
+    def cell(v: JsonValue) -> str:
+        text = "NULL" if v is None else (v if isinstance(v, str) else str(v))
+        return text.replace("|", "\\|").replace("\n", " ")[:500]
+
+    lines = ["| " + " | ".join(cell(c) for c in cols) + " |", "|" + "---|" * len(cols)]
+    used = sum(len(x) for x in lines)
+    shown = 0
+    for r in rows:
+        line = "| " + " | ".join(cell(v) for v in r) + " |" if isinstance(r, list) else str(r)
+        if used + len(line) > _TEXT_BUDGET:
+            break
+        lines.append(line)
+        used += len(line)
+        shown += 1
+    n = len(rows)
+    tail = f"{n} row{'s' if n != 1 else ''}"
+    if shown < n:
+        tail += f" ({n - shown} not shown: output budget)"
+    if value.get("truncated") is True:
+        tail += "; more rows exist — narrow the query or aggregate"
+    lines.append(tail)
+    notices = value.get("notices")
+    if isinstance(notices, list):
+        lines += [f"note: {x}" for x in notices]
+    return "\n".join(lines)
+
+
+def sql_tool(
+    store: Store,
+    *,
+    live: Callable[[], Sequence[JournalWriter]] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+) -> ToolDefinition:
+    """The ``sql`` tool over ``store``; ``live()`` returns the journals to flush first (the current
+    session's, so the model sees its own latest events)."""
+
+    async def run(args: JsonObject, ctx: ToolContext) -> JsonValue:
+        del ctx
+        sql = args.get("sql")
+        limit = args.get("max_rows", DEFAULT_ROWS)
+        if not isinstance(sql, str) or not sql.strip():
+            raise ToolError("sql must be a non-empty SQL string", code="INVALID_ARGS")
+        rows = limit if isinstance(limit, int) and not isinstance(limit, bool) else DEFAULT_ROWS
+        writers = tuple(live()) if live is not None else ()
+        try:
+            result = await asyncio.to_thread(
+                safe_query, store, sql, max_rows=rows, timeout_s=timeout_s, live=writers
+            )
+        except QueryError as exc:
+            raise ToolError(exc.message, code=exc.code) from exc
+        return result_json(result)
+
+    def render(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:
+        del args
+        return (TextBlock(text=render_markdown(value)),)
+
+    def meta(args: JsonObject, value: JsonValue) -> JsonValue:
+        out: JsonObject = {"sql": args.get("sql")}
+        if isinstance(value, dict):
+            rows = value.get("rows")
+            out.update(
+                columns=value.get("columns"),
+                rowCount=len(rows) if isinstance(rows, list) else 0,
+                truncated=value.get("truncated"),
+                elapsedMs=value.get("elapsedMs"),
+                source=value.get("source"),
+            )
+        return out
+
+    return ToolDefinition(
+        name="sql",
+        description=(
+            "Run one read-only SQL query (DuckDB dialect) over the session store: every session's "
+            "events and the views sessions, turns, messages, events, tool_calls, requests, usage, "
+            "approvals, code_runs, errors. Use it to look up what happened earlier (in this session "
+            "or others), what tools failed, what a turn cost. Only SELECT/WITH/SHOW/DESCRIBE/EXPLAIN; "
+            f"at most {MAX_ROWS} rows (default {DEFAULT_ROWS}); {timeout_s:g} s time limit."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "sql": {"type": "string", "description": "One SELECT statement."},
+                "max_rows": {
+                    "type": "integer",
+                    "description": f"Rows to return (1-{MAX_ROWS}, default {DEFAULT_ROWS}).",
+                },
+            },
+            "required": ["sql"],
+            "additionalProperties": False,
+        },
+        execute=run,
+        render=render,
+        presentation_meta=meta,
+        timeout_ms=int((timeout_s + 10) * 1000),
+        read_only=True,
+        is_concurrency_safe=lambda _args: True,
+    )

@@ -1,0 +1,112 @@
+"""Every query in docs/queries.md runs against a real recorded store and returns what it promises."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from dsh_kernel import tool
+from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.store.ingest import set_price
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.query import QueryResult, run_query
+from dsh_kernel.testing import text_response, tool_call_response
+from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
+
+from .conftest import chat, make_agent, record_rich_session, usage
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "queries.md"
+
+
+def doc_queries() -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    heading = ""
+    sql: list[str] | None = None
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        if sql is not None:
+            if line.startswith("```"):
+                out.append((heading, "\n".join(sql)))
+                sql = None
+            else:
+                sql.append(line)
+        elif line.startswith("## "):
+            heading = line[3:].strip()
+        elif line.strip() == "```sql":
+            sql = []
+    return out
+
+
+@tool
+def publish(text: str) -> str:
+    """Publish a text (asks first)."""
+    return "published"
+
+
+async def test_every_documented_query(store: Store) -> None:
+    async def refuse(rid: object, request: ApprovalRequest) -> object:
+        return "rejected"
+
+    other, _, w1 = make_agent(
+        store,
+        [
+            tool_call_response("publish", {"text": "x"}, usage=usage()),
+            text_response("ok", usage=usage()),
+        ],
+        answerer=refuse,
+        extra_tools=[publish],
+        approval=ApprovalPolicy("ask"),
+    )
+    await chat(other, "publish x")
+    w1.close()
+    agent, writer = await record_rich_session(store)
+    writer.close()
+    set_price(
+        store,
+        provider="scripted",
+        model="m1",
+        input_per_mtok=0.5,
+        output_per_mtok=2.0,
+        cached_input_per_mtok=0.05,
+    )
+    owners = pd.DataFrame(
+        {"tool": ["add", "lookup", "python", "publish"], "team": ["a", "b", "c", "d"]}
+    )
+
+    queries = doc_queries()
+    assert len(queries) >= 12
+    results: dict[str, list[QueryResult]] = {}
+    for heading, sql in queries:
+        r = run_query(store, sql, namespace={"owners": owners})
+        assert r.row_count > 0, f"{heading!r} returned no rows"
+        results.setdefault(heading, []).append(r)
+
+    [per_turn] = results["Cost and tokens per turn"]
+    assert per_turn.column("turn") == [1, 2] and all(c is not None for c in per_turn.column("cost"))
+
+    [failures] = results["Tool failure rate by tool"]
+    rates = dict(zip(failures.column("name"), failures.column("failure_pct"), strict=True))
+    assert rates["lookup"] == 100.0 and rates["add"] == 0.0 and rates["python"] == 50.0
+
+    sent, envelope = results["What the model was sent in request N"]
+    expected = [message_to_json(m) for m in agent.provider.requests[2].messages]  # type: ignore[attr-defined]
+    assert sent.column("seq") and len(sent.rows) == len(expected)
+    got_text = sent.column("text")
+    want_text = [
+        "".join(
+            str(b.get("text", ""))
+            for blk in m["content"]  # type: ignore[union-attr]
+            for b in ([blk] if blk.get("type") != "tool-result" else blk.get("content", []))  # type: ignore[union-attr]
+            if b.get("type") == "text"  # type: ignore[union-attr]
+        )
+        for m in expected
+    ]
+    assert got_text == want_text
+    assert envelope.column("tools") == [["add", "lookup", "python"]]
+    [system] = envelope.column("system_prompt")
+    assert isinstance(system, str) and system == agent.provider.requests[2].system  # type: ignore[attr-defined]
+
+    [refused] = results["Approvals that were refused"]
+    assert refused.column("outcome") == ["rejected"]
+    [teams] = results["Joining a DataFrame from the notebook"]
+    assert sorted(teams.column("team")) == ["a", "b", "c", "d"]

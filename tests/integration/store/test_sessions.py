@@ -1,0 +1,167 @@
+"""Session operations: list, fork, search, Parquet and Markdown export, titles."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from dsh_kernel.errors import UsageError
+from dsh_kernel.store.ingest import set_price
+from dsh_kernel.store.journal import attach_journal, read_session
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.query import run_query
+from dsh_kernel.store.sessions import (
+    export_markdown,
+    export_parquet,
+    fork,
+    list_sessions,
+    search,
+    set_title,
+    title_data,
+)
+from dsh_kernel.testing import text_response
+
+from .conftest import RICH_PROMPTS, chat, make_agent, record_rich_session, usage
+
+
+async def test_list_sessions(store: Store) -> None:
+    a, wa = await record_rich_session(store)
+    b, _, wb = make_agent(store, [text_response("hi", usage=usage(5, 5))])
+    await chat(b, "second session")
+    set_title(b.session, "  A   renamed\nsession ")
+    wb.flush()
+    set_price(store, provider="scripted", model="m1", input_per_mtok=1.0, output_per_mtok=1.0)
+    listed = list_sessions(store)
+    assert [s.id for s in listed] == [b.id, a.id]  # newest first
+    assert listed[0].title == "A renamed session" and listed[1].title == RICH_PROMPTS[0]
+    assert (listed[0].turns, listed[0].total_tokens) == (1, 10)
+    assert listed[0].cost == pytest.approx(10 / 1e6)
+    assert listed[1].turns == 2 and listed[1].created.tzinfo is not None
+    wa.close()
+    wb.close()
+
+
+def test_titles_are_cleaned() -> None:
+    assert title_data(" a \t b ") == {"title": "a b", "source": {"kind": "user"}}
+    assert len(str(title_data("x" * 500)["title"])) == 120
+    with pytest.raises(UsageError):
+        title_data("   ")
+
+
+async def test_fork_copies_the_prefix_and_records_its_parent(store: Store) -> None:
+    parent, writer = await record_rich_session(store)
+    writer.close()
+    events = list(parent.session.events)
+    child = fork(parent.session.header, events, 1)
+    end1 = next(i for i, e in enumerate(events) if e.type == "turn/end")
+    assert child.header.parent_session == parent.id and child.header.seed_length == end1 + 1
+    assert list(child.events) == events[: end1 + 1]
+    agent, provider, w = make_agent(
+        store, [text_response("forked answer", usage=usage())], session=child
+    )
+    await chat(agent, "a different second question")
+    provider.assert_consumed()
+    # the fork's request history is the parent's first turn plus the new prompt
+    assert [m.text() for m in provider.requests[0].messages if m.source.kind == "user"] == [
+        RICH_PROMPTS[0],
+        "a different second question",
+    ]
+    w.close()
+    loaded = read_session(store.journal_path(child.header))
+    assert loaded.header.parent_session == parent.id and loaded.header.seed_length == end1 + 1
+    assert list(loaded.events[: end1 + 1]) == events[: end1 + 1]
+    assert loaded.events[end1 + 1].type == "session/end-seed"
+    rows = run_query(
+        store,
+        "SELECT parent_session, seed_length, turns FROM sessions WHERE session_id = ?",
+        [child.id],
+    ).rows
+    assert rows == ((parent.id, end1 + 1, 2),)
+    seeded = run_query(
+        store, "SELECT turn, seeded FROM turns WHERE session_id = ? ORDER BY turn", [child.id]
+    ).rows
+    assert seeded == ((1, True), (2, False))
+    # the fork's own tokens exclude the copied turn
+    own = run_query(
+        store, "SELECT total_tokens FROM sessions WHERE session_id = ?", [child.id]
+    ).rows
+    assert own == ((usage().input_tokens + usage().output_tokens,),)
+
+
+async def test_fork_refuses_an_unfinished_or_missing_turn(store: Store) -> None:
+    parent, writer = await record_rich_session(store)
+    writer.close()
+    events = list(parent.session.events)
+    with pytest.raises(UsageError, match="does not exist"):
+        fork(parent.session.header, events, 3)
+    open_turn = events[: next(i for i, e in enumerate(events) if e.type == "turn/end")]
+    with pytest.raises(UsageError, match="has not ended"):
+        fork(parent.session.header, open_turn, 1)
+    empty = fork(parent.session.header, events, 0)
+    assert [e.type for e in empty.events] == ["agent/inbox/spliced"]
+
+
+async def test_search_messages_tool_arguments_and_results(store: Store) -> None:
+    agent, writer = await record_rich_session(store)
+    hits = search(store, "no such KEY")
+    assert [(r[3], r[4]) for r in hits.rows] == [("tool result", "Error: no such key: nope")]
+    args = search(store, '"key":"nope"')
+    assert [r[3] for r in args.rows] == ["tool call lookup"]
+    assert [r[3] for r in search(store, "2 plus").rows] == ["reasoning"]
+    regex = search(store, r"sum is \d", regex=True)
+    assert [r[4] for r in regex.rows] == ["The sum is 5."]
+    assert search(store, "100%").rows == ()  # % is literal, not a wildcard
+    assert len(search(store, "e", limit=3).rows) == 3
+    assert search(store, "sum", session_id="nobody").rows == ()
+    with pytest.raises(UsageError):
+        search(store, "(", regex=True)
+    del agent
+    writer.close()
+
+
+async def test_export_parquet_partitioned_by_date_and_session(store: Store, tmp_path: Path) -> None:
+    agent, writer = await record_rich_session(store)
+    writer.close()
+    out = export_parquet(store, tmp_path / "export")
+    parts = sorted(
+        p.relative_to(out / "events").parts[:2] for p in (out / "events").rglob("*.parquet")
+    )
+    assert parts and all(
+        p[0].startswith("date=") and p[1] == f"session_id={agent.id}" for p in parts
+    )
+    con = duckdb.connect()
+    n = con.execute(
+        f"SELECT count(*) FROM read_parquet('{out}/events/**/*.parquet', hive_partitioning = true)"
+    ).fetchone()
+    assert n == (len(agent.session),)
+    assert con.execute(f"SELECT title FROM '{out}/sessions.parquet'").fetchone() == (
+        RICH_PROMPTS[0],
+    )
+
+
+async def test_export_markdown_reads_like_a_transcript(store: Store) -> None:
+    agent, writer = await record_rich_session(store)
+    writer.close()
+    md = export_markdown(list(agent.session.events), agent.session.header)
+    assert md.startswith("# Session ")
+    assert f"session `{agent.id}`" in md
+    assert "## Turn 1" in md and "## Turn 2" in md
+    assert "**User:**\n\nWhat is 2+3? Use the tools." in md
+    assert "**Tool call `python`:**\n\n```python\nraise 1/0\n```" in md
+    assert "**Tool error (NOT_FOUND):**" in md
+    assert "<details><summary>Reasoning</summary>\n\n2 plus 3" in md
+    assert md.index("The sum is 5.") < md.index("You're welcome, goodbye.")
+    assert "assistant/chunk" not in md and "text-delta" not in md
+
+
+def test_attaching_twice_to_one_session_is_harmless(store: Store) -> None:
+    from dsh_kernel.session.events import SessionHeader
+    from dsh_kernel.session.log import Session
+
+    s = Session(header=SessionHeader(id="12345678-0000-4000-8000-000000000000", created_at=0))
+    w = attach_journal(s, store)
+    set_title(s, "one")
+    w.close()
+    assert [e.type for e in read_session(w.path).events] == ["session/title"]
