@@ -26,7 +26,10 @@ typecheck:
 	$(PY) -m pyright
 
 bench:
+	$(VENV)/bin/pip install -q -e '.[dev,bench]'
 	$(PY) benchmarks/assembler_append.py
+	$(PY) benchmarks/streaming.py
+	$(PY) benchmarks/store.py
 
 clean:
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache

@@ -103,8 +103,9 @@ async def stream_call(provider: Provider, request: GenerateRequest) -> AsyncIter
     ``CancelledError`` propagates. A provider that ends without a finish chunk gets none added: the
     assembler treats a missing finish as ``stop`` (the grammar checker in tests flags it).
     """
+    stream = provider.stream(request)
     try:
-        async for chunk in provider.stream(request):
+        async for chunk in stream:
             yield chunk
     except LlmError as exc:
         yield FinishChunk(reason=FinishError(failure=exc.failure))
@@ -116,3 +117,9 @@ async def stream_call(provider: Provider, request: GenerateRequest) -> AsyncIter
                 failure=LlmFailure(code="UNKNOWN", message=f"provider failed: {error_chain(exc)}")
             )
         )
+    finally:
+        # A consumer that stops early (cancel, error) closes the HTTP stream at once instead of
+        # leaving it to async-generator finalisation.
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()
