@@ -1,0 +1,494 @@
+"""What the live view and the static rendering both say: labels, numbers, card contents, the footer.
+
+Everything here is a pure function of a ``TurnModel`` (and, for presenters and prices, of the tool
+definitions and model info the kernel passes in), so the live widgets and the saved rendering of a
+finished turn agree.
+
+A tool card's content comes from the tool's presenters (``dsh_kernel.tools.presentation``; SPINE
+§4.6) when a definition is known, else from the generic fallbacks: arguments as highlighted code
+(a ``code`` field, or a string ``rawInput`` of an ``execute`` call, is Python) or JSON; the result as
+text, or — when ``meta["outputs"]`` holds nbformat display outputs (the ``python`` tool's tables and
+plots) — as those outputs. Long texts are cut at ``MAX_SECTION_CHARS`` with a visible marker.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final, TypeAlias, assert_never
+
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.types import ModelInfo, TextBlock
+from dsh_kernel.tools.presentation import (
+    DiffCallView,
+    DiffResultView,
+    FileDiff,
+    GenericCallView,
+    GenericResultView,
+    ReadResultView,
+    SearchMatchesView,
+    SearchPathsView,
+    TerminalCallView,
+    TerminalResultView,
+    ToolResultInfo,
+    WebFetchView,
+    WebSearchView,
+    call_view,
+    result_view,
+)
+from dsh_kernel.tools.types import ToolDefinition
+from dsh_kernel.views.model import CardStatus, ToolCardModel, TurnModel
+
+ToolLookup: TypeAlias = Callable[[str], ToolDefinition | None]
+"""The kernel's registry lookup by tool name (for presenters); ``None`` for unknown tools."""
+ModelInfoLookup: TypeAlias = Callable[[str, str], ModelInfo | None]
+"""``(provider, model) -> ModelInfo``: context window and prices for the footer."""
+
+
+def lookup(tools: ToolLookup | None, name: str) -> ToolDefinition | None:
+    """The tool's definition for its presenters; a failing lookup only costs the presenters."""
+    if tools is None:
+        return None
+    try:
+        return tools(name)
+    except Exception:
+        return None
+
+
+MAX_SECTION_CHARS: Final = 20_000
+ASK_USER_TOOL: Final = "ask_user"
+
+STATUS_LABELS: Final[dict[CardStatus, str]] = {
+    "pending": "pending",
+    "waiting-approval": "waiting for approval",
+    "running": "running",
+    "done": "done",
+    "failed": "failed",
+    "denied": "denied",
+    "aborted": "aborted",
+}
+KIND_ICONS: Final[dict[str, str]] = {
+    "read": "📖",
+    "edit": "✏️",
+    "delete": "🗑️",
+    "move": "📦",
+    "search": "🔍",
+    "execute": "▶️",
+    "fetch": "🌐",
+    "other": "🔧",
+}
+APPROVAL_LABELS: Final[dict[str, str]] = {
+    "allowed-once": "allowed once",
+    "allowed-always": "allowed for this session",
+    "rejected": "denied",
+    "cancelled": "cancelled",
+    "unavailable": "denied: no one could answer",
+    "timeout": "denied: no answer in time",
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Section:
+    label: str
+    text: str
+    lang: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CardView:
+    icon: str
+    title: str
+    name: str
+    status: str
+    duration: str | None
+    args: tuple[Section, ...]
+    result: tuple[Section, ...]
+    outputs: tuple[JsonObject, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndNotice:
+    level: str
+    """``error``, ``warning`` or ``info``."""
+    title: str
+    hint: str | None = None
+
+
+# --- numbers -----------------------------------------------------------------------------------------
+
+
+def duration(ms: int | None) -> str | None:
+    if ms is None:
+        return None
+    if ms < 1000:
+        return f"{max(ms, 0)} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    minutes, seconds = divmod(round(ms / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
+def tokens(n: int) -> str:
+    if n < 10_000:
+        return f"{n:,}"
+    if n < 1_000_000:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.2f}M"
+
+
+def cost(model: TurnModel, info: ModelInfo | None) -> float | None:
+    """The turn's cost in the price's currency, or ``None`` when no price is configured."""
+    if info is None or info.input_price_per_mtok is None or info.output_price_per_mtok is None:
+        return None
+    u = model.usage
+    cached = info.cached_input_price_per_mtok
+    cached_price = cached if cached is not None else info.input_price_per_mtok
+    total = (
+        (u.input_tokens + u.cache_write_tokens) * info.input_price_per_mtok
+        + u.cache_read_tokens * cached_price
+        + u.output_tokens * info.output_price_per_mtok
+    )
+    return total / 1_000_000
+
+
+def footer_parts(
+    model: TurnModel, *, session_id: str | None = None, info: ModelInfo | None = None
+) -> list[str]:
+    parts: list[str] = []
+    if model.model is not None:
+        parts.append(f"{model.provider}:{model.model}" if model.provider else model.model)
+    u = model.usage
+    if u.requests:
+        inp = f"in {tokens(u.total_input_tokens)}"
+        if u.cache_read_tokens:
+            inp += f" (cached {tokens(u.cache_read_tokens)})"
+        out = f"out {tokens(u.output_tokens)}"
+        if u.reasoning_tokens:
+            out += f" (reasoning {tokens(u.reasoning_tokens)})"
+        parts += [inp, out]
+    window = model.context_window or (info.context_window if info is not None else None)
+    if u.context_tokens is not None:
+        ctx = f"context {tokens(u.context_tokens)}"
+        if window:
+            ctx += f" / {tokens(window)} ({100 * u.context_tokens / window:.0f}%)"
+        parts.append(ctx)
+    price = cost(model, info)
+    if price is not None:
+        parts.append(f"${price:.4f}" if price < 1 else f"${price:.2f}")
+    if model.ttft_ms is not None:
+        parts.append(f"first token {duration(model.ttft_ms)}")
+    if model.total_ms is not None:
+        parts.append(f"total {duration(model.total_ms)}")
+    if session_id:
+        parts.append(f"session {session_id[:8]}")
+    return parts
+
+
+# --- how a turn ended ----------------------------------------------------------------------------
+
+ERROR_HINTS: Final[dict[str, str]] = {
+    "AUTH": "The provider rejected the API key. Set a valid key in the provider's environment "
+    "variable, or run `%agent key <provider>` to enter one for this kernel.",
+    "MISSING_CREDENTIAL": "No API key is configured for this provider. Set its environment "
+    "variable, or run `%agent key <provider>`.",
+    "INVALID_CREDENTIAL": "The configured API key is malformed. Check the provider's environment "
+    "variable, or run `%agent key <provider>`.",
+    "QUOTA": "The account is out of credit or over its quota. Check billing with the provider.",
+    "RATE_LIMIT": "The provider is rate-limiting requests. Wait a little and run the cell again.",
+    "CONTEXT_WINDOW_EXCEEDED": "The conversation no longer fits the model's context window. "
+    "Start a new session with `%agent new`, or switch to a model with a larger window.",
+    "INVALID_REQUEST": "The provider refused the request. Check `%agent model` and the settings.",
+    "SERVER": "The provider had a server error. Run the cell again in a moment.",
+    "TRANSPORT": "The provider could not be reached. Check the network and the base URL.",
+    "TIMEOUT": "The provider did not answer in time. Run the cell again.",
+    "STREAM_CLOSED": "The provider closed the stream early. Run the cell again.",
+    "MALFORMED_RESPONSE": "The provider sent something this kernel could not read.",
+    "EMPTY_RESPONSE": "The model sent an empty answer. Run the cell again or rephrase.",
+    "UNSUPPORTED_REASONING_EFFORT": "This model does not support that reasoning effort.",
+    "NO_ADAPTER": "No provider is configured under that name. See `%agent provider`.",
+}
+
+
+def end_notice(model: TurnModel) -> EndNotice | None:
+    """What to tell the user about how the turn ended; ``None`` for a normal completion."""
+    reason = model.end_reason or {}
+    match model.end_kind:
+        case None | "completed":
+            return None
+        case "error":
+            err = model.error
+            code = err.code if err is not None else "UNKNOWN"
+            message = err.message if err is not None else "the turn failed"
+            hint = ERROR_HINTS.get(code, "Run the cell again; `%agent status` shows the setup.")
+            return EndNotice(level="error", title=f"{code}: {message}", hint=hint)
+        case "aborted":
+            cause = reason.get("reason")
+            kind = cause.get("kind") if isinstance(cause, dict) else None
+            who = {"user": "by you", "parent": "by the parent agent", "hook": "by a hook"}.get(
+                kind if isinstance(kind, str) else "", ""
+            )
+            return EndNotice(level="warning", title=f"Stopped {who}".strip() + ".")
+        case "max-tokens":
+            return EndNotice(
+                level="warning",
+                title="The answer was cut off at the output token limit.",
+                hint="Ask the agent to continue, or raise the limit in the model settings.",
+            )
+        case "max-steps":
+            limit = reason.get("limit")
+            return EndNotice(
+                level="warning",
+                title=f"Stopped after {limit} steps.",
+                hint="Ask the agent to continue if it was making progress.",
+            )
+        case "blocked":
+            return EndNotice(level="warning", title="A hook blocked this turn.")
+        case "interrupted":
+            return EndNotice(
+                level="warning",
+                title="The kernel stopped during this turn; it was closed on restart.",
+            )
+        case other:
+            return EndNotice(level="info", title=f"The turn ended: {other}.")
+
+
+# --- tool cards ----------------------------------------------------------------------------------
+
+
+def _cap(text: str) -> str:
+    if len(text) <= MAX_SECTION_CHARS:
+        return text
+    rest = len(text) - MAX_SECTION_CHARS
+    return f"{text[:MAX_SECTION_CHARS]}\n… ({rest:,} more characters not shown)"
+
+
+def _json_text(value: JsonValue) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def _diff_text(diffs: tuple[FileDiff, ...]) -> str:
+    chunks: list[str] = []
+    for d in diffs:
+        old = (d.old_text or "").splitlines(keepends=True)
+        new = d.new_text.splitlines(keepends=True)
+        src = "/dev/null" if d.old_text is None else f"a/{d.path}"
+        lines = difflib.unified_diff(old, new, fromfile=src, tofile=f"b/{d.path}")
+        chunks.append("".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines))
+    return "".join(chunks)
+
+
+def _args_sections(
+    card: ToolCardModel, defn: ToolDefinition | None
+) -> tuple[str, str, tuple[Section, ...]]:
+    """Returns (kind, title, sections) for the arguments."""
+    if card.status == "pending":
+        return "other", card.name, (Section(label="Arguments", text=card.arguments, lang="json"),)
+    view = call_view(defn, card.name, card.arguments)
+    match view:
+        case GenericCallView():
+            kind = view.kind or "other"
+            raw = view.raw_input
+            sections: list[Section] = []
+            if isinstance(raw, str):
+                lang = "python" if kind == "execute" else ""
+                sections.append(Section(label="Code" if lang else "Input", text=raw, lang=lang))
+            elif isinstance(raw, dict) and isinstance(raw.get("code"), str):
+                code = raw["code"]
+                assert isinstance(code, str)
+                sections.append(Section(label="Code", text=code, lang="python"))
+                rest = {k: v for k, v in raw.items() if k != "code"}
+                if rest:
+                    sections.append(Section(label="Arguments", text=_json_text(rest), lang="json"))
+                kind = "execute" if kind == "other" else kind
+            elif raw is not None and raw != {}:
+                sections.append(Section(label="Arguments", text=_json_text(raw), lang="json"))
+            if view.content:
+                sections.append(Section(label="", text=view.content))
+            if view.locations:
+                where = "\n".join(
+                    f"{loc.path}:{loc.line}" if loc.line is not None else loc.path
+                    for loc in view.locations
+                )
+                sections.append(Section(label="Locations", text=where))
+            return kind, view.title, tuple(sections)
+        case TerminalCallView():
+            text = view.title if view.cwd is None else f"# in {view.cwd}\n{view.title}"
+            extra = (Section(label="", text=view.description),) if view.description else ()
+            return "execute", view.title, (Section(label="Command", text=text, lang="sh"), *extra)
+        case DiffCallView():
+            return (
+                "edit",
+                view.title,
+                (Section(label="Changes", text=_diff_text(view.diffs), lang="diff"),),
+            )
+        case _:
+            assert_never(view)
+
+
+def _badge(truncated: bool, total: int, shown: int) -> str:
+    return f"\n… showing {shown} of {total}" if truncated else ""
+
+
+def _result_sections(
+    card: ToolCardModel, defn: ToolDefinition | None
+) -> tuple[str | None, tuple[Section, ...]]:
+    """Returns (title override, sections) for a settled result."""
+    text = card.result_text or ""
+    if card.is_error:
+        code = f" ({card.error_code})" if card.error_code else ""
+        return None, (Section(label=f"Error{code}", text=text),)
+    info = ToolResultInfo(content=(TextBlock(text=text),), is_error=False, meta=card.meta)
+    view = result_view(defn, card.name, card.arguments, info)
+    match view:
+        case GenericResultView():
+            body = view.content if view.content is not None else text
+            return view.title, (Section(label="Result", text=body),) if body else ()
+        case TerminalResultView():
+            status = ""
+            if view.exit_code is not None:
+                status = f"exit code {view.exit_code}"
+            if view.signal:
+                status = f"{status}, signal {view.signal}".lstrip(", ")
+            out = (Section(label="Output", text=view.output or ""),) if view.output else ()
+            return view.title, (*out, Section(label="", text=status)) if status else out
+        case DiffResultView():
+            return view.title, (Section(label="Changes", text=_diff_text(view.diffs), lang="diff"),)
+        case SearchMatchesView():
+            lines = [f"{f.path}:{m.line_number}: {m.line}" for f in view.files for m in f.matches]
+            body = "\n".join(lines) + _badge(view.truncated, view.total, len(lines))
+            return None, (Section(label=f"{view.total} matches", text=body),)
+        case SearchPathsView():
+            body = "\n".join(view.paths) + _badge(view.truncated, view.total, len(view.paths))
+            return None, (Section(label=f"{view.total} paths", text=body),)
+        case ReadResultView():
+            width = len(str(view.offset + len(view.lines)))
+            body = "\n".join(f"{ln.number:>{width}}  {ln.text}" for ln in view.lines)
+            label = f"{view.path} (lines {view.offset}–{view.offset + len(view.lines) - 1} of {view.total_lines})"
+            return view.title, (Section(label=label, text=body, lang=view.lang or ""),)
+        case WebSearchView():
+            lines = list[str]()
+            for s in view.sources:
+                lines.append(
+                    f"{s.title or s.url}\n  {s.url}" + (f"\n  {s.snippet}" if s.snippet else "")
+                )
+            answer = (Section(label="Answer", text=view.answer),) if view.answer else ()
+            return None, (*answer, Section(label="Sources", text="\n".join(lines)))
+        case WebFetchView():
+            note = " (truncated)" if view.truncated else ""
+            return None, (
+                Section(label="Fetched", text=f"{view.url} → HTTP {view.status_code}{note}"),
+            )
+        case _:
+            assert_never(view)
+
+
+def card_view(card: ToolCardModel, defn: ToolDefinition | None = None) -> CardView:
+    kind, title, args = _args_sections(card, defn)
+    result: tuple[Section, ...] = ()
+    outputs: tuple[JsonObject, ...] = ()
+    if card.result_text is not None:
+        override, result = _result_sections(card, defn)
+        title = override or title
+        outputs = display_outputs(card.meta)
+        if outputs:
+            # The outputs are the result; a failure stays visible unless they already show it.
+            shows_error = any(o.get("output_type") == "error" for o in outputs)
+            result = result if card.is_error and not shows_error else ()
+    icon = "❓" if card.name == ASK_USER_TOOL else KIND_ICONS.get(kind, KIND_ICONS["other"])
+    status = STATUS_LABELS[card.status]
+    outcome = card.approval_outcome
+    if outcome is not None and (
+        (card.status in ("running", "done") and outcome.startswith("allowed"))
+        or (card.status == "denied" and outcome != "rejected")
+    ):
+        status = f"{status} · {APPROVAL_LABELS.get(outcome, outcome)}"
+    return CardView(
+        icon=icon,
+        title=title,
+        name=card.name,
+        status=status,
+        duration=duration(card.duration_ms),
+        args=tuple(Section(label=s.label, text=_cap(s.text), lang=s.lang) for s in args),
+        result=tuple(Section(label=s.label, text=_cap(s.text), lang=s.lang) for s in result),
+        outputs=outputs,
+    )
+
+
+# --- rich outputs --------------------------------------------------------------------------------
+
+
+def _text(value: JsonValue) -> str:
+    if isinstance(value, list):
+        return "".join(v for v in value if isinstance(v, str))
+    return value if isinstance(value, str) else ""
+
+
+def display_outputs(meta: JsonValue) -> tuple[JsonObject, ...]:
+    """The nbformat outputs a result's ``meta`` describes, normalised (multi-line strings joined,
+    unknown kinds dropped) so an ``Output`` widget and the static renderer can use them as they are.
+
+    ``meta["outputs"]`` is a list of nbformat outputs. The ``python`` tool keeps its streams and its
+    failure beside them (``stdout``, ``stderr``, ``failure: {message, traceback, ename}``); those
+    become ``stream`` outputs before and an ``error`` output after the rich ones.
+    """
+    if not isinstance(meta, dict):
+        return ()
+    raw = meta.get("outputs")
+    out: list[JsonObject] = []
+    for name in ("stdout", "stderr"):
+        text = meta.get(name)
+        if isinstance(text, str) and text:
+            out.append({"output_type": "stream", "name": name, "text": text})
+    for o in raw if isinstance(raw, list) else []:
+        if isinstance(o, dict):
+            item = _output(o)
+            if item is not None:
+                out.append(item)
+    failure = meta.get("failure")
+    if isinstance(failure, dict):
+        tb = failure.get("traceback")
+        out.append(
+            {
+                "output_type": "error",
+                "ename": _text(failure.get("ename")) or _text(failure.get("kind")) or "Error",
+                "evalue": _text(failure.get("message")),
+                "traceback": [tb] if isinstance(tb, str) and tb else [],
+            }
+        )
+    return tuple(out)
+
+
+def _output(o: JsonObject) -> JsonObject | None:
+    match o.get("output_type"):
+        case "stream":
+            name = "stderr" if o.get("name") == "stderr" else "stdout"
+            return {"output_type": "stream", "name": name, "text": _text(o.get("text"))}
+        case "display_data" | "execute_result" as kind:
+            data = o.get("data")
+            if not isinstance(data, dict):
+                return None
+            bundle: JsonObject = {}
+            for mime, value in data.items():
+                bundle[mime] = value if isinstance(value, dict) else _text(value)
+            metadata = o.get("metadata")
+            item: JsonObject = {
+                "output_type": kind,
+                "data": bundle,
+                "metadata": metadata if isinstance(metadata, dict) else {},
+            }
+            if kind == "execute_result":
+                count = o.get("execution_count")
+                item["execution_count"] = count if isinstance(count, int) else None
+            return item
+        case "error":
+            tb = o.get("traceback")
+            return {
+                "output_type": "error",
+                "ename": _text(o.get("ename")),
+                "evalue": _text(o.get("evalue")),
+                "traceback": [t for t in tb if isinstance(t, str)] if isinstance(tb, list) else [],
+            }
+        case _:
+            return None

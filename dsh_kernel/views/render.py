@@ -1,0 +1,289 @@
+"""The static rendering of a turn: what a saved notebook shows with no kernel.
+
+A finished chat cell leaves ``{"text/markdown": render_markdown(m), "text/html": render_html(m)}``
+beside its widgets, so nbconvert (HTML first), GitHub and nbviewer show the conversation: the answer
+as Markdown, reasoning folded in a ``<details>`` block with its length, one ``<details>`` per tool
+call (status line; arguments as a fenced code block, Python highlighted; result text, or the rich
+outputs' images inline as data URIs when under ``MAX_INLINE_IMAGE`` and their ``text/plain``
+otherwise), steering messages, retry notices, how the turn ended (error code and what to do) and
+the footer line.
+
+Both renderings are pure functions of a ``TurnModel`` (``fold_turn(turn_events(log, n))``) plus the
+optional tool lookup, model info and session id. Model text never becomes markup: the Markdown
+rendering passes it through ``safe_markdown`` (no raw HTML tag survives) and the HTML rendering
+through ``markdown_to_html`` (every character escaped). Raw ``text/html`` from tool outputs is not
+embedded in either (it would be arbitrary markup in a document that is no longer sandboxed by the
+live ``Output`` widget): its ``text/plain`` fallback is shown instead.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from typing import Final
+
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
+from dsh_kernel.views.format import (
+    CardView,
+    ToolLookup,
+    card_view,
+    end_notice,
+    footer_parts,
+    lookup,
+    tokens,
+)
+from dsh_kernel.views.markdown import (
+    escape,
+    escape_inline_markdown,
+    fence,
+    safe_markdown,
+)
+from dsh_kernel.views.markdown_html import markdown_to_html
+from dsh_kernel.views.model import (
+    NoticeItem,
+    ReasoningItem,
+    SteerItem,
+    TextItem,
+    ToolItem,
+    TurnModel,
+)
+
+__all__ = [
+    "MAX_INLINE_IMAGE",
+    "TurnFold",
+    "TurnModel",
+    "find_turn",
+    "fold_turn",
+    "render_html",
+    "render_markdown",
+    "static_bundle",
+    "turn_events",
+]
+
+MAX_INLINE_IMAGE: Final = 1_000_000
+"""Largest base64 image (characters) embedded as a data URI; larger ones are named, not shown."""
+_IMAGE_MIMES: Final = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _reasoning_title(item: ReasoningItem) -> str:
+    if item.redacted and not item.text:
+        return "Reasoning (redacted)"
+    return f"Reasoning ({tokens(len(item.text))} chars)"
+
+
+def _image(output: JsonObject) -> tuple[str, str] | None:
+    """``(mime, base64)`` of the first image in a display output, if any."""
+    data = output.get("data")
+    if not isinstance(data, dict):
+        return None
+    for mime in _IMAGE_MIMES:
+        value = data.get(mime)
+        if isinstance(value, str) and value:
+            if mime == "image/svg+xml":
+                return mime, base64.b64encode(value.encode()).decode()
+            return mime, "".join(value.split())
+    return None
+
+
+def _plain(output: JsonObject) -> str:
+    match output.get("output_type"):
+        case "stream":
+            return _str(output.get("text"))
+        case "error":
+            tb = output.get("traceback")
+            lines = (
+                [_ANSI.sub("", t) for t in tb if isinstance(t, str)] if isinstance(tb, list) else []
+            )
+            head = f"{_str(output.get('ename'))}: {_str(output.get('evalue'))}"
+            return "\n".join(lines) if lines else head
+        case _:
+            data = output.get("data")
+            if isinstance(data, dict):
+                for mime in ("text/plain", "text/markdown", "text/latex"):
+                    text = data.get(mime)
+                    if isinstance(text, str):
+                        return text
+            return ""
+
+
+def _str(v: JsonValue) -> str:
+    return v if isinstance(v, str) else ""
+
+
+# --- Markdown ----------------------------------------------------------------------------------------
+
+
+def _md_output(output: JsonObject) -> str:
+    image = _image(output)
+    if image is not None:
+        mime, b64 = image
+        if len(b64) <= MAX_INLINE_IMAGE:
+            return f'<img src="data:{mime};base64,{b64}" alt="output">'
+        return (
+            f"*({escape_inline_markdown(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)*"
+        )
+    text = _plain(output)
+    return fence(text) if text else ""
+
+
+def _md_card(view: CardView) -> str:
+    status = " · ".join(p for p in (view.status, view.duration) if p)
+    name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
+    summary = f"{view.icon} <b>{escape(view.title)}</b>{name} — {escape(status)}"
+    parts = [f"<details><summary>{summary}</summary>", ""]
+    for s in (*view.args, *view.result):
+        if s.label:
+            parts += [f"**{escape_inline_markdown(s.label)}**", ""]
+        parts += [fence(s.text, s.lang), ""]
+    for o in view.outputs:
+        rendered = _md_output(o)
+        if rendered:
+            parts += [rendered, ""]
+    parts.append("</details>")
+    return "\n".join(parts)
+
+
+def render_markdown(
+    model: TurnModel,
+    *,
+    tools: ToolLookup | None = None,
+    session_id: str | None = None,
+    model_info: ModelInfo | None = None,
+    include_prompt: bool = False,
+) -> str:
+    blocks: list[str] = []
+    if include_prompt and model.prompt:
+        blocks.append("> **You:** " + escape_inline_markdown(model.prompt))
+    for item in model.items:
+        match item:
+            case ReasoningItem():
+                body = safe_markdown(item.text, close_fence=True)
+                title = escape(_reasoning_title(item))
+                blocks.append(f"<details><summary>💭 {title}</summary>\n\n{body}\n\n</details>")
+            case TextItem():
+                if item.text:
+                    blocks.append(safe_markdown(item.text, close_fence=True))
+            case ToolItem():
+                defn = lookup(tools, item.card.name)
+                blocks.append(_md_card(card_view(item.card, defn)))
+            case SteerItem():
+                blocks.append("> ↳ **You:** " + escape_inline_markdown(item.text))
+            case NoticeItem():
+                blocks.append("> ⚠️ " + escape_inline_markdown(item.text))
+    notice = end_notice(model)
+    if notice is not None:
+        icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
+        line = f"> {icon} **{escape_inline_markdown(notice.title)}**"
+        blocks.append(line + (f"\n>\n> {notice.hint}" if notice.hint else ""))
+    footer = footer_parts(model, session_id=session_id, info=model_info)
+    if footer:
+        blocks.append("<sub>" + escape(" · ".join(footer)) + "</sub>")
+    return "\n\n".join(blocks) + "\n"
+
+
+# --- HTML --------------------------------------------------------------------------------------------
+
+
+def _html_output(output: JsonObject) -> str:
+    image = _image(output)
+    if image is not None:
+        mime, b64 = image
+        if len(b64) <= MAX_INLINE_IMAGE:
+            return (
+                f'<img src="data:{mime};base64,{escape(b64)}" alt="output" style="max-width: 100%">'
+            )
+        return (
+            f"<p><em>({escape(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)</em></p>"
+        )
+    text = _plain(output)
+    return f"<pre>{escape(text)}</pre>" if text else ""
+
+
+def _html_card(view: CardView) -> str:
+    status = " · ".join(p for p in (view.status, view.duration) if p)
+    name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
+    body: list[str] = []
+    for s in (*view.args, *view.result):
+        if s.label:
+            body.append(f"<p><strong>{escape(s.label)}</strong></p>")
+        cls = f' class="language-{escape(s.lang)}"' if s.lang else ""
+        body.append(f"<pre><code{cls}>{escape(s.text)}</code></pre>")
+    body += [r for r in (_html_output(o) for o in view.outputs) if r]
+    return (
+        f'<details class="dsh-card"><summary>{view.icon} <strong>{escape(view.title)}</strong>'
+        f"{name} — {escape(status)}</summary>\n" + "\n".join(body) + "\n</details>"
+    )
+
+
+def render_html(
+    model: TurnModel,
+    *,
+    tools: ToolLookup | None = None,
+    session_id: str | None = None,
+    model_info: ModelInfo | None = None,
+    include_prompt: bool = False,
+) -> str:
+    blocks: list[str] = []
+    if include_prompt and model.prompt:
+        blocks.append(f"<blockquote><strong>You:</strong> {escape(model.prompt)}</blockquote>")
+    for item in model.items:
+        match item:
+            case ReasoningItem():
+                blocks.append(
+                    f"<details><summary>💭 {escape(_reasoning_title(item))}</summary>\n"
+                    f"{markdown_to_html(item.text)}\n</details>"
+                )
+            case TextItem():
+                if item.text:
+                    blocks.append(markdown_to_html(item.text))
+            case ToolItem():
+                defn = lookup(tools, item.card.name)
+                blocks.append(_html_card(card_view(item.card, defn)))
+            case SteerItem():
+                blocks.append(
+                    f"<blockquote>↳ <strong>You:</strong> {escape(item.text)}</blockquote>"
+                )
+            case NoticeItem():
+                blocks.append(f"<p><em>⚠️ {escape(item.text)}</em></p>")
+    notice = end_notice(model)
+    if notice is not None:
+        icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
+        hint = markdown_to_html(notice.hint) if notice.hint else ""
+        blocks.append(
+            f'<div class="dsh-end dsh-{escape(notice.level)}"><p>{icon} '
+            f"<strong>{escape(notice.title)}</strong></p>{hint}</div>"
+        )
+    footer = footer_parts(model, session_id=session_id, info=model_info)
+    if footer:
+        blocks.append(f"<p><small>{escape(' · '.join(footer))}</small></p>")
+    return '<div class="dsh-turn-static">\n' + "\n".join(blocks) + "\n</div>"
+
+
+def static_bundle(
+    model: TurnModel,
+    *,
+    tools: ToolLookup | None = None,
+    session_id: str | None = None,
+    model_info: ModelInfo | None = None,
+    include_prompt: bool = False,
+) -> dict[str, str]:
+    """The display bundle a finished turn leaves in the notebook."""
+    return {
+        "text/markdown": render_markdown(
+            model,
+            tools=tools,
+            session_id=session_id,
+            model_info=model_info,
+            include_prompt=include_prompt,
+        ),
+        "text/html": render_html(
+            model,
+            tools=tools,
+            session_id=session_id,
+            model_info=model_info,
+            include_prompt=include_prompt,
+        ),
+    }

@@ -1,0 +1,188 @@
+"""The live card of one tool call, drawn from its ``ToolCardModel``.
+
+Layout (a ``VBox`` with class ``dsh-card``):
+
+* a header line — icon by kind, title, the tool's name when the title differs, a status pill
+  (``dsh-status-<status>``), the duration;
+* while the call waits for approval: Allow once / Deny / Always allow buttons with the reason. A click
+  disables the three at once and calls ``on_approval(approval_id, outcome)``; they stay disabled
+  once ``approval/decided`` is logged, with the outcome written beside them;
+* for ``ask_user`` calls, the question form (``views.question``) while the call runs, then the logged
+  answers, disabled;
+* a "Details" accordion holding one ``Output`` widget: the arguments as Markdown fenced code (Python
+  highlighted by the frontend) and the result — text, or the rich nbformat outputs of
+  ``meta["outputs"]`` (tables, plots) rendered by the frontend. It opens by itself once the call
+  asks for approval (the person must see what they allow) and once rich outputs arrive; after that,
+  whatever the person chose stands. Both triggers are facts of the model, not of the moment it was
+  drawn, so a replay drawn once at the end opens the same accordions.
+
+``update(card)`` may be called on every flush: unchanged traits send nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Literal, TypeAlias
+
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.tools.builtin.ask_user import answers_from_json, parse_questions
+from dsh_kernel.views import _ipw
+from dsh_kernel.views.format import (
+    APPROVAL_LABELS,
+    ASK_USER_TOOL,
+    CardView,
+    ToolLookup,
+    card_view,
+    lookup,
+)
+from dsh_kernel.views.markdown import escape, escape_inline_markdown, fence
+from dsh_kernel.views.model import ToolCardModel
+from dsh_kernel.views.question import QuestionForm
+
+ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "allowed-always"]
+ApprovalCallback = Callable[[str, ApprovalAnswer], None]
+AnswerCallback = Callable[[str, JsonObject], None]
+
+
+def _markdown_output(text: str) -> JsonObject:
+    return {"output_type": "display_data", "data": {"text/markdown": text}, "metadata": {}}
+
+
+def body_outputs(view: CardView) -> list[JsonObject]:
+    """The Details ``Output`` widget's outputs: argument and result sections as Markdown (each a
+    fenced block the model's text cannot escape), then the rich outputs as they are."""
+    outputs: list[JsonObject] = []
+    for s in (*view.args, *view.result):
+        label = f"**{escape_inline_markdown(s.label)}**\n\n" if s.label else ""
+        outputs.append(_markdown_output(label + fence(s.text, s.lang)))
+    outputs.extend(view.outputs)
+    return outputs
+
+
+def header_html(view: CardView, status_key: str) -> str:
+    name = (
+        f'<span class="dsh-card-name">{escape(view.name)}</span>' if view.name != view.title else ""
+    )
+    dur = f'<span class="dsh-dur">{escape(view.duration)}</span>' if view.duration else ""
+    return (
+        f'<div class="dsh-card-head"><span class="dsh-icon">{view.icon}</span>'
+        f'<span class="dsh-card-title">{escape(view.title)}</span>{name}'
+        f'<span class="dsh-pill dsh-status-{status_key}">{escape(view.status)}</span>{dur}</div>'
+    )
+
+
+class ToolCardWidget:
+    def __init__(
+        self,
+        *,
+        tools: ToolLookup | None = None,
+        on_approval: ApprovalCallback | None = None,
+        on_answer: AnswerCallback | None = None,
+    ) -> None:
+        self._tools = tools
+        self._on_approval = on_approval
+        self._on_answer = on_answer
+        self.head = _ipw.HTML()
+        self.allow = _ipw.Button(description="Allow once", button_style="success", icon="check")
+        self.deny = _ipw.Button(description="Deny", button_style="danger", icon="times")
+        self.always = _ipw.Button(
+            description="Always allow", tooltip="Allow this tool without asking for this session"
+        )
+        _ipw.on_click(self.allow, lambda: self._clicked("allowed-once"))
+        _ipw.on_click(self.deny, lambda: self._clicked("rejected"))
+        _ipw.on_click(self.always, lambda: self._clicked("allowed-always"))
+        self.approval_note = _ipw.HTML()
+        _ipw.add_class(self.approval_note, "dsh-approval-note")
+        self.approval_row = _ipw.HBox([self.allow, self.deny, self.always, self.approval_note])
+        _ipw.set_visible(self.approval_row, False)
+        self.body = _ipw.Output()
+        self.details = _ipw.Accordion(children=[self.body], selected_index=None)
+        _ipw.set_titles(self.details, ["Details"])
+        self.question: QuestionForm | None = None
+        self.widget = _ipw.VBox([self.head, self.approval_row, self.details])
+        _ipw.add_class(self.widget, "dsh-card")
+        self.card: ToolCardModel | None = None
+        self._clicked_approval: str | None = None
+        self._opened_for: set[str] = set()
+
+    def _clicked(self, outcome: ApprovalAnswer) -> None:
+        card = self.card
+        if card is None or card.approval_id is None or self._clicked_approval is not None:
+            return
+        if card.approval_outcome is not None:
+            return
+        self._clicked_approval = card.approval_id
+        for b in (self.allow, self.deny, self.always):
+            b.disabled = True
+        if self._on_approval is not None:
+            self._on_approval(card.approval_id, outcome)
+
+    def update(self, card: ToolCardModel) -> None:
+        if card == self.card:
+            return
+        self.card = card
+        defn = lookup(self._tools, card.name)
+        view = card_view(card, defn)
+        self.head.value = header_html(view, card.status)
+        self._update_approval(card)
+        _ipw.set_outputs(self.body, body_outputs(view))
+        if card.approval_id is not None:
+            self._open_once("approval")
+        if view.outputs:
+            self._open_once("outputs")
+        if card.name == ASK_USER_TOOL:
+            self._update_question(card)
+
+    def _open_once(self, reason: str) -> None:
+        if reason not in self._opened_for:
+            self._opened_for.add(reason)
+            self.details.selected_index = 0
+
+    def _update_approval(self, card: ToolCardModel) -> None:
+        if card.approval_id is None:
+            return
+        _ipw.set_visible(self.approval_row, True)
+        decided = card.approval_outcome is not None
+        clicked = self._clicked_approval == card.approval_id
+        for b in (self.allow, self.deny, self.always):
+            b.disabled = decided or clicked or card.settled
+        if decided:
+            outcome = card.approval_outcome or ""
+            note = escape(APPROVAL_LABELS.get(outcome, outcome))
+        elif card.settled:
+            note = "not answered"
+        else:
+            reason = f" {card.approval_reason}" if card.approval_reason else ""
+            note = f"Allow <code>{escape(card.name)}</code> to run?{escape(reason)}"
+        self.approval_note.value = note
+
+    def _update_question(self, card: ToolCardModel) -> None:
+        if self.question is None:
+            try:
+                questions = parse_questions(_loads(card.arguments))
+            except Exception:
+                return  # malformed or still streaming: the card shows the raw arguments
+            if card.status == "pending":
+                return
+            self.question = QuestionForm(card.call_id, questions, self._answered)
+            _ipw.set_children(
+                self.widget, [self.head, self.approval_row, self.question.widget, self.details]
+            )
+        if card.settled:
+            answers = ()
+            if not card.is_error and card.result_text:
+                try:
+                    answers = answers_from_json(card.result_text)
+                except ValueError:
+                    answers = ()
+            self.question.show_answers(answers)
+
+    def _answered(self, call_id: str, answers: JsonObject) -> None:
+        if self._on_answer is not None:
+            self._on_answer(call_id, answers)
+
+
+def _loads(text: str) -> JsonValue:
+    value: JsonValue = json.loads(text) if text.strip() else {}
+    return value

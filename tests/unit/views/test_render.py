@@ -1,0 +1,270 @@
+"""The static rendering of finished turns: snapshots for every card status, escaping, footer, ends.
+
+Snapshots live in ``snapshots/``; after an intended change, regenerate them with
+``DSH_UPDATE_SNAPSHOTS=1 pytest tests/unit/views/test_render.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+import pytest
+
+from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.views.format import cost, footer_parts
+from dsh_kernel.views.model import (
+    CardStatus,
+    NoticeItem,
+    ReasoningItem,
+    SteerItem,
+    TextItem,
+    ToolCardModel,
+    ToolItem,
+    TurnError,
+    TurnModel,
+    UsageSummary,
+)
+from dsh_kernel.views.render import MAX_INLINE_IMAGE, render_html, render_markdown, static_bundle
+
+SNAPSHOTS = Path(__file__).with_name("snapshots")
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
+
+
+def check_snapshot(name: str, text: str) -> None:
+    path = SNAPSHOTS / name
+    if os.environ.get("DSH_UPDATE_SNAPSHOTS") == "1":
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert path.read_text(encoding="utf-8") == text, f"snapshot {name} differs"
+
+
+def card(status: CardStatus, **kw: object) -> ToolCardModel:
+    base: dict[str, object] = {
+        "call_id": "c1",
+        "name": "python",
+        "arguments": '{"code":"print(1 < 2)"}',
+        "status": status,
+        "step": 1,
+        "started_at": 1_000,
+    }
+    if status in ("done", "failed", "denied", "aborted"):
+        base.update(ended_at=2_234, duration_ms=1_234, result_text="True")
+    base.update(kw)
+    return ToolCardModel(**base)  # type: ignore[arg-type]
+
+
+CARDS: dict[str, ToolCardModel] = {
+    "pending": card("pending", arguments='{"code":"pri', started_at=None),
+    "waiting-approval": card("waiting-approval", approval_id="a1", approval_reason="runs code"),
+    "running": card("running", approval_id="a1", approval_outcome="allowed-once"),
+    "done": card(
+        "done",
+        meta={
+            "outputs": [
+                {"output_type": "stream", "name": "stdout", "text": "True\n"},
+                {
+                    "output_type": "display_data",
+                    "data": {"image/png": PNG, "text/plain": "<Figure>"},
+                },
+                {
+                    "output_type": "execute_result",
+                    "data": {"text/html": "<b>t</b>", "text/plain": "table"},
+                },
+            ]
+        },
+    ),
+    "failed": card(
+        "failed",
+        is_error=True,
+        error_code="TOOL_FAILED",
+        error_name="ValueError",
+        result_text="Error: ValueError: <bad>",
+    ),
+    "denied": card(
+        "denied",
+        approval_id="a1",
+        approval_outcome="rejected",
+        is_error=True,
+        error_code="DENIED",
+        result_text="Error: the user rejected this call",
+    ),
+    "aborted": card(
+        "aborted", is_error=True, error_code="ABORTED", result_text="Error: tool call aborted"
+    ),
+}
+
+
+def turn(*items: object, **kw: object) -> TurnModel:
+    base: dict[str, object] = {
+        "turn": 1,
+        "prompt": "hi",
+        "items": tuple(items),
+        "state": "ended",
+        "end_reason": {"kind": "completed"},
+        "end_kind": "completed",
+        "provider": "deepseek",
+        "model": "deepseek-chat",
+        "usage": UsageSummary(
+            requests=2,
+            input_tokens=1_200,
+            cache_read_tokens=24_000,
+            output_tokens=345,
+            reasoning_tokens=120,
+            context_tokens=25_600,
+        ),
+        "context_window": 128_000,
+        "started_at": 0,
+        "ended_at": 4_200,
+        "ttft_ms": 800,
+    }
+    base.update(kw)
+    return TurnModel(**base)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("status", list(CARDS))
+def test_card_snapshots(status: str) -> None:
+    model = turn(ToolItem(key="tool-c1", card=CARDS[status]))
+    check_snapshot(f"card-{status}.md", render_markdown(model))
+    check_snapshot(f"card-{status}.html", render_html(model))
+
+
+def test_full_turn_snapshot() -> None:
+    model = turn(
+        ReasoningItem(key="r", text="First, <think>.", done=True),
+        TextItem(key="t1", text="Let me check `x<y`.", done=True),
+        ToolItem(key="tool-c1", card=CARDS["done"]),
+        SteerItem(key="s", text="use <b>plots</b>"),
+        NoticeItem(key="n", text="Retry 1/5 in 2.0 s after RATE_LIMIT: slow down"),
+        TextItem(key="t2", text="## Result\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n$x<1$", done=True),
+    )
+    info = ModelInfo(
+        context_window=128_000,
+        input_price_per_mtok=0.27,
+        cached_input_price_per_mtok=0.07,
+        output_price_per_mtok=1.1,
+    )
+    check_snapshot(
+        "turn.md", render_markdown(model, session_id="0123456789abcdef", model_info=info)
+    )
+    check_snapshot("turn.html", render_html(model, session_id="0123456789abcdef", model_info=info))
+
+
+def test_model_text_never_becomes_markup() -> None:
+    evil = "<script>alert(1)</script><img src=x onerror=alert(1)>\"'&"
+    model = turn(
+        ReasoningItem(key="r", text=evil, done=True),
+        TextItem(key="t", text=evil + "\n```\n" + evil, done=True),  # an unclosed fence, too
+        ToolItem(
+            key="tool-c1",
+            card=card("failed", name=evil, arguments=evil, result_text=evil, is_error=True),
+        ),
+        SteerItem(key="s", text=evil),
+        NoticeItem(key="n", text=evil),
+        prompt=evil,
+        end_kind="error",
+        end_reason={"kind": "error"},
+        error=TurnError(code="AUTH", message=evil),
+    )
+    bundle = static_bundle(model, include_prompt=True)
+    html = bundle["text/html"]
+    assert "<script" not in html and "<img src=x" not in html
+    md = bundle["text/markdown"]
+    assert md.rstrip().endswith("</sub>")  # the text's unclosed fence was closed before the rest
+    outside = "\n".join(outside_fences(md))
+    assert "<script" not in outside and "<img src=x" not in outside
+
+
+def outside_fences(md: str) -> list[str]:
+    """The lines of ``md`` outside its top-level fenced code blocks."""
+    out: list[str] = []
+    closer = ""
+    for line in md.split("\n"):
+        if closer:
+            if line.strip() == closer:
+                closer = ""
+            continue
+        if line.startswith(("```", "~~~")):
+            closer = line[: len(line) - len(line.lstrip(line[0]))]
+            continue
+        out.append(line)
+    return out
+
+
+def test_large_images_are_named_not_embedded() -> None:
+    big = "A" * (MAX_INLINE_IMAGE + 4)
+    model = turn(
+        ToolItem(
+            key="k",
+            card=card(
+                "done",
+                meta={"outputs": [{"output_type": "display_data", "data": {"image/png": big}}]},
+            ),
+        )
+    )
+    html = render_html(model)
+    assert big not in html and "image/png output of 750,003 bytes not embedded" in html
+
+
+def test_footer_cost_and_context() -> None:
+    model = turn()
+    info = ModelInfo(input_price_per_mtok=2.0, output_price_per_mtok=8.0)
+    # uncached input 1,200 and the 24,000 cached reads at the input price (no cached price), output 345
+    assert cost(model, info) == pytest.approx((1_200 * 2.0 + 24_000 * 2.0 + 345 * 8.0) / 1e6)
+    assert cost(model, ModelInfo()) is None
+    assert footer_parts(model, session_id="abcdef0123", info=info) == [
+        "deepseek:deepseek-chat",
+        "in 25.2k (cached 24.0k)",
+        "out 345 (reasoning 120)",
+        "context 25.6k / 128.0k (20%)",
+        "$0.0532",
+        "first token 800 ms",
+        "total 4.2 s",
+        "session abcdef01",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reason", "expected"),
+    [
+        ({"kind": "aborted", "reason": {"kind": "user"}}, "Stopped by you."),
+        ({"kind": "max-tokens"}, "cut off at the output token limit"),
+        ({"kind": "max-steps", "limit": 100}, "Stopped after 100 steps."),
+        ({"kind": "blocked"}, "A hook blocked this turn."),
+    ],
+)
+def test_how_a_turn_ended_is_said(reason: dict[str, object], expected: str) -> None:
+    model = turn(end_reason=reason, end_kind=reason["kind"])
+    assert expected in render_html(model)
+    assert expected in render_markdown(model).replace("\\", "")
+
+
+def test_presenters_shape_the_card() -> None:
+    from dsh_kernel.tools.presentation import TerminalCallView, TerminalResultView
+    from dsh_kernel.tools.types import ToolDefinition
+
+    defn = ToolDefinition(
+        name="sh",
+        description="Run a shell command.",
+        parameters={"type": "object", "properties": {"cmd": {"type": "string"}}},
+        execute=lambda args, ctx: "",
+        present_call=lambda args: TerminalCallView(title=str(args["cmd"]), cwd="/tmp"),
+        present_result=lambda args, info: TerminalResultView(output="boom\n", exit_code=2),
+    )
+    model = turn(
+        ToolItem(
+            key="k", card=card("done", name="sh", arguments='{"cmd":"make <all>"}', result_text="x")
+        )
+    )
+    md = render_markdown(model, tools=lambda name: defn if name == "sh" else None)
+    assert "<b>make &lt;all&gt;</b> <code>sh</code> — done · 1.2 s" in md
+    assert "```sh\n# in /tmp\nmake <all>\n```" in md
+    assert "**Output**\n\n```\nboom\n```" in md and "exit code 2" in md
+
+    def broken(name: str) -> ToolDefinition | None:
+        raise KeyError(name)
+
+    assert "<b>python</b>" in render_markdown(
+        turn(ToolItem(key="k", card=CARDS["done"])), tools=broken
+    )
