@@ -42,8 +42,10 @@ _MAGIC_LINE = re.compile(r"^%%([A-Za-z_][\w-]*)[ \t]*(.*)$")
 
 def _only_line_magics(code: str) -> bool:
     lines = [ln.strip() for ln in code.splitlines() if ln.strip()]
-    return bool(lines) and all(ln.startswith(("%", "!", "#")) and not ln.startswith("%%") for ln in lines) and any(
-        ln.startswith(("%", "!")) for ln in lines
+    return (
+        bool(lines)
+        and all(ln.startswith(("%", "!", "#")) and not ln.startswith("%%") for ln in lines)
+        and any(ln.startswith(("%", "!")) for ln in lines)
     )
 
 

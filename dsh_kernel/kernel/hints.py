@@ -42,7 +42,9 @@ def advice(code: str) -> str:
     if code in ADVICE:
         return ADVICE[code]
     if code.startswith("HTTP_"):
-        return "the provider answered with an unexpected HTTP status; see `%%sql SELECT * FROM errors`"
+        return (
+            "the provider answered with an unexpected HTTP status; see `%%sql SELECT * FROM errors`"
+        )
     return "see `%%sql SELECT * FROM errors ORDER BY time DESC` for details"
 
 

@@ -15,18 +15,18 @@ message saying how to allow it (``%agent approve auto``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
-from dsh_kernel.abort import USER_CANCEL
+from dsh_kernel.abort import USER_CANCEL, AbortSignal
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
-from dsh_kernel.errors import DshError, UsageError
-from dsh_kernel.ids import ApprovalRequestId
-from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.errors import DshError, ToolError, UsageError
+from dsh_kernel.ids import ApprovalRequestId, CallId
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KeyStore,
@@ -36,7 +36,13 @@ from dsh_kernel.llm.config import (
 )
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
+from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.session.log import Session
+from dsh_kernel.store.journal import JournalWriter, attach_journal
+from dsh_kernel.store.layout import Store
 from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy, ApprovalRequest
+from dsh_kernel.tools.builtin.ask_user import Answer, Question, ask_user_tool
+from dsh_kernel.views import WidgetAnswerer
 
 if TYPE_CHECKING:
     from dsh_kernel.views.turn import TurnView
@@ -129,9 +135,6 @@ def _describe_config(config: ProviderConfig, settings: HostSettings) -> str:
     return f"{config.id} ({config.base_url}, model {config.model}; {why})"
 
 
-ApprovalAnswer = Literal["allowed-once", "allowed-always", "rejected"]
-
-
 class AgentHost:
     """See the module docstring."""
 
@@ -147,10 +150,12 @@ class AgentHost:
         self.shell = shell
         self.keys = KeyStore()
         self.view: TurnView | None = None
-        self._pending_approvals: dict[str, asyncio.Future[ApprovalAnswer]] = {}
+        self.approvals = WidgetAnswerer()
         self.store_warning: str | None = None
-        self.store: object | None = None
+        self.store: Store | None = None
+        self.journal: JournalWriter | None = None
         self.provider_note = ""
+        self._open_store()
         self.agent = self._build_agent()
 
     # --- construction ---------------------------------------------------------------------------
@@ -164,16 +169,14 @@ class AgentHost:
             policy.set(None, mode)  # type: ignore[arg-type]
         return policy
 
-    def _build_agent(self, session: object | None = None) -> Agent:
+    def _build_agent(self, session: Session | None = None) -> Agent:
         provider, model, note = choose_provider(self.settings, self.keys)
         self.provider_note = note
-        from dsh_kernel.session.log import Session
-
         agent = Agent(
             provider=provider,
             model=model,
             system=self.settings.system_prompt or None,
-            session=session if isinstance(session, Session) else None,
+            session=session,
             approval_policy=self._policy(),
             answerer=self._answer_approval,
             approval_timeout_s=None,
@@ -182,23 +185,65 @@ class AgentHost:
         agent.runtime_context.add(self._variables_context)
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
+        self._attach_journal(agent)
         return agent
+
+    # --- the store --------------------------------------------------------------------------------
+
+    def _open_store(self) -> None:
+        try:
+            store = Store.at(self.settings.store) if self.settings.store else Store.default()
+            store.root.mkdir(parents=True, exist_ok=True)
+            probe = store.root / ".dsh-write-test"
+            probe.write_bytes(b"")
+            probe.unlink()
+        except OSError as exc:
+            where = self.settings.store or "the default store directory"
+            self.store_warning = (
+                f"the session store ({where}) is not writable ({exc.strerror or exc}); this session "
+                "is kept in memory only and %%sql cannot see it. Set DSH_STORE to a writable "
+                "directory and restart the kernel."
+            )
+            _log.warning("%s", self.store_warning)
+            return
+        self.store = store
+
+    def _attach_journal(self, agent: Agent) -> None:
+        if self.journal is not None:
+            with contextlib.suppress(Exception):
+                self.journal.close()
+            self.journal = None
+        if self.store is None:
+            return
+        try:
+            self.journal = attach_journal(agent, self.store)
+        except (OSError, DshError) as exc:
+            self.store_warning = f"the session journal could not be opened ({exc}); in memory only"
+            _log.warning("%s", self.store_warning)
+
+    def store_description(self) -> str:
+        if self.store is None:
+            return "none (in memory only)"
+        journal = f"; journal {self.journal.path}" if self.journal is not None else ""
+        return f"{self.store.root}{journal}"
+
+    def flush(self) -> None:
+        if self.journal is not None:
+            self.journal.flush()
+
+    def shutdown(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
+            self.journal = None
 
     def _install_tools(self, agent: Agent) -> None:
         from dsh_kernel.runtime.runner import CodeRunner
         from dsh_kernel.runtime.tools import inspect_tool, python_tool
 
         runner = CodeRunner(self.namespace, shell=self.shell)
-        agent.registry.register(
-            python_tool(runner, on_interrupt=lambda: agent.cancel(USER_CANCEL))
-        )
+        agent.registry.register(python_tool(runner, on_interrupt=lambda: agent.cancel(USER_CANCEL)))
         agent.registry.register(inspect_tool(self.namespace))
-        try:
-            from dsh_kernel.tools.builtin.ask_user import ask_user_tool
-
-            agent.registry.register(ask_user_tool(self._ask_user))
-        except ImportError:  # the views package is optional at import time
-            _log.debug("ask_user tool unavailable", exc_info=True)
+        agent.registry.register(ask_user_tool(self._ask_user))
 
     def _variables_context(self) -> PromptContext | None:
         from dsh_kernel.runtime.describe import list_variables
@@ -225,39 +270,43 @@ class AgentHost:
 
     # --- approvals and questions ------------------------------------------------------------------
 
-    async def _answer_approval(self, request_id: ApprovalRequestId, request: ApprovalRequest) -> object:
+    async def _answer_approval(
+        self, request_id: ApprovalRequestId, request: ApprovalRequest
+    ) -> object:
         view = self.view
         if view is None:
             return "unavailable"
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[ApprovalAnswer] = loop.create_future()
-        self._pending_approvals[request_id] = fut
+        if not view.rendered:
+            # Give a frontend a moment to draw the view; with none (nbclient, a headless run) the
+            # call is denied at once instead of hanging.
+            try:
+                async with asyncio.timeout(self.settings.headless_approval_timeout):
+                    while not view.rendered:
+                        await asyncio.sleep(0.05)
+            except TimeoutError:
+                return "unavailable"
         try:
-            deadline = self.settings.headless_approval_timeout
-            if not view.rendered:
-                try:
-                    async with asyncio.timeout(deadline):
-                        while not view.rendered and not fut.done():
-                            await asyncio.sleep(0.05)
-                except TimeoutError:
-                    return "unavailable"
             async with asyncio.timeout(self.settings.approval_timeout):
-                return await fut
+                return await self.approvals(request_id, request)
         except TimeoutError:
             return "timeout"
-        finally:
-            self._pending_approvals.pop(request_id, None)
 
-    def resolve_approval(self, request_id: str, outcome: ApprovalAnswer) -> None:
-        fut = self._pending_approvals.get(request_id)
-        if fut is not None and not fut.done():
-            fut.set_result(outcome)
+    def resolve_approval(self, request_id: str, outcome: str) -> None:
+        self.approvals.resolve(request_id, outcome)
 
-    async def _ask_user(self, questions: JsonValue, signal: object) -> JsonValue:
+    async def _ask_user(
+        self, questions: tuple[Question, ...], signal: AbortSignal, *, call_id: CallId
+    ) -> tuple[Answer, ...]:
         view = self.view
         if view is None:
-            raise DshError("no frontend to ask the user (no chat cell is running)", code="NO_PROVIDER")
-        return await view.ask(questions)
+            raise ToolError(
+                "no frontend to ask the user: no chat cell is running", code="NO_PROVIDER"
+            )
+        return await view.ask(questions, signal, call_id=call_id)
+
+    def model_info(self, provider: str, model: str) -> ModelInfo | None:
+        p = self.agent.providers.get(provider)
+        return p.model_info(model) if p is not None else None
 
     # --- commands ---------------------------------------------------------------------------------
 
@@ -285,6 +334,6 @@ class AgentHost:
         self.provider_note = note
         return note
 
-    def new_session(self) -> Agent:
-        self.agent = self._build_agent()
+    def new_session(self, session: Session | None = None) -> Agent:
+        self.agent = self._build_agent(session)
         return self.agent

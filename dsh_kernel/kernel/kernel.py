@@ -48,7 +48,8 @@ class DshKernel(IPythonKernel):
         help="What a plain cell is: 'chat' (kernelspec dsh) or 'python' (kernelspec dsh-python).",
     ).tag(config=True)
     provider = Unicode(
-        "", help="Provider id: deepseek, openai, anthropic, openai-compatible or offline. Env: DSH_PROVIDER."
+        "",
+        help="Provider id: deepseek, openai, anthropic, openai-compatible or offline. Env: DSH_PROVIDER.",
     ).tag(config=True)
     model = Unicode("", help="Model id, or provider:model. Env: DSH_MODEL.").tag(config=True)
     base_url = Unicode("", help="Base URL of an OpenAI-compatible server. Env: DSH_BASE_URL.").tag(
@@ -58,7 +59,8 @@ class DshKernel(IPythonKernel):
         "", help="Approval for tools that change things: ask, auto or never. Env: DSH_APPROVAL."
     ).tag(config=True)
     approval_timeout = Float(
-        300.0, help="Seconds an approval waits for a click before it is denied. Env: DSH_APPROVAL_TIMEOUT."
+        300.0,
+        help="Seconds an approval waits for a click before it is denied. Env: DSH_APPROVAL_TIMEOUT.",
     ).tag(config=True)
     headless_approval_timeout = Float(
         10.0,
@@ -170,7 +172,9 @@ class DshKernel(IPythonKernel):
         except DshError as exc:
             for dispose in disposers:
                 dispose()
-            return self._error_reply(count, "PromptError", f"cannot offer that function: {exc.message}")
+            return self._error_reply(
+                count, "PromptError", f"cannot offer that function: {exc.message}"
+            )
         view = open_view(host, prompt.message.id, silent=silent)
         try:
             agent.followup(prompt.message)

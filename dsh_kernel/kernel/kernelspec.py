@@ -24,7 +24,14 @@ KERNELS: dict[str, tuple[str, list[str]]] = {
 def spec(name: str, executable: str | None = None) -> dict[str, object]:
     display, extra = KERNELS[name]
     return {
-        "argv": [executable or sys.executable, "-m", "dsh_kernel", "-f", "{connection_file}", *extra],
+        "argv": [
+            executable or sys.executable,
+            "-m",
+            "dsh_kernel",
+            "-f",
+            "{connection_file}",
+            *extra,
+        ],
         "display_name": display,
         "language": "python",
         "interrupt_mode": "signal",
@@ -52,7 +59,9 @@ def install(*, user: bool = False, prefix: str | None = None) -> list[str]:
         with tempfile.TemporaryDirectory() as tmp:
             d = Path(tmp) / name
             d.mkdir()
-            (d / "kernel.json").write_text(json.dumps(spec(name), indent=1) + "\n", encoding="utf-8")
+            (d / "kernel.json").write_text(
+                json.dumps(spec(name), indent=1) + "\n", encoding="utf-8"
+            )
             for fname, data in _logos():
                 (d / fname).write_bytes(data)
             written.append(
@@ -63,11 +72,14 @@ def install(*, user: bool = False, prefix: str | None = None) -> list[str]:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m dsh_kernel install", description="Install the DSH Agent and DSH Python kernelspecs."
+        prog="python -m dsh_kernel install",
+        description="Install the DSH Agent and DSH Python kernelspecs.",
     )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for the current user")
-    where.add_argument("--sys-prefix", action="store_true", help="install into sys.prefix (this environment)")
+    where.add_argument(
+        "--sys-prefix", action="store_true", help="install into sys.prefix (this environment)"
+    )
     where.add_argument("--prefix", help="install under PREFIX/share/jupyter/kernels")
     args = parser.parse_args(argv)
     prefix = sys.prefix if args.sys_prefix else args.prefix
@@ -79,4 +91,3 @@ def main(argv: list[str]) -> int:
     for p in paths:
         print(f"installed kernelspec {Path(p).name} in {p}")
     return 0
-

@@ -133,7 +133,9 @@ class AgentMagics(Magics):
 
     def _cmd_provider(self, args: list[str]) -> str:
         if len(args) != 1:
-            raise UsageError("usage: %agent provider <deepseek|openai|anthropic|openai-compatible|offline>")
+            raise UsageError(
+                "usage: %agent provider <deepseek|openai|anthropic|openai-compatible|offline>"
+            )
         return "now using " + self.kernel.host.switch_provider(args[0])
 
     def _cmd_key(self, args: list[str]) -> str:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.types import Message, TextBlock, UserSource
 from dsh_kernel.kernel.cells import find_references, unescape
+from dsh_kernel.llm.types import Message, TextBlock, UserSource
 from dsh_kernel.tools.types import ToolDefinition
 
 MAX_MESSAGE_CHARS = 200_000
@@ -46,7 +46,7 @@ def _evaluate(expr: str, namespace: dict[str, object]) -> object:
             )
         return namespace[expr]
     try:
-        return eval(compile(expr, "<prompt reference>", "eval"), namespace)  # noqa: S307 - the user's own expression
+        return eval(compile(expr, "<prompt reference>", "eval"), namespace)
     except Exception as exc:
         raise PromptError(f"$`{expr}` could not be evaluated: {type(exc).__name__}: {exc}") from exc
 
@@ -78,7 +78,9 @@ def expand_prompt(text: str, namespace: dict[str, object]) -> ExpandedPrompt | N
             value = _evaluate(ref.expr, namespace)
             description = describe_value(value, max_chars=DESCRIPTION_CHARS)
             blocks.append(f'<value of="{ref.expr}">\n{description}\n</value>')
-            inserted.append({"expr": ref.expr, "type": type(value).__name__, "chars": len(description)})
+            inserted.append(
+                {"expr": ref.expr, "type": type(value).__name__, "chars": len(description)}
+            )
             parts.append(f"`{ref.expr}`")
         else:
             fn = _evaluate(ref.expr, namespace)

@@ -247,6 +247,10 @@ async def _answer(
             return "allowed-always"
         case "rejected":
             return "rejected"
+        case "unavailable":  # the answerer knows nobody can answer (e.g. no frontend)
+            return "unavailable"
+        case "timeout":  # the answerer ran its own clock
+            return "timeout"
         case _:
             _log.warning("approval answerer returned %r; treating as unavailable", answer)
             return "unavailable"

@@ -1,0 +1,96 @@
+"""``%%sql`` cells: query every session in the store, joinable with the notebook's DataFrames.
+
+``%%sql`` runs the cell's SQL and shows the result as a table (row count, elapsed time, a notice when
+rows were cut or when the answer came from the journals); the result is kept in the namespace as
+``_sql`` (a pandas DataFrame when pandas is installed, else a ``QueryResult``), or under a name with
+``%%sql name <<``. ``$name`` in the SQL is a *bound* parameter taken from the namespace — values are
+never pasted into the SQL text. The current session's latest events are always in the answer (its
+journal is flushed first).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from dsh_kernel.errors import StoreError
+from dsh_kernel.kernel.cells import Cell
+from dsh_kernel.kernel.hints import describe_failure
+
+if TYPE_CHECKING:
+    from dsh_kernel.kernel.kernel import DshKernel
+
+_TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*<<$")
+_PARAM = re.compile(r"(?<![\w$])\$([A-Za-z_][A-Za-z0-9_]*)")
+_STRING = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"")
+MAX_ROWS = 10_000
+
+
+def parse_target(args: str) -> str | None:
+    """``name <<`` → ``name``; empty → ``None``; anything else is a usage error."""
+    if not args.strip():
+        return None
+    m = _TARGET.match(args.strip())
+    if m is None:
+        raise ValueError(
+            f"%%sql {args!r}: use `%%sql` or `%%sql name <<` to keep the result as `name`"
+        )
+    return m.group(1)
+
+
+def parameters(sql: str, namespace: dict[str, object]) -> dict[str, object]:
+    """The ``$name`` parameters the SQL uses (outside string literals), bound from ``namespace``."""
+    names = _PARAM.findall(_STRING.sub("''", sql))
+    out: dict[str, object] = {}
+    for name in names:
+        if name not in namespace:
+            raise KeyError(
+                f"${name}: there is no variable {name!r} in the notebook; define it, e.g. {name} = 'value'"
+            )
+        out[name] = namespace[name]
+    return out
+
+
+async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float) -> dict[str, Any]:
+    from IPython.display import display
+
+    from dsh_kernel.store.query import run_query
+
+    del started
+    host = kernel.host
+    assert kernel.shell is not None
+    ns: dict[str, object] = kernel.shell.user_ns
+    try:
+        target = parse_target(cell.args)
+        params = parameters(cell.body, ns)
+    except (ValueError, KeyError) as exc:
+        return kernel._error_reply(count, "SqlUsage", str(exc).strip('"'))  # pyright: ignore[reportPrivateUsage]
+    if not cell.body.strip():
+        return kernel._error_reply(
+            count, "SqlUsage", "the %%sql cell is empty: write a query below the %%sql line"
+        )  # pyright: ignore[reportPrivateUsage]
+    if host.store is None:
+        return kernel._error_reply(  # pyright: ignore[reportPrivateUsage]
+            count, "STORE", host.store_warning or "no session store is configured"
+        )
+    try:
+        result = run_query(
+            host.store,
+            cell.body,
+            params or None,
+            namespace=ns,
+            max_rows=MAX_ROWS,
+            live=[host.journal] if host.journal is not None else [],
+        )
+    except StoreError as exc:
+        code = exc.code
+        if code.startswith("SQL_"):
+            return kernel._error_reply(count, code, exc.message)  # pyright: ignore[reportPrivateUsage]
+        return kernel._error_reply(count, code, describe_failure(code, exc.message))  # pyright: ignore[reportPrivateUsage]
+    try:
+        value: object = result.frame()
+    except Exception:
+        value = result
+    ns[target or "_sql"] = value
+    display(result)
+    return kernel._ok_reply(count)  # pyright: ignore[reportPrivateUsage]

@@ -1,0 +1,64 @@
+"""The live view of one chat cell: a ``TurnView`` subscribed to the session, shown in the cell's
+output, and replaced at the end by the same widget plus a static Markdown/HTML rendering.
+
+The output is one display with a display id: while the turn runs it carries the widget view; at
+the end ``update_display`` gives it the widget view *and* ``text/html`` / ``text/markdown`` of the
+finished turn, so JupyterLab keeps the live widget while nbconvert, GitHub and nbviewer (which cannot
+run widgets) show the static rendering.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from dsh_kernel.abort import USER_CANCEL
+from dsh_kernel.views import TurnView, ViewControls
+
+if TYPE_CHECKING:
+    from dsh_kernel.kernel.host import AgentHost
+
+
+class CellView:
+    def __init__(self, host: AgentHost, message_id: str, *, silent: bool) -> None:
+        from IPython.display import display
+
+        agent = host.agent
+        self.host = host
+        self.silent = silent
+        self.view = TurnView(
+            ViewControls(
+                on_stop=lambda: agent.cancel(USER_CANCEL),
+                on_steer=lambda text: None if agent.steer(text) else None,
+                on_approval=host.resolve_approval,
+            ),
+            message_id=message_id,
+            session_id=agent.session.id,
+            tools=agent.registry.get,
+            model_info=host.model_info,
+        )
+        self._dispose = agent.session.subscribe(self.view.observe)
+        host.view = self.view
+        self.display_id = uuid.uuid4().hex
+        if not silent:
+            display(self._bundle(None), raw=True, display_id=self.display_id)
+
+    def _bundle(self, static: dict[str, str] | None) -> dict[str, Any]:
+        bundle: dict[str, Any] = dict(self.view.widget._repr_mimebundle_())  # type: ignore[attr-defined]
+        if static:
+            bundle.update(static)
+        return bundle
+
+    def close(self) -> None:
+        from IPython.display import update_display
+
+        self._dispose()
+        if self.host.view is self.view:
+            self.host.view = None
+        static = self.view.finish()
+        if not self.silent:
+            update_display(self._bundle(static), raw=True, display_id=self.display_id)
+
+
+def open_view(host: AgentHost, message_id: str, *, silent: bool) -> CellView:
+    return CellView(host, message_id, silent=silent)
