@@ -18,6 +18,7 @@ from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.ids import new_command_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.config import BUILTIN_PROVIDERS
+from dsh_kernel.store.layout import Store
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.kernel import DshKernel
@@ -176,11 +177,135 @@ class AgentMagics(Magics):
         agent = self.kernel.host.new_session()
         return f"new session {agent.session.id}"
 
+    # --- the store ----------------------------------------------------------------------------------
+
+    def _store(self) -> Store:
+        host = self.kernel.host
+        if host.store is None:
+            raise UsageError(host.store_warning or "no session store is configured (set DSH_STORE)")
+        host.flush()
+        return host.store
+
+    def _cmd_sessions(self, args: list[str]) -> str:
+        from dsh_kernel.store.sessions import list_sessions
+
+        host = self.kernel.host
+        rows = list_sessions(self._store(), live=[host.journal] if host.journal else [])
+        if not rows:
+            return "no sessions in the store yet"
+        lines = [
+            f"{'session':<36}  {'created (UTC)':<16}  turns  tokens    cost      title / notebook"
+        ]
+        for r in rows:
+            cost = f"${r.cost:.4f}" if r.cost is not None else "-"
+            where = r.title or r.notebook or ""
+            mark = " (this session)" if r.id == host.agent.session.id else ""
+            lines.append(
+                f"{r.id:<36}  {r.created:%Y-%m-%d %H:%M}  {r.turns:>5}  {r.total_tokens:>8,}  "
+                f"{cost:<8}  {where}{mark}"
+            )
+        return "\n".join(lines)
+
+    def _cmd_resume(self, args: list[str]) -> str:
+        from dsh_kernel.store.sessions import resume
+
+        if len(args) != 1:
+            raise UsageError("usage: %agent resume <session-id> (see %agent sessions)")
+        host = self.kernel.host
+        session = resume(self._store(), args[0])
+        agent = host.new_session(session)
+        return (
+            f"resumed session {agent.session.id}: {agent.session.last_turn} turns; new messages "
+            "continue it"
+        )
+
+    def _cmd_fork(self, args: list[str]) -> str:
+        from dsh_kernel.store.sessions import fork
+
+        if len(args) != 1 or not args[0].isdigit():
+            raise UsageError(
+                "usage: %agent fork <turn> (a new session with turns 1..turn of this one)"
+            )
+        host = self.kernel.host
+        old = host.agent.session
+        session = fork(old.header, list(old.events), int(args[0]))
+        agent = host.new_session(session)
+        return f"forked session {agent.session.id} from {old.id} at turn {args[0]}"
+
+    def _cmd_replay(self, args: list[str]) -> str:
+        from dsh_kernel.store.replay import ReplayProvider
+
+        if len(args) != 1:
+            raise UsageError("usage: %agent replay <session-id>")
+        host = self.kernel.host
+        store = self._store()
+        provider = ReplayProvider.from_store(store, args[0])
+        model = _recorded_model(store, args[0]) or "replay"
+        agent = host.new_session()
+        agent.set_route(provider=provider, model=model)
+        host.provider_note = (
+            f"replay of session {args[0]} ({len(provider.attempts)} recorded model calls)"
+        )
+        return (
+            f"new session {agent.session.id} answering from the recording of {args[0]}; run the "
+            "notebook's chat cells in order"
+        )
+
+    def _cmd_search(self, args: list[str]) -> str:
+        from dsh_kernel.store.sessions import search
+
+        if not args:
+            raise UsageError("usage: %agent search <text>")
+        host = self.kernel.host
+        result = search(self._store(), " ".join(args), live=[host.journal] if host.journal else [])
+        return result.to_text(limit=50)
+
+    def _cmd_export(self, args: list[str]) -> str:
+        from pathlib import Path
+
+        from dsh_kernel.store.sessions import export_markdown, export_parquet
+
+        host = self.kernel.host
+        fmt = "--md"
+        rest = list(args)
+        if rest and rest[0] in ("--md", "--parquet"):
+            fmt = rest.pop(0)
+        if len(rest) > 1:
+            raise UsageError("usage: %agent export [--parquet|--md] [path]")
+        if fmt == "--parquet":
+            out = export_parquet(self._store(), rest[0] if rest else "dsh-export")
+            return (
+                f"exported every session as Parquet under {out} (partitioned by date and session)"
+            )
+        session = host.agent.session
+        path = Path(rest[0] if rest else f"dsh-session-{session.id[:8]}.md")
+        path.write_text(export_markdown(list(session.events), session.header), encoding="utf-8")
+        return f"wrote this session's transcript to {path.absolute()}"
+
+    def _cmd_title(self, args: list[str]) -> str:
+        from dsh_kernel.store.sessions import set_title
+
+        if not args:
+            raise UsageError("usage: %agent title <text>")
+        set_title(self.kernel.host.agent.session, " ".join(args))
+        return f"title set: {' '.join(args)}"
+
     def _cmd_cost(self, args: list[str]) -> str:
         from dsh_kernel.session.usage import usage_totals
 
         agent = self.kernel.host.agent
         return "this session: " + usage_totals(agent.session.events).describe(agent.model_info)
+
+
+def _recorded_model(store: Store, session_id: str) -> str | None:
+    """The model the recording talked to (its first ``request/context``), for the footer."""
+    from dsh_kernel.store.journal import read_session
+
+    for ev in read_session(store.find_journal(session_id)).events:
+        if ev.type == "request/context":
+            model = ev.data.get("model")
+            return model if isinstance(model, str) else None
+    return None
 
 
 def _policy_text(default: str, tools: dict[str, str]) -> str:

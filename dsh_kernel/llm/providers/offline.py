@@ -144,9 +144,9 @@ class OfflineProvider(BaseProvider):
             )
         if target is not None:
             code = (
-                f"value = {target}\n"
-                "print(type(value).__name__)\n"
-                "getattr(value, 'shape', None) or (len(value) if hasattr(value, '__len__') else value)"
+                f"print(type({target}).__name__)\n"
+                f"getattr({target}, 'shape', None) or "
+                f"(len({target}) if hasattr({target}, '__len__') else {target})"
             )
             plan = (
                 f"I'll look at `{target}` in your notebook with the `python` tool. It runs in "
