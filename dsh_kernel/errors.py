@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dsh_kernel.jsonvalue import JsonValue
+
 if TYPE_CHECKING:
     from dsh_kernel.llm.types import LlmFailure
 
@@ -91,7 +93,7 @@ class ToolError(DshError):
     kept as the result's presentation meta so the card of a failed call can show what happened."""
 
     code = "TOOL_FAILED"
-    meta: object = None
+    meta: JsonValue = None
 
 
 class ToolArgsError(ToolError):

@@ -281,7 +281,7 @@ class AgentHost:
             # call is denied at once instead of hanging.
             try:
                 async with asyncio.timeout(self.settings.headless_approval_timeout):
-                    while not view.rendered:
+                    while not view.rendered:  # noqa: ASYNC110 - a synced widget trait, no event
                         await asyncio.sleep(0.05)
             except TimeoutError:
                 return "unavailable"

@@ -21,8 +21,8 @@ import asyncio
 import contextlib
 import signal
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Generator, Sequence
+from typing import Any, cast
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Enum, Float, Unicode
@@ -30,6 +30,7 @@ from traitlets import Enum, Float, Unicode
 from dsh_kernel import __version__
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.errors import DshError
+from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
 from dsh_kernel.kernel.hints import describe_failure
 from dsh_kernel.kernel.host import AgentHost, HostSettings
@@ -40,7 +41,10 @@ from dsh_kernel.session.events import SessionEvent
 class DshKernel(IPythonKernel):
     implementation = "dsh-kernel"
     implementation_version = __version__
-    banner = f"DSH Agent {__version__} — an LLM agent in your notebook (IPython inside)"
+
+    @property
+    def banner(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+        return f"DSH Agent {__version__}: an LLM agent in your notebook (IPython inside)"
 
     default_cell = Enum(
         ["chat", "python"],
@@ -70,8 +74,12 @@ class DshKernel(IPythonKernel):
     system_prompt = Unicode("", help="The persona part of the system prompt.").tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self._host: AgentHost | None = None
+        if self.default_cell == "chat" and self.shell is not None:
+            # IPython runs (and records in its history) a %%python cell as typed; this drops the
+            # routing line before IPython parses it (its own %%python magic runs a subprocess).
+            self.shell.input_transformers_cleanup.insert(0, python_cell_lines)
 
     # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
 
@@ -90,7 +98,7 @@ class DshKernel(IPythonKernel):
                     store=self.store,
                     system_prompt=self.system_prompt,
                 ),
-                namespace=self.shell.user_ns,
+                namespace=user_namespace(self.shell),
                 shell=self.shell,
             )
         return self._host
@@ -117,10 +125,10 @@ class DshKernel(IPythonKernel):
         if not getattr(self, "_dsh_magics", False):
             self._dsh_magics = True
             self.init_magics()
-        cell = classify(code, self.default_cell)
+        cell = classify(code, "python" if self.default_cell == "python" else "chat")
         if cell.kind == "python":
-            return await super().do_execute(
-                cell.body,
+            return await super().do_execute(  # pyright: ignore[reportUnknownMemberType]
+                code,
                 silent,
                 store_history,
                 user_expressions,
@@ -134,7 +142,7 @@ class DshKernel(IPythonKernel):
                 return await self._execute_chat(cell, count, silent)
             return await self._execute_sql(cell, count)
         except DshError as exc:
-            return self._error_reply(count, exc.code, describe_failure(exc.code, exc.message))
+            return self.error_reply(count, exc.code, describe_failure(exc.code, exc.message))
 
     def _count(self, code: str, store_history: bool) -> int:
         shell = self.shell
@@ -146,12 +154,12 @@ class DshKernel(IPythonKernel):
             shell.execution_count += 1
         return count
 
-    def _ok_reply(self, count: int) -> dict[str, Any]:
+    def ok_reply(self, count: int) -> dict[str, Any]:
         return {"status": "ok", "execution_count": count, "payload": [], "user_expressions": {}}
 
-    def _error_reply(self, count: int, ename: str, evalue: str) -> dict[str, Any]:
+    def error_reply(self, count: int, ename: str, evalue: str) -> dict[str, Any]:
         content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
-        self.send_response(self.iopub_socket, "error", content)
+        self.send_response(self.iopub_socket, "error", content)  # pyright: ignore[reportUnknownMemberType]
         return {"status": "error", "execution_count": count, **content}
 
     async def _execute_chat(self, cell: Cell, count: int, silent: bool) -> dict[str, Any]:
@@ -161,18 +169,18 @@ class DshKernel(IPythonKernel):
         agent = host.agent
         assert self.shell is not None
         try:
-            prompt = expand_prompt(cell.body, self.shell.user_ns)
+            prompt = expand_prompt(cell.body, user_namespace(self.shell))
         except PromptError as exc:
-            return self._error_reply(count, "PromptError", str(exc))
+            return self.error_reply(count, "PromptError", str(exc))
         if prompt is None:
-            return self._ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
-        disposers = []
+            return self.ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
+        disposers: list[Callable[[], None]] = []
         try:
             disposers = [agent.registry.register(d) for d in prompt.tools]
         except DshError as exc:
             for dispose in disposers:
                 dispose()
-            return self._error_reply(
+            return self.error_reply(
                 count, "PromptError", f"cannot offer that function: {exc.message}"
             )
         view = open_view(host, prompt.message.id, silent=silent)
@@ -184,23 +192,25 @@ class DshKernel(IPythonKernel):
             for dispose in disposers:
                 dispose()
             host.view = None
-            if view is not None:
-                view.close()
-        end = turn_end_for(agent.session.events, prompt.message.id)
-        kind = end.get("kind") if end is not None else None
+            view.close()
+        end = turn_end_for(agent.session.events, prompt.message.id) or {}
+        kind = end.get("kind")
         if kind == "error":
-            err = end.get("error") if end is not None else None
-            code = str(err.get("code") or "UNKNOWN") if isinstance(err, dict) else "UNKNOWN"
-            message = str(err.get("message") or "") if isinstance(err, dict) else ""
-            return self._error_reply(count, code, describe_failure(code, message))
+            err = end.get("error")
+            code, message = "UNKNOWN", ""
+            if isinstance(err, dict):
+                fields = cast("dict[str, object]", err)
+                code = str(fields.get("code") or "UNKNOWN")
+                message = str(fields.get("message") or "")
+            return self.error_reply(count, code, describe_failure(code, message))
         if kind == "aborted":
-            return self._error_reply(
+            return self.error_reply(
                 count, "KeyboardInterrupt", "the turn was stopped; what streamed so far is kept"
             )
-        return self._ok_reply(count)
+        return self.ok_reply(count)
 
     @contextlib.contextmanager
-    def _sigint_cancels(self, agent: Any) -> Iterator[None]:
+    def _sigint_cancels(self, agent: Any) -> Generator[None, None, None]:
         """Route SIGINT to ``agent.cancel`` while a turn is awaited (PLATFORM.md: without this an
         interrupt during an await kills the kernel)."""
         loop = asyncio.get_running_loop()
@@ -230,7 +240,16 @@ class DshKernel(IPythonKernel):
         if self._host is not None:
             with contextlib.suppress(Exception):
                 self._host.shutdown()
-        return super().do_shutdown(restart)
+        return super().do_shutdown(restart)  # pyright: ignore[reportUnknownMemberType]
+
+
+def python_cell_lines(lines: list[str]) -> list[str]:
+    """IPython cleanup transform (kernelspec ``dsh``): a ``%%python`` / ``%%py`` cell's body."""
+    code = "".join(lines)
+    cell = classify(code, "chat")
+    if cell.kind != "python" or cell.body == code:
+        return lines
+    return cell.body.splitlines(keepends=True)
 
 
 def turn_end_for(events: Sequence[SessionEvent], message_id: str) -> dict[str, Any] | None:

@@ -166,7 +166,7 @@ class AgentMagics(Magics):
 
     def _cmd_tools(self, args: list[str]) -> str:
         agent = self.kernel.host.agent
-        rows = []
+        rows: list[str] = []
         for defn in agent.registry.definitions():
             mode = agent.approval_policy.mode_for(defn.name, read_only=defn.read_only)
             first = defn.description.strip().splitlines()[0] if defn.description.strip() else ""

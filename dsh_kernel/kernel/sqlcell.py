@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.errors import StoreError
+from dsh_kernel.kernel._ipy import display_object, user_namespace
 from dsh_kernel.kernel.cells import Cell
 from dsh_kernel.kernel.hints import describe_failure
 
@@ -52,25 +53,23 @@ def parameters(sql: str, namespace: dict[str, object]) -> dict[str, object]:
 
 
 async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float) -> dict[str, Any]:
-    from IPython.display import display
-
     from dsh_kernel.store.query import run_query
 
     del started
     host = kernel.host
     assert kernel.shell is not None
-    ns: dict[str, object] = kernel.shell.user_ns
+    ns = user_namespace(kernel.shell)
     try:
         target = parse_target(cell.args)
         params = parameters(cell.body, ns)
     except (ValueError, KeyError) as exc:
-        return kernel._error_reply(count, "SqlUsage", str(exc).strip('"'))  # pyright: ignore[reportPrivateUsage]
+        return kernel.error_reply(count, "SqlUsage", str(exc).strip('"'))
     if not cell.body.strip():
-        return kernel._error_reply(
+        return kernel.error_reply(
             count, "SqlUsage", "the %%sql cell is empty: write a query below the %%sql line"
-        )  # pyright: ignore[reportPrivateUsage]
+        )
     if host.store is None:
-        return kernel._error_reply(  # pyright: ignore[reportPrivateUsage]
+        return kernel.error_reply(
             count, "STORE", host.store_warning or "no session store is configured"
         )
     try:
@@ -85,12 +84,12 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
     except StoreError as exc:
         code = exc.code
         if code.startswith("SQL_"):
-            return kernel._error_reply(count, code, exc.message)  # pyright: ignore[reportPrivateUsage]
-        return kernel._error_reply(count, code, describe_failure(code, exc.message))  # pyright: ignore[reportPrivateUsage]
+            return kernel.error_reply(count, code, exc.message)
+        return kernel.error_reply(count, code, describe_failure(code, exc.message))
     try:
         value: object = result.frame()
     except Exception:
         value = result
     ns[target or "_sql"] = value
-    display(result)
-    return kernel._ok_reply(count)  # pyright: ignore[reportPrivateUsage]
+    display_object(result)
+    return kernel.ok_reply(count)

@@ -13,6 +13,7 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.abort import USER_CANCEL
+from dsh_kernel.kernel._ipy import display_raw, update_raw
 from dsh_kernel.views import TurnView, ViewControls
 
 if TYPE_CHECKING:
@@ -21,15 +22,13 @@ if TYPE_CHECKING:
 
 class CellView:
     def __init__(self, host: AgentHost, message_id: str, *, silent: bool) -> None:
-        from IPython.display import display
-
         agent = host.agent
         self.host = host
         self.silent = silent
         self.view = TurnView(
             ViewControls(
                 on_stop=lambda: agent.cancel(USER_CANCEL),
-                on_steer=lambda text: None if agent.steer(text) else None,
+                on_steer=self._steer,
                 on_approval=host.resolve_approval,
             ),
             message_id=message_id,
@@ -41,7 +40,10 @@ class CellView:
         host.view = self.view
         self.display_id = uuid.uuid4().hex
         if not silent:
-            display(self._bundle(None), raw=True, display_id=self.display_id)
+            display_raw(self._bundle(None), display_id=self.display_id)
+
+    def _steer(self, text: str) -> None:
+        self.host.agent.steer(text)
 
     def _bundle(self, static: dict[str, str] | None) -> dict[str, Any]:
         bundle: dict[str, Any] = dict(self.view.widget._repr_mimebundle_())  # type: ignore[attr-defined]
@@ -50,14 +52,12 @@ class CellView:
         return bundle
 
     def close(self) -> None:
-        from IPython.display import update_display
-
         self._dispose()
         if self.host.view is self.view:
             self.host.view = None
         static = self.view.finish()
         if not self.silent:
-            update_display(self._bundle(static), raw=True, display_id=self.display_id)
+            update_raw(self._bundle(static), display_id=self.display_id)
 
 
 def open_view(host: AgentHost, message_id: str, *, silent: bool) -> CellView:
