@@ -105,7 +105,9 @@ class Kernel:
 
     def python(self, code: str, *, timeout: float = 60) -> str:
         """Run Python in the kernel (whatever its default cell kind) and return stdout."""
-        ex = self.execute("%%python\n" + code if self.km.kernel_name == "dsh" else code, timeout=timeout)
+        ex = self.execute(
+            "%%python\n" + code if self.km.kernel_name == "dsh" else code, timeout=timeout
+        )
         assert ex.status == "ok", ex.content
         return ex.stdout
 
@@ -136,7 +138,14 @@ def start_kernel(
         "DSH_DEV_INVARIANTS": "1",
         "PYTHONUNBUFFERED": "1",
     }
-    for k in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DSH_PROVIDER", "DSH_MODEL", "DSH_BASE_URL"):
+    for k in (
+        "DEEPSEEK_API_KEY",
+        "OPENAI_API_KEY",
+        "ANTHROPIC_API_KEY",
+        "DSH_PROVIDER",
+        "DSH_MODEL",
+        "DSH_BASE_URL",
+    ):
         kernel_env.pop(k, None)
     kernel_env.update(env or {})
     old = os.environ.get("JUPYTER_PATH")
