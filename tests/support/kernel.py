@@ -60,9 +60,9 @@ class Execution:
     def data(self, mime: str) -> list[Any]:
         out = []
         for m in self.messages:
-            if m["msg_type"] in ("display_data", "update_display_data", "execute_result"):
-                if mime in m["content"]["data"]:
-                    out.append(m["content"]["data"][mime])
+            kinds = ("display_data", "update_display_data", "execute_result")
+            if m["msg_type"] in kinds and mime in m["content"]["data"]:
+                out.append(m["content"]["data"][mime])
         return out
 
 
