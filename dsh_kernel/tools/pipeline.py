@@ -34,18 +34,25 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import math
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal, TypeAlias, cast
+from typing import Literal, TypeAlias
 
 from dsh_kernel.abort import AbortCause, AbortController, AbortedError, AbortSignal
-from dsh_kernel.errors import DshError, ToolArgsError, ToolError, ToolOutputError, UsageError
+from dsh_kernel.errors import (
+    DshError,
+    LosslessJsonError,
+    ToolArgsError,
+    ToolError,
+    ToolOutputError,
+    UsageError,
+)
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ContentBlock, Message
+from dsh_kernel.session.codec import lossless_copy
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest, ApprovalService
 from dsh_kernel.tools.registry import ToolRegistry
-from dsh_kernel.tools.schema import key_path, validate
+from dsh_kernel.tools.schema import validate
 from dsh_kernel.tools.types import (
     ABORTED,
     ABORTED_BEFORE_DISPATCH,
@@ -149,50 +156,17 @@ class ToolHooks:
 
 
 def lossless_problem(value: object, path: str = "$") -> str | None:
-    """Why ``value`` would not survive a JSON round trip unchanged (naming the path), or ``None``."""
-    return _lossless(value, path, set())
+    """Why ``value`` would not survive a JSON round trip unchanged (naming the path), or ``None``.
 
-
-def _lossless(value: object, path: str, active: set[int]) -> str | None:
-    if value is None or isinstance(value, bool | int | str):
-        return None
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            return f"{path}: {value} is not a JSON number"
-        if value == 0.0 and math.copysign(1.0, value) < 0:
-            return f"{path}: -0.0 does not survive JSON (use 0.0)"
-        return None
-    if isinstance(value, list):
-        items = cast(list[object], value)
-        if id(items) in active:
-            return f"{path}: circular reference"
-        active.add(id(items))
-        try:
-            for i, v in enumerate(items):
-                problem = _lossless(v, f"{path}[{i}]", active)
-                if problem:
-                    return problem
-        finally:
-            active.discard(id(items))
-        return None
-    if isinstance(value, dict):
-        entries = cast(dict[object, object], value)
-        if id(entries) in active:
-            return f"{path}: circular reference"
-        active.add(id(entries))
-        try:
-            for k, v in entries.items():
-                if not isinstance(k, str):
-                    return f"{path}: key {k!r} is a {type(k).__name__}; JSON keys are strings"
-                problem = _lossless(v, key_path(path, k), active)
-                if problem:
-                    return problem
-        finally:
-            active.discard(id(entries))
-        return None
-    tname = type(value).__name__
-    hint = " (use a list)" if tname in ("tuple", "set", "frozenset") else ""
-    return f"{path}: a {tname} is not JSON{hint}"
+    The same gate as the session log's, so anything accepted here is accepted by ``Session.append``.
+    """
+    try:
+        lossless_copy(value)
+    except LosslessJsonError as exc:
+        # "data is not lossless JSON at $.a[0]: reason" → "<path>.a[0]: reason"
+        where = exc.message.partition(" is not lossless JSON at ")[2] or exc.message
+        return path + where[1:] if where.startswith("$") else where
+    return None
 
 
 # -- the runtime ------------------------------------------------------------------------------------

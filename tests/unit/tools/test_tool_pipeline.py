@@ -437,14 +437,14 @@ class Opaque:
 @pytest.mark.parametrize(
     ("value", "fragment"),
     [
-        (math.nan, "$: nan is not a JSON number"),
-        ({"x": [1, math.inf]}, "$.x[1]: inf is not a JSON number"),
+        (math.nan, "$: nan is not finite"),
+        ({"x": [1, math.inf]}, "$.x[1]: inf is not finite"),
         ({"z": -0.0}, "$.z: -0.0"),
-        ({"t": (1, 2)}, "$.t: a tuple is not JSON (use a list)"),
-        ([{1, 2}], "$[0]: a set is not JSON"),
-        ({"b": b"raw"}, "$.b: a bytes is not JSON"),
-        ({1: "one"}, "$: key 1 is a int"),
-        ({"o": Opaque()}, "$.o: a Opaque is not JSON"),
+        ({"t": (1, 2)}, "$.t: tuple values are not allowed"),
+        ([{1, 2}], "$[0]: set values are not allowed"),
+        ({"b": b"raw"}, "$.b: bytes values are not allowed"),
+        ({1: "one"}, "$: key 1 is not a string"),
+        ({"o": Opaque()}, "$.o: Opaque values are not allowed"),
     ],
 )
 async def test_non_json_output_is_invalid_tool_output(value: object, fragment: str) -> None:
@@ -458,7 +458,7 @@ async def test_non_json_output_is_invalid_tool_output(value: object, fragment: s
 def test_circular_output_is_reported() -> None:
     loop: list[object] = []
     loop.append(loop)
-    assert lossless_problem({"a": loop}) == "$.a[0]: circular reference"
+    assert lossless_problem({"a": loop}) == "$.a[0]: a cycle"
     shared = [1]
     assert lossless_problem({"a": shared, "b": shared}) is None
 
