@@ -28,8 +28,7 @@ in-memory journal fallback of ``dsh_kernel.store.query`` uses it).
 
 from __future__ import annotations
 
-import json
-import os
+import logging
 import tempfile
 import time
 from dataclasses import dataclass
@@ -38,22 +37,25 @@ from typing import Literal
 
 import duckdb
 
-from dsh_kernel.errors import SessionFormatError, StoreError
-from dsh_kernel.session.codec import event_from_json, header_from_json, loads
-from dsh_kernel.session.events import SessionHeader
+from dsh_kernel.errors import StoreError
 from dsh_kernel.store import ingest_sql as q
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, open_db
+from dsh_kernel.store.ingest_plan import (
+    ErrorRecord,
+    JournalIssue,
+    Plan,
+    file_size,
+    load_states,
+    locate_damage,
+    plan_journal,
+)
 from dsh_kernel.store.layout import Store
 
-MAX_BATCH_BYTES = 128 << 20
+__all__ = ["MAX_BATCH_BYTES", "IngestReport", "JournalIssue", "ingest", "ingest_into", "set_price"]
 
+MAX_BATCH_BYTES = 256 << 20
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JournalIssue:
-    """A journal that could not be ingested, and why (its first bad line is named)."""
-
-    journal: str
-    message: str
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -65,39 +67,6 @@ class IngestReport:
     issues: tuple[JournalIssue, ...] = ()
     notice: str | None = None
     """Why the pass was deferred (DuckDB's lock message, naming the holder's PID)."""
-
-
-@dataclass(slots=True)
-class _State:
-    session_id: str
-    byte_offset: int
-    next_seq: int
-    header: str
-    open_turn: int | None
-    open_step: int | None
-    chunk_turn: int | None
-    chunk_step: int | None
-    chunk_finishes: int | None
-    error: str | None
-    checked_size: int | None
-
-
-@dataclass(slots=True)
-class _Plan:
-    journal: str
-    path: Path
-    fname: str
-    session_id: str
-    header_text: str
-    header: SessionHeader | None  # set for a journal ingested from its start
-    reset: bool
-    start: int
-    body_start: int  # offset in the file of the first event line of this batch
-    new_offset: int
-    next_seq: int
-    lines: int
-    size: int
-    state: _State | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,16 +98,9 @@ def _nothing_new(store: Store) -> _Seen | None:
     for path in store.iter_journals():
         count += 1
         known = seen.sizes.get(store.relative(path), -1)
-        if known < 0 or _size(path) != known:
+        if known < 0 or file_size(path) != known:
             return None
     return seen if count == len(seen.sizes) else None
-
-
-def _size(path: Path) -> int:
-    try:
-        return path.stat().st_size
-    except FileNotFoundError:
-        return -1
 
 
 def ingest(
@@ -182,16 +144,18 @@ def ingest_into(
     fully accounted for (``-1`` when a partial line remains)."""
     started = time.perf_counter()
     seen: dict[str, int] = {} if sizes is None else sizes
-    states = _load_states(con)
+    # Rows are keyed by (session_id, seq), never by position: let DuckDB load and insert in parallel.
+    con.execute("SET preserve_insertion_order = false")
+    states = load_states(con)
     issues: list[JournalIssue] = []
-    errors: list[tuple[_Plan | None, str, str, int, str]] = []  # plan, journal, message, size, sid
+    errors: list[ErrorRecord] = []  # plan, journal, message, size, sid
     events = touched = 0
     paths = list(store.iter_journals()) if journals is None else journals
     with tempfile.TemporaryDirectory(prefix="dsh-ingest-") as tmp:
-        batch: list[_Plan] = []
+        batch: list[Plan] = []
         batch_bytes = 0
         for path in paths:
-            plan = _plan(store, path, states, Path(tmp), len(batch), issues, errors, seen)
+            plan = plan_journal(store, path, states, Path(tmp), len(batch), issues, errors, seen)
             if plan is None:
                 continue
             batch.append(plan)
@@ -216,7 +180,7 @@ def ingest_into(
     )
 
 
-def _account(batch: list[_Plan], seen: dict[str, int]) -> None:
+def _account(batch: list[Plan], seen: dict[str, int]) -> None:
     for p in batch:  # ingested, or refused and recorded at this size: settled either way
         seen[p.journal] = p.size if p.new_offset == p.size else -1
 
@@ -226,142 +190,6 @@ def _clear_scratch(tmp: Path) -> None:
         f.unlink()
 
 
-def _load_states(con: duckdb.DuckDBPyConnection) -> dict[str, _State]:
-    rows = con.execute(q.LOAD_STATES).fetchall()
-    return {
-        str(r[0]): _State(
-            session_id=str(r[1]),
-            byte_offset=int(r[2]),
-            next_seq=int(r[3]),
-            header=str(r[4]),
-            open_turn=r[5],
-            open_step=r[6],
-            chunk_turn=r[7],
-            chunk_step=r[8],
-            chunk_finishes=r[9],
-            error=r[10],
-            checked_size=r[11],
-        )
-        for r in rows
-    }
-
-
-# --- planning (Python: bytes, lines, headers) ------------------------------------------------------------
-
-
-def _plan(
-    store: Store,
-    path: Path,
-    states: dict[str, _State],
-    tmp: Path,
-    index: int,
-    issues: list[JournalIssue],
-    errors: list[tuple[_Plan | None, str, str, int, str]],
-    seen: dict[str, int],
-) -> _Plan | None:
-    journal = store.relative(path)
-    size = _size(path)
-    if size < 0:
-        return None
-    seen[journal] = -1  # until proven complete
-    prev = states.get(journal)
-    if prev is not None and prev.error is not None and prev.checked_size == size:
-        issues.append(JournalIssue(journal=journal, message=prev.error))
-        seen[journal] = size
-        return None
-    reset = False
-    start = prev.byte_offset if prev is not None else 0
-    if prev is not None and size < prev.byte_offset:
-        reset, start = True, 0
-    if prev is not None and size == start and not reset:
-        seen[journal] = size
-        return None
-    with open(path, "rb") as f:
-        first = f.readline()
-        if (
-            prev is not None
-            and start > 0
-            and first.rstrip(b"\n").decode("utf-8", "replace") != prev.header
-        ):
-            reset, start = True, 0
-        f.seek(start)
-        data = f.read(size - start)
-    header: SessionHeader | None = None
-    body_start = 0
-    header_text = prev.header if prev is not None and not reset else ""
-    sid = prev.session_id if prev is not None and not reset else path.stem
-    if start == 0:
-        nl = data.find(b"\n")
-        if nl < 0:
-            return None  # not even a whole header line yet
-        header_text = data[:nl].decode("utf-8", "replace")
-        try:
-            header = header_from_json(loads(header_text), where=f"{journal}:1")
-        except (ValueError, SessionFormatError) as exc:
-            message = str(exc) if isinstance(exc, SessionFormatError) else f"{journal}:1: {exc}"
-            errors.append((None, journal, message, size, sid))
-            issues.append(JournalIssue(journal=journal, message=message))
-            seen[journal] = size
-            return None
-        sid = header.id
-        body_start = nl + 1
-    cut = data.rfind(b"\n") + 1
-    body = data[body_start:cut]
-    lines = body.count(b"\n")
-    if lines == 0 and header is None:
-        return None
-    del seen[journal]  # settled once its batch commits (``_account``)
-    fname = str(tmp / f"{index}.jsonl")
-    with open(fname, "wb") as out:
-        out.write(body)
-    return _Plan(
-        journal=journal,
-        path=path,
-        fname=fname,
-        session_id=sid,
-        header_text=header_text,
-        header=header,
-        reset=reset or (prev is not None and start == 0),
-        start=start,
-        body_start=start + body_start,
-        new_offset=start + cut,
-        next_seq=0 if start == 0 else (prev.next_seq if prev is not None else 0),
-        lines=lines,
-        size=size,
-        state=None if start == 0 else prev,
-    )
-
-
-def _locate_damage(plan: _Plan) -> str:
-    """Re-read the planned lines with the journal rules and name the first bad one."""
-    with open(plan.path, "rb") as f:
-        first_line = 1 + f.read(plan.body_start).count(b"\n")
-        body = f.read(plan.new_offset - plan.body_start)
-    expected = plan.next_seq
-    for i, raw in enumerate(body.split(b"\n")[: plan.lines]):
-        where = f"{plan.journal}:{first_line + i}"
-        try:
-            obj = loads(raw.decode("utf-8"))
-            event = event_from_json(obj, None, where=where)
-        except (ValueError, SessionFormatError) as exc:
-            text = str(exc)
-            if isinstance(exc, json.JSONDecodeError):
-                text = f"{where}: not valid JSON ({exc.msg} at column {exc.colno})"
-            elif not text.startswith(where):
-                text = f"{where}: {text}"
-            return f"{text}: the journal is damaged and was not ingested"
-        assert event is not None
-        if event.seq != expected:
-            return (
-                f"{where}: event {event.type!r} has seq {event.seq} but seq {expected} was expected "
-                "(a gap or a repeat): the journal is damaged and was not ingested"
-            )
-        expected += 1
-    return (
-        f"{plan.journal}: the new lines could not be read as events; the journal was not ingested"
-    )
-
-
 # --- the SQL batch ------------------------------------------------------------------------------------
 
 
@@ -369,11 +197,21 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def _exec(
+    con: duckdb.DuckDBPyConnection, label: str, sql: str, params: list[object] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """``con.execute`` with the step's time logged at DEBUG (where ingest time goes)."""
+    started = time.perf_counter()
+    result = con.execute(sql, params) if params is not None else con.execute(sql)
+    _log.debug("ingest %s: %.3f s", label, time.perf_counter() - started)
+    return result
+
+
 def _run_batch(
     con: duckdb.DuckDBPyConnection,
-    batch: list[_Plan],
+    batch: list[Plan],
     issues: list[JournalIssue],
-    errors: list[tuple[_Plan | None, str, str, int, str]],
+    errors: list[ErrorRecord],
 ) -> tuple[int, int]:
     """Load, validate, derive and commit one batch. Returns (events ingested, journals touched)."""
     con.execute("BEGIN TRANSACTION")
@@ -382,15 +220,15 @@ def _run_batch(
         events = 0
         if good:
             if any(p.reset for p in good):
-                con.execute(q.RESET_SESSIONS)
-            con.execute(q.INSERT_SESSIONS)
-            for stmt in q.DERIVE:
-                con.execute(stmt)
-            con.execute(q.UPDATE_STATE)
+                _exec(con, "reset", q.RESET_SESSIONS)
+            _exec(con, "sessions", q.INSERT_SESSIONS)
+            for label, stmt in q.DERIVE:
+                _exec(con, label, stmt)
+            _exec(con, "state", q.UPDATE_STATE)
             events = sum(p.lines for p in good)
         if errors:
             _record_errors(con, errors)
-        con.execute("COMMIT")
+        _exec(con, "commit", "COMMIT")
     except duckdb.Error as exc:
         con.execute("ROLLBACK")
         raise StoreError(f"ingest failed: {exc}", code="INGEST_FAILED") from exc
@@ -403,12 +241,12 @@ def _run_batch(
 
 def _load_and_validate(
     con: duckdb.DuckDBPyConnection,
-    batch: list[_Plan],
+    batch: list[Plan],
     issues: list[JournalIssue],
-    errors: list[tuple[_Plan | None, str, str, int, str]],
-) -> list[_Plan]:
-    seen: dict[str, _Plan] = {}
-    plans: list[_Plan] = []
+    errors: list[ErrorRecord],
+) -> list[Plan]:
+    seen: dict[str, Plan] = {}
+    plans: list[Plan] = []
     for p in batch:
         if p.session_id in seen:
             msg = f"{p.journal}:1: session id {p.session_id} is also the id of {seen[p.session_id].journal}"
@@ -424,12 +262,17 @@ def _load_and_validate(
         errors.append((p, p.journal, msg, p.size, p.session_id))
         issues.append(JournalIssue(journal=p.journal, message=msg))
     files = "[" + ", ".join(_sql_str(p.fname) for p in plans) + "]"
-    con.execute(q.LOAD_RAW.replace("{files}", files))
+    # The reader allocates its buffers by this size: big enough for the longest line, no bigger.
+    longest = max((p.new_offset - p.body_start for p in plans), default=0)
+    max_object = max(16 << 20, 1 << longest.bit_length())
+    _exec(
+        con, "load", q.LOAD_RAW.replace("{files}", files).replace("{max_object}", str(max_object))
+    )
     bad: set[str] = {p.session_id for p, *_ in errors if p is not None}
-    for row in con.execute(q.VALIDATE).fetchall():
+    for row in _exec(con, "validate", q.VALIDATE).fetchall():
         sid = str(row[0])
         p = seen[sid]
-        msg = _locate_damage(p)
+        msg = locate_damage(p)
         errors.append((p, p.journal, msg, p.size, p.session_id))
         issues.append(JournalIssue(journal=p.journal, message=msg))
         bad.add(sid)
@@ -443,7 +286,7 @@ def _load_and_validate(
     return [p for p in plans if p.session_id not in bad]
 
 
-def _create_files(con: duckdb.DuckDBPyConnection, plans: list[_Plan]) -> None:
+def _create_files(con: duckdb.DuckDBPyConnection, plans: list[Plan]) -> None:
     st = [p.state for p in plans]
     h = [p.header for p in plans]
     con.execute(
@@ -470,13 +313,13 @@ def _create_files(con: duckdb.DuckDBPyConnection, plans: list[_Plan]) -> None:
             [x.notebook if x else None for x in h],
             [x.parent_session if x else None for x in h],
             [x.seed_length if x else None for x in h],
+            [s.last_ms if s else None for s in st],
+            [s.messages if s else None for s in st],
         ],
     )
 
 
-def _record_errors(
-    con: duckdb.DuckDBPyConnection, errors: list[tuple[_Plan | None, str, str, int, str]]
-) -> None:
+def _record_errors(con: duckdb.DuckDBPyConnection, errors: list[ErrorRecord]) -> None:
     con.execute(
         q.RECORD_ERRORS,
         [
@@ -512,10 +355,3 @@ def set_price(
                 output_per_mtok,
             ],
         )
-
-
-def journal_size(path: Path) -> int:
-    try:
-        return os.stat(path).st_size
-    except FileNotFoundError:
-        return 0

@@ -2,26 +2,36 @@
 
 Temp tables live for one connection: ``_files`` (one row per planned journal, with the context carried
 over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.x`` holds
-``[data.turn, data.step, data.chunk.type]`` extracted in the same pass that reads the line, so the bulk
-of the rows (stream chunks) is parsed once.
+``[data.turn, data.step, data.chunk.type]``, extracted in the same statement that reads the lines.
+
+``_raw`` keeps only rows whose seq lies in the planned range ``[next_seq, next_seq + lines)``: a journal
+read from its start also yields its header line, possibly a torn last line, or lines appended since the
+plan — all outside the range (or without a seq) and dropped. A damaged line inside the range shows as
+a missing seq, which validation catches.
 
 Turn and step of events that do not name them (``user/message``, ``request/header``, approvals, …) come
 from the latest ``turn/*``/``step/*`` marker before them (an ASOF join), or from the context carried over
-when the marker is in an earlier batch. Attempts: a ``finish`` chunk ends an attempt; chunks are numbered
-``1 + finishes before them in the step`` (plus the finishes of the same step in earlier batches), and
-aggregated into ``t_attempts`` with an upsert so a stream split across batches merges.
+when the marker is in an earlier batch.
+
+Attempts: a ``finish`` chunk ends an attempt. Chunks are aggregated per step first (a hash aggregate); a
+step whose chunks in this batch hold no finish, or a single finish as their last chunk, is one attempt
+(``base + 1``, where ``base`` counts the finishes of the same step in earlier batches). Only steps with a
+retry inside the batch have their chunks numbered by a window. ``t_attempts`` is upserted, so a stream
+split across batches merges; its ``start_ms`` (the event before the first chunk, when the request was
+sent) and ``message_count`` (appended messages with content before it) are set once, by the batch that
+saw the attempt begin.
 """
 
 from __future__ import annotations
 
 EVENT_COLUMNS = (
-    "{'type': 'VARCHAR', 'seq': 'BIGINT', 'time': 'BIGINT', 'data': 'JSON', 'ignorable': 'BOOLEAN', "
-    "'surfaceOp': 'JSON', 'sourceEventSeqs': 'BIGINT[]'}"
+    "{'type': 'VARCHAR', 'seq': 'INTEGER', 'time': 'BIGINT', 'data': 'JSON', 'ignorable': 'BOOLEAN', "
+    "'surfaceOp': 'JSON', 'sourceEventSeqs': 'INTEGER[]'}"
 )
 
 LOAD_STATES = """
 SELECT journal, session_id, byte_offset, next_seq, header, open_turn, open_step, chunk_turn,
-       chunk_step, chunk_finishes, error, checked_size
+       chunk_step, chunk_finishes, error, checked_size, last_ms, messages
 FROM _ingest_state
 """
 
@@ -37,7 +47,8 @@ SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($15::BOOLEAN[]) AS is_new, unnest($16::INTEGER[]) AS h_version,
        unnest($17::BIGINT[]) AS h_created, unnest($18::VARCHAR[]) AS h_cwd,
        unnest($19::VARCHAR[]) AS h_notebook, unnest($20::VARCHAR[]) AS h_parent,
-       unnest($21::INTEGER[]) AS h_seed
+       unnest($21::INTEGER[]) AS h_seed, unnest($22::BIGINT[]) AS last_ms,
+       unnest($23::INTEGER[]) AS messages
 """
 
 DUPLICATE_SESSIONS = """
@@ -48,34 +59,33 @@ WHERE s.journal <> f.journal
 LOAD_RAW = (
     """
 CREATE OR REPLACE TEMP TABLE _raw AS
-SELECT f.session_id, TRY_CAST(r.seq AS INTEGER) AS seq, r.type, r.time AS time_ms, r.data,
+SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
        coalesce(r.ignorable, false) AS ignorable, r.surfaceOp AS surface_op,
-       TRY_CAST(r.sourceEventSeqs AS INTEGER[]) AS source_event_seqs,
+       r.sourceEventSeqs AS source_event_seqs,
        json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type']) AS x
 FROM read_json({files}, format = 'newline_delimited', columns = """
     + EVENT_COLUMNS
     + """,
-               filename = true, ignore_errors = true, maximum_object_size = 536870912) r
+               filename = true, ignore_errors = true, maximum_object_size = {max_object}) r
 JOIN _files f ON f.fname = r.filename
+WHERE r.seq >= f.next_seq AND r.seq < f.next_seq + f.lines
 """
 )
 
-# Journals whose rows do not add up: wrong count, a gap, a repeat, or a line that did not parse.
+# Journals whose rows do not add up: a missing seq (a line that did not parse), a repeat, or a line
+# without the envelope fields.
 VALIDATE = """
 WITH agg AS (
-    SELECT f.session_id, f.next_seq, f.lines, count(r.session_id) AS n, min(r.seq) AS lo,
-           max(r.seq) AS hi, count(DISTINCT r.seq) AS distinct_seqs,
+    SELECT f.session_id, f.lines, count(r.session_id) AS n, count(DISTINCT r.seq) AS distinct_seqs,
            count(r.session_id) FILTER (
-               WHERE r.type IS NULL OR r.seq IS NULL OR r.time_ms IS NULL OR r.data IS NULL
+               WHERE r.type IS NULL OR r.type = 'session' OR r.time_ms IS NULL OR r.data IS NULL
                   OR NOT starts_with(CAST(r.data AS VARCHAR), '{')
                   OR (r.surface_op IS NOT NULL AND json_type(r.surface_op) NOT IN ('VARCHAR', 'OBJECT'))
            ) AS broken
     FROM _files f LEFT JOIN _raw r ON r.session_id = f.session_id
     GROUP BY ALL
 )
-SELECT session_id FROM agg
-WHERE n <> lines OR broken > 0
-   OR (lines > 0 AND (lo <> next_seq OR hi <> next_seq + lines - 1 OR distinct_seqs <> lines))
+SELECT session_id FROM agg WHERE n <> lines OR distinct_seqs <> lines OR broken > 0
 """
 
 RESET_SESSIONS = """
@@ -95,7 +105,9 @@ SELECT session_id, h_version, h_created, h_cwd, h_notebook, h_parent, h_seed, jo
 FROM _files WHERE is_new
 """
 
-_CONTEXT = """
+_NEEDS_CONTEXT = "(x[1] IS NULL OR (x[2] IS NULL AND type NOT IN ('turn/start', 'turn/end')))"
+
+_CONTEXT = f"""
 CREATE OR REPLACE TEMP TABLE _tmarks AS
 SELECT session_id, seq, CASE WHEN type = 'turn/start' THEN TRY_CAST(x[1] AS INTEGER) ELSE -1 END AS mark
 FROM _raw WHERE type IN ('turn/start', 'turn/end');
@@ -106,8 +118,7 @@ CREATE OR REPLACE TEMP TABLE _ctx AS
 SELECT r.session_id, r.seq,
        CASE WHEN tm.seq IS NULL THEN f.open_turn WHEN tm.mark >= 0 THEN tm.mark END AS turn,
        CASE WHEN sm.seq IS NULL THEN f.open_step WHEN sm.mark >= 0 THEN sm.mark END AS step
-FROM (SELECT session_id, seq FROM _raw
-      WHERE x[1] IS NULL OR (x[2] IS NULL AND type NOT IN ('turn/start', 'turn/end'))) r
+FROM (SELECT session_id, seq FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _files f ON f.session_id = r.session_id
 ASOF LEFT JOIN _tmarks tm ON tm.session_id = r.session_id AND tm.seq <= r.seq
 ASOF LEFT JOIN _smarks sm ON sm.session_id = r.session_id AND sm.seq <= r.seq;
@@ -121,17 +132,19 @@ FROM _raw r LEFT JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq;
 """
 
 # Most rows name their turn and step; only the few that do not go through the context join.
-_EVENTS = """
+_EVENTS = f"""
 INSERT INTO t_events
 SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
        CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
        data, ignorable, surface_op, source_event_seqs
-FROM _raw WHERE NOT (x[1] IS NULL OR (x[2] IS NULL AND type NOT IN ('turn/start', 'turn/end')))
+FROM _raw WHERE NOT {_NEEDS_CONTEXT}
 UNION ALL
 SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
-       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
+       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
+            ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
        r.data, r.ignorable, r.surface_op, r.source_event_seqs
-FROM _raw r JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
+FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
+JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
 _MESSAGE_SHAPE = (
@@ -142,9 +155,9 @@ _MESSAGE_SHAPE = (
 
 _MESSAGES = (
     """
-INSERT INTO t_messages
-WITH src AS (
-    SELECT session_id, seq, turn, step, time_ms, type, data, surface_op,
+CREATE OR REPLACE TEMP TABLE _m AS
+WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
+    SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op,
            CASE WHEN type = 'user/message' THEN json_transform(data, '"""
     + _MESSAGE_SHAPE
     + """')
@@ -153,19 +166,21 @@ WITH src AS (
     + """}').message END AS m
     FROM _ev WHERE type IN ('user/message', 'assistant/message', 'tool/result')
 )
-SELECT session_id, seq, turn, step, time_ms, type, m.id, m.role, m.source.kind,
-       CASE WHEN type = 'tool/result' THEN coalesce(m.source.callId, m.content[1].toolCallId) END,
+SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message_id, m.role,
+       m.source.kind AS source,
+       CASE WHEN type = 'tool/result' THEN coalesce(m.source.callId, m.content[1].toolCallId) END AS call_id,
        CASE WHEN type = 'tool/result'
             THEN array_to_string(flatten([[c.text FOR c IN coalesce(b.content, []) IF c.type = 'text']
                                           FOR b IN coalesce(m.content, []) IF b.type = 'tool-result']), '')
-            ELSE array_to_string([b.text FOR b IN coalesce(m.content, []) IF b.type = 'text'], '') END,
-       nullif(array_to_string([b.text FOR b IN coalesce(m.content, []) IF b.type = 'reasoning'], ''), ''),
-       len([b FOR b IN coalesce(m.content, []) IF b.type = 'tool-call'])::INTEGER,
-       coalesce(len(m.content), 0) > 0,
-       type = 'tool/result' AND coalesce(list_bool_or([coalesce(b.isError, false) FOR b IN m.content]), false),
-       coalesce(TRY_CAST(data ->> '$.interrupted' AS BOOLEAN), false),
-       CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END
-FROM src
+            ELSE array_to_string([b.text FOR b IN coalesce(m.content, []) IF b.type = 'text'], '') END AS text,
+       nullif(array_to_string([b.text FOR b IN coalesce(m.content, []) IF b.type = 'reasoning'], ''), '') AS reasoning,
+       len([b FOR b IN coalesce(m.content, []) IF b.type = 'tool-call'])::INTEGER AS tool_calls,
+       coalesce(len(m.content), 0) > 0 AS has_content,
+       type = 'tool/result' AND coalesce(list_bool_or([coalesce(b.isError, false) FOR b IN m.content]), false) AS is_error,
+       coalesce(TRY_CAST(interrupted AS BOOLEAN), false) AS interrupted,
+       CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op
+FROM src;
+INSERT INTO t_messages SELECT * FROM _m;
 """
 )
 
@@ -187,60 +202,77 @@ SELECT session_id, seq, turn, step, time_ms,
 FROM _ev WHERE type = 'tool/result'
 """
 
-_ATTEMPTS = """
-CREATE OR REPLACE TEMP TABLE _chunks AS
-SELECT r.session_id, r.seq, TRY_CAST(r.x[1] AS INTEGER) AS turn, TRY_CAST(r.x[2] AS INTEGER) AS step,
-       r.time_ms, r.x[3] AS ctype,
-       CASE WHEN TRY_CAST(r.x[1] AS INTEGER) = f.chunk_turn AND TRY_CAST(r.x[2] AS INTEGER) = f.chunk_step
-            THEN f.chunk_finishes ELSE 0 END AS base
-FROM _raw r JOIN _files f ON f.session_id = r.session_id
-WHERE r.type = 'assistant/chunk' AND r.x[1] IS NOT NULL AND r.x[2] IS NOT NULL;
--- A step whose batch chunks hold no finish, or one finish as their last chunk, is one attempt. Only
--- steps with retries inside the batch need the (sorting) window.
+_DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
+
+_ATTEMPTS = f"""
 CREATE OR REPLACE TEMP TABLE _steps AS
-SELECT session_id, turn, step, any_value(base) AS base, max(seq) AS last_seq,
-       count(*) FILTER (WHERE ctype = 'finish') AS finishes,
-       max(seq) FILTER (WHERE ctype = 'finish') AS last_finish
-FROM _chunks GROUP BY session_id, turn, step;
-CREATE OR REPLACE TEMP TABLE _labeled AS
-SELECT c.session_id, c.seq, c.turn, c.step, c.time_ms, c.ctype, (c.base + 1)::INTEGER AS attempt
-FROM _chunks c JOIN _steps s ON s.session_id = c.session_id AND s.turn = c.turn AND s.step = c.step
-WHERE s.finishes = 0 OR (s.finishes = 1 AND s.last_finish = s.last_seq)
-UNION ALL
-SELECT c.session_id, c.seq, c.turn, c.step, c.time_ms, c.ctype,
-       (1 + c.base + coalesce(sum(CASE WHEN c.ctype = 'finish' THEN 1 ELSE 0 END) OVER (
-            PARTITION BY c.session_id, c.turn, c.step ORDER BY c.seq
-            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::INTEGER
-FROM _chunks c JOIN _steps s ON s.session_id = c.session_id AND s.turn = c.turn AND s.step = c.step
-WHERE NOT (s.finishes = 0 OR (s.finishes = 1 AND s.last_finish = s.last_seq));
-INSERT INTO t_attempts
 WITH agg AS (
-    SELECT session_id, turn, step, attempt, min(seq) AS first_seq, max(seq) AS last_seq,
-           min(time_ms) AS first_ms,
-           min(time_ms) FILTER (WHERE ctype IN ('text-delta', 'reasoning-delta', 'tool-call-delta')) AS first_delta_ms,
-           max(time_ms) AS last_ms, count(*)::INTEGER AS chunks,
-           max(seq) FILTER (WHERE ctype = 'finish') AS finish_seq
-    FROM _labeled GROUP BY session_id, turn, step, attempt
-),
-det AS (
-    SELECT l.session_id, l.turn, l.step, l.attempt,
-           any_value(r.data ->> '$.chunk.reason.kind') FILTER (WHERE l.ctype = 'finish') AS finish,
-           any_value(r.data ->> '$.chunk.reason.failure.code') FILTER (WHERE l.ctype = 'finish') AS error_code,
-           any_value(r.data ->> '$.chunk.reason.failure.message') FILTER (WHERE l.ctype = 'finish') AS error_message,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.inputTokens' AS BIGINT)) FILTER (WHERE l.ctype = 'usage') AS input_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.outputTokens' AS BIGINT)) FILTER (WHERE l.ctype = 'usage') AS output_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.cacheReadTokens' AS BIGINT)) FILTER (WHERE l.ctype = 'usage') AS cache_read_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.cacheWriteTokens' AS BIGINT)) FILTER (WHERE l.ctype = 'usage') AS cache_write_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.reasoningTokens' AS BIGINT)) FILTER (WHERE l.ctype = 'usage') AS reasoning_tokens
-    FROM (SELECT * FROM _labeled WHERE ctype IN ('finish', 'usage')) l
-    JOIN (SELECT session_id, seq, data FROM _raw WHERE x[3] IN ('finish', 'usage')) r
-      ON r.session_id = l.session_id AND r.seq = l.seq
-    GROUP BY l.session_id, l.turn, l.step, l.attempt
+    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, TRY_CAST(x[2] AS INTEGER) AS step,
+           min(seq) AS first_seq, max(seq) AS last_seq, min(time_ms) AS first_ms, max(time_ms) AS last_ms,
+           min(time_ms) FILTER (WHERE x[3] IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
+           count(*) FILTER (WHERE x[3] = 'finish') AS finishes,
+           max(seq) FILTER (WHERE x[3] = 'finish') AS last_finish
+    FROM _raw WHERE type = 'assistant/chunk' AND x[1] IS NOT NULL AND x[2] IS NOT NULL
+    GROUP BY ALL
 )
-SELECT agg.session_id, agg.turn, agg.step, agg.attempt, first_seq, last_seq, first_ms, first_delta_ms,
-       last_ms, chunks, finish_seq, finish, error_code, error_message, input_tokens, output_tokens,
-       cache_read_tokens, cache_write_tokens, reasoning_tokens
-FROM agg LEFT JOIN det USING (session_id, turn, step, attempt)
+SELECT agg.*,
+       CASE WHEN agg.turn = f.chunk_turn AND agg.step = f.chunk_step THEN f.chunk_finishes ELSE 0 END AS base,
+       agg.finishes = 0 OR (agg.finishes = 1 AND agg.last_finish = agg.last_seq) AS simple
+FROM agg JOIN _files f ON f.session_id = agg.session_id;
+CREATE OR REPLACE TEMP TABLE _att AS
+SELECT session_id, turn, step, (base + 1)::INTEGER AS attempt, first_seq, last_seq, first_ms,
+       first_delta_ms, last_ms, chunks, last_finish AS finish_seq
+FROM _steps WHERE simple
+UNION ALL
+SELECT session_id, turn, step, attempt, min(seq), max(seq), min(time_ms),
+       min(time_ms) FILTER (WHERE ctype IN {_DELTAS}), max(time_ms), count(*)::INTEGER,
+       max(seq) FILTER (WHERE ctype = 'finish')
+FROM (
+    SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.x[3] AS ctype,
+           (1 + s.base + coalesce(sum(CASE WHEN r.x[3] = 'finish' THEN 1 ELSE 0 END) OVER (
+                PARTITION BY r.session_id, s.turn, s.step ORDER BY r.seq
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::INTEGER AS attempt
+    FROM _raw r JOIN _steps s
+      ON s.session_id = r.session_id AND s.turn = TRY_CAST(r.x[1] AS INTEGER)
+     AND s.step = TRY_CAST(r.x[2] AS INTEGER) AND NOT s.simple
+    WHERE r.type = 'assistant/chunk'
+)
+GROUP BY session_id, turn, step, attempt;
+CREATE OR REPLACE TEMP TABLE _counted AS
+SELECT session_id, seq, row_number() OVER (PARTITION BY session_id ORDER BY seq) AS n
+FROM _m WHERE has_content AND surface_op = 'append';
+INSERT INTO t_attempts
+WITH det AS (
+    SELECT a.session_id, a.turn, a.step, a.attempt,
+           any_value(r.data ->> '$.chunk.reason.kind') FILTER (WHERE r.x[3] = 'finish') AS finish,
+           any_value(r.data ->> '$.chunk.reason.failure.code') FILTER (WHERE r.x[3] = 'finish') AS error_code,
+           any_value(r.data ->> '$.chunk.reason.failure.message') FILTER (WHERE r.x[3] = 'finish') AS error_message,
+           max(TRY_CAST(r.data ->> '$.chunk.usage.inputTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS input_tokens,
+           max(TRY_CAST(r.data ->> '$.chunk.usage.outputTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS output_tokens,
+           max(TRY_CAST(r.data ->> '$.chunk.usage.cacheReadTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_read_tokens,
+           max(TRY_CAST(r.data ->> '$.chunk.usage.cacheWriteTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_write_tokens,
+           max(TRY_CAST(r.data ->> '$.chunk.usage.reasoningTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS reasoning_tokens
+    FROM (SELECT session_id, seq, x, data FROM _raw
+          WHERE type = 'assistant/chunk' AND x[3] IN ('finish', 'usage')) r
+    JOIN _att a ON a.session_id = r.session_id AND a.turn = TRY_CAST(r.x[1] AS INTEGER)
+     AND a.step = TRY_CAST(r.x[2] AS INTEGER) AND r.seq BETWEEN a.first_seq AND a.last_seq
+    GROUP BY ALL
+),
+starts AS (
+    SELECT a.session_id, a.turn, a.step, a.attempt,
+           CASE WHEN a.first_seq = f.next_seq THEN f.last_ms ELSE p.time_ms END AS start_ms,
+           (coalesce(f.messages, 0) + coalesce(c.n, 0))::INTEGER AS message_count
+    FROM _att a
+    JOIN _files f ON f.session_id = a.session_id
+    LEFT JOIN _raw p ON p.session_id = a.session_id AND p.seq = a.first_seq - 1
+    ASOF LEFT JOIN _counted c ON c.session_id = a.session_id AND c.seq < a.first_seq
+)
+SELECT a.session_id, a.turn, a.step, a.attempt, first_seq, last_seq, first_ms, first_delta_ms, last_ms,
+       chunks, finish_seq, finish, error_code, error_message, input_tokens, output_tokens,
+       cache_read_tokens, cache_write_tokens, reasoning_tokens, s.start_ms, s.message_count
+FROM _att a
+LEFT JOIN det USING (session_id, turn, step, attempt)
+LEFT JOIN starts s USING (session_id, turn, step, attempt)
 ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     first_seq = least(t_attempts.first_seq, excluded.first_seq),
     last_seq = greatest(t_attempts.last_seq, excluded.last_seq),
@@ -256,24 +288,38 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     output_tokens = coalesce(excluded.output_tokens, t_attempts.output_tokens),
     cache_read_tokens = coalesce(excluded.cache_read_tokens, t_attempts.cache_read_tokens),
     cache_write_tokens = coalesce(excluded.cache_write_tokens, t_attempts.cache_write_tokens),
-    reasoning_tokens = coalesce(excluded.reasoning_tokens, t_attempts.reasoning_tokens)
+    reasoning_tokens = coalesce(excluded.reasoning_tokens, t_attempts.reasoning_tokens),
+    start_ms = coalesce(t_attempts.start_ms, excluded.start_ms),
+    message_count = coalesce(t_attempts.message_count, excluded.message_count);
 """
 
-DERIVE = (_CONTEXT, _EVENTS, _MESSAGES, _TOOL_CALLS, _TOOL_RESULTS, _ATTEMPTS)
+DERIVE = (
+    ("context", _CONTEXT),
+    ("events", _EVENTS),
+    ("messages", _MESSAGES),
+    ("tool calls", _TOOL_CALLS),
+    ("tool results", _TOOL_RESULTS),
+    ("attempts", _ATTEMPTS),
+)
 
-# The context to carry into the next batch: the open turn and step after the last event, and the
-# attempt state of the last chunk's step.
+# The context to carry into the next batch: the open turn and step after the last event, its time,
+# the attempt state of the last chunk's step, and the count of appended messages.
 UPDATE_STATE = """
 INSERT INTO _ingest_state
-WITH last_ev AS (
-    SELECT e.session_id, e.type, e.turn, e.step
-    FROM _ev e JOIN (SELECT session_id, max(seq) AS seq FROM _raw GROUP BY session_id) m
-      ON m.session_id = e.session_id AND m.seq = e.seq
+WITH last_seq AS (
+    SELECT session_id, max(seq) AS seq FROM _raw GROUP BY session_id
 ),
-last_chunk AS (
-    SELECT session_id, arg_max(turn, seq) AS turn, arg_max(step, seq) AS step,
-           arg_max(attempt - 1 + CASE WHEN ctype = 'finish' THEN 1 ELSE 0 END, seq) AS finishes
-    FROM _labeled GROUP BY session_id
+last_ev AS (
+    SELECT e.session_id, e.type, e.turn, e.step, e.time_ms
+    FROM _ev e JOIN last_seq m ON m.session_id = e.session_id AND m.seq = e.seq
+),
+last_step AS (
+    SELECT session_id, arg_max(turn, last_seq) AS turn, arg_max(step, last_seq) AS step,
+           arg_max(base + finishes, last_seq)::INTEGER AS finishes
+    FROM _steps GROUP BY session_id
+),
+msgs AS (
+    SELECT session_id, count(*) AS n FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
 )
 SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_text,
        CASE WHEN l.session_id IS NULL THEN f.open_turn WHEN l.type = 'turn/end' THEN NULL ELSE l.turn END,
@@ -281,16 +327,18 @@ SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_tex
             WHEN l.type IN ('step/end', 'turn/end') THEN NULL ELSE l.step END,
        coalesce(c.turn, f.chunk_turn), coalesce(c.step, f.chunk_step),
        CASE WHEN c.session_id IS NULL THEN f.chunk_finishes ELSE c.finishes END,
-       NULL, f.size, now()::TIMESTAMP
+       NULL, f.size, now()::TIMESTAMP, coalesce(l.time_ms, f.last_ms),
+       (coalesce(f.messages, 0) + coalesce(m.n, 0))::INTEGER
 FROM _files f
 LEFT JOIN last_ev l ON l.session_id = f.session_id
-LEFT JOIN last_chunk c ON c.session_id = f.session_id
+LEFT JOIN last_step c ON c.session_id = f.session_id
+LEFT JOIN msgs m ON m.session_id = f.session_id
 ON CONFLICT (journal) DO UPDATE SET
     session_id = excluded.session_id, byte_offset = excluded.byte_offset, next_seq = excluded.next_seq,
     header = excluded.header, open_turn = excluded.open_turn, open_step = excluded.open_step,
     chunk_turn = excluded.chunk_turn, chunk_step = excluded.chunk_step,
     chunk_finishes = excluded.chunk_finishes, error = NULL, checked_size = excluded.checked_size,
-    updated_at = excluded.updated_at
+    updated_at = excluded.updated_at, last_ms = excluded.last_ms, messages = excluded.messages
 """
 
 RECORD_ERRORS = """

@@ -36,7 +36,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
@@ -412,8 +412,3 @@ def attach_journal(
     writer = JournalWriter(st.journal_path(session.header), session.header, window_s=window_s)
     writer.attach(session, checkpoints=None if isinstance(target, Session) else target.hooks)
     return writer
-
-
-def flush_all(writers: Sequence[JournalWriter]) -> None:
-    for w in writers:
-        w.flush()

@@ -31,10 +31,9 @@ CREATE TABLE t_events (
     data JSON NOT NULL,
     ignorable BOOLEAN NOT NULL,
     surface_op JSON,
-    source_event_seqs INTEGER[],
-    PRIMARY KEY (session_id, seq)
+    source_event_seqs INTEGER[]
 );
-COMMENT ON TABLE t_events IS 'Every journal event, verbatim, plus the turn and step it belongs to.';
+COMMENT ON TABLE t_events IS 'Every journal event, verbatim, plus the turn and step it belongs to. (session_id, seq) is unique: ingest guarantees it (each journal''s seqs are validated as a gap-free continuation), so no index slows the load.';
 COMMENT ON COLUMN t_events.seq IS '0-based position in the session log.';
 COMMENT ON COLUMN t_events.type IS 'Event type, e.g. turn/start, assistant/chunk, tool/result.';
 COMMENT ON COLUMN t_events.time_ms IS 'Event time, epoch milliseconds.';
@@ -127,11 +126,15 @@ CREATE TABLE t_attempts (
     cache_read_tokens BIGINT,
     cache_write_tokens BIGINT,
     reasoning_tokens BIGINT,
+    start_ms BIGINT,
+    message_count INTEGER,
     PRIMARY KEY (session_id, turn, step, attempt)
 );
 COMMENT ON TABLE t_attempts IS 'One row per model call attempt: its assistant/chunk events aggregated (a finish chunk ends an attempt).';
 COMMENT ON COLUMN t_attempts.attempt IS '1 for the first call of a step, 2.. for retries.';
 COMMENT ON COLUMN t_attempts.first_delta_ms IS 'Time of the first text, reasoning or tool-call delta.';
+COMMENT ON COLUMN t_attempts.start_ms IS 'Time of the event logged just before the first chunk (the request was sent then).';
+COMMENT ON COLUMN t_attempts.message_count IS 'Appended messages with content logged before the first chunk: the history sent.';
 COMMENT ON COLUMN t_attempts.finish IS 'Finish kind: stop, tool-calls, max-tokens, error, aborted; NULL if the stream never finished.';
 
 CREATE TABLE prices (
@@ -160,9 +163,13 @@ CREATE TABLE _ingest_state (
     chunk_finishes INTEGER,
     error VARCHAR,
     checked_size BIGINT,
-    updated_at TIMESTAMP NOT NULL
+    updated_at TIMESTAMP NOT NULL,
+    last_ms BIGINT,
+    messages INTEGER
 );
 COMMENT ON TABLE _ingest_state IS 'Ingest bookkeeping: how far each journal has been read.';
 COMMENT ON COLUMN _ingest_state.byte_offset IS 'Bytes of the journal already ingested (always at a line end).';
 COMMENT ON COLUMN _ingest_state.header IS 'The header line, to notice a journal replaced by another file.';
+COMMENT ON COLUMN _ingest_state.last_ms IS 'Time of the last ingested event.';
+COMMENT ON COLUMN _ingest_state.messages IS 'Appended messages with content ingested so far.';
 COMMENT ON COLUMN _ingest_state.error IS 'Why the journal stopped being ingested (damage, named by line); NULL when healthy.';

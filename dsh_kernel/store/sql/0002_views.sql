@@ -81,28 +81,22 @@ WITH hdr AS (
            md5(coalesce(data ->> '$.header.system', '')) AS system_hash,
            coalesce(json_array_length(data -> '$.header.tools'), 0) AS tool_count
     FROM t_events WHERE type = 'request/header'
-),
-sent AS (
-    SELECT session_id, seq, count(*) OVER (PARTITION BY session_id ORDER BY seq) AS n
-    FROM t_messages WHERE has_content AND surface_op = 'append'
 )
 SELECT a.session_id,
        row_number() OVER (PARTITION BY a.session_id ORDER BY a.first_seq)::INTEGER AS request,
        a.turn, a.step, a.attempt,
-       epoch_ms(coalesce(p.time_ms, a.first_ms)) AS started_at,
-       a.first_delta_ms - coalesce(p.time_ms, a.first_ms) AS ttft_ms,
-       a.last_ms - coalesce(p.time_ms, a.first_ms) AS duration_ms,
+       epoch_ms(coalesce(a.start_ms, a.first_ms)) AS started_at,
+       a.first_delta_ms - coalesce(a.start_ms, a.first_ms) AS ttft_ms,
+       a.last_ms - coalesce(a.start_ms, a.first_ms) AS duration_ms,
        h.provider, h.model, a.finish, a.error_code, a.error_message,
-       coalesce(s.n, 0) AS message_count, h.system_hash, h.tool_count, h.config,
+       coalesce(a.message_count, 0)::INTEGER AS message_count, h.system_hash, h.tool_count, h.config,
        h.seq AS header_seq, h.reason AS header_reason,
        a.input_tokens, a.cache_read_tokens, a.cache_write_tokens, a.output_tokens, a.reasoning_tokens,
        a.chunks, a.first_seq, a.last_seq,
        a.first_seq < coalesce(ses.seed_length, 0) AS seeded
 FROM t_attempts a
-LEFT JOIN t_events p ON p.session_id = a.session_id AND p.seq = a.first_seq - 1
 LEFT JOIN t_sessions ses ON ses.id = a.session_id
-ASOF LEFT JOIN hdr h ON h.session_id = a.session_id AND h.seq < a.first_seq
-ASOF LEFT JOIN sent s ON s.session_id = a.session_id AND s.seq < a.first_seq;
+ASOF LEFT JOIN hdr h ON h.session_id = a.session_id AND h.seq < a.first_seq;
 COMMENT ON VIEW requests IS 'One row per model call attempt (retries included): what was sent, how it went.';
 COMMENT ON COLUMN requests.duration_ms IS 'From the request being sent to the last chunk.';
 COMMENT ON COLUMN requests.provider IS 'Provider id the request went to.';

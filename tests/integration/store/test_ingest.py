@@ -243,3 +243,29 @@ def test_an_attempt_split_across_two_passes_merges(store: Store) -> None:
     # events that do not name their turn got it from context, even across the split
     assert _q(store, "SELECT turn, step FROM events WHERE type = 'user/message'") == [(1, 1)]
     assert _q(store, "SELECT count(*) FROM events WHERE turn IS NULL") == [(0,)]
+
+
+def test_a_request_whose_first_chunk_starts_a_batch_keeps_its_start(store: Store) -> None:
+    s = Session(header=_header(9), clock=iter(range(1000, 100_000, 10)).__next__)
+    w = attach_journal(s, store)
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    _user(s, "go")
+    sent_at = s.events[-1].time
+    w.flush()
+    ingest(
+        store
+    )  # the batch ends right before the first chunk (as a before-request flush leaves it)
+    for c in text_response("answer", usage=TokenUsage(input_tokens=3, output_tokens=2)):
+        s.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": chunk_to_json(c)})
+    w.close()
+    ingest(store)
+    [(started, ttft, count)] = _q(
+        store, "SELECT epoch_ms(started_at), ttft_ms, message_count FROM requests"
+    )
+    first_delta = next(
+        e.time
+        for e in s.events
+        if e.type == "assistant/chunk" and e.data["chunk"]["type"] == "text-delta"
+    )  # type: ignore[index]
+    assert started == sent_at and ttft == first_delta - sent_at and count == 1
