@@ -1,0 +1,248 @@
+"""The teaching notebooks, executed headless as a reader's Run All would, with no key and no network:
+the offline demo model (01, 02), replays of the recordings shipped in ``notebooks/data`` (03, 05) and
+the loopback fake model server (04)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+from dsh_kernel.llm.providers.offline import OFFLINE_LABEL
+from tests.support.notebooks import Executed, run_notebook
+from tests.support.sse_server import SseServer, sse_reply
+from tests.support.wire_transcripts import anthropic_text, chat_text_stream, deepseek_thinking_text
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+DATA = Path(__file__).resolve().parents[2] / "notebooks" / "data"
+
+
+def recorded_session_id(name: str) -> str:
+    with (DATA / name).open(encoding="utf-8") as f:
+        return str(json.loads(f.readline())["id"])
+
+
+def assert_widget_saved(ex: Executed, start: str) -> None:
+    """The chat cell shows a live widget whose state nbclient saved in the notebook, beside the
+    static Markdown rendering that nbconvert and GitHub show."""
+    views = [
+        o.data[WIDGET_VIEW] for o in ex.cell(start).outputs if WIDGET_VIEW in o.get("data", {})
+    ]
+    assert len(views) == 1
+    state = ex.nb.metadata["widgets"][WIDGET_STATE]["state"]
+    assert views[0]["model_id"] in state
+
+
+# --- 01 ----------------------------------------------------------------------------------------------
+
+
+def test_quickstart_runs_with_no_key_and_shows_the_whole_product(tmp_path: Path) -> None:
+    ex = run_notebook("01-quickstart.ipynb", tmp_path, {"DSH_APPROVAL": "auto"})
+    assert ex.errors() == []
+    status = ex.text("%agent status")
+    assert f"provider: {OFFLINE_LABEL}: no API key found" in status
+    assert "approval: auto" in status
+
+    chat = "What is in $`sales`?"
+    answer = ex.text(chat, "text/markdown")
+    assert OFFLINE_LABEL in answer
+    assert "<b>inspect sales</b> <code>python</code> — done" in answer  # the tool card
+    assert "DataFrame" in answer and "(4, 3)" in answer  # the tool ran on the notebook's value
+    assert "%%sql" in answer  # the suggested query
+    footer = answer.strip().splitlines()[-1]
+    for part in ("offline:offline-demo", "in ", "out ", "first token", "total", "session "):
+        assert part in footer, footer
+    assert_widget_saved(ex, chat)
+
+    counts = ex.text("%%sql\nSELECT type, count(*)")
+    for event_type in ("user/message", "assistant/chunk", "tool/call", "tool/result", "turn/end"):
+        assert event_type in counts
+    calls = ex.text("%%sql\nSELECT turn, name, status")
+    assert "python | done" in calls and "DataFrame" in calls
+    assert ex.text("%agent cost").startswith("this session: 2 requests")
+
+
+def test_quickstart_headless_without_auto_approval_denies_and_says_how_to_allow(
+    tmp_path: Path,
+) -> None:
+    ex = run_notebook("01-quickstart.ipynb", tmp_path, {"DSH_HEADLESS_APPROVAL_TIMEOUT": "0.2"})
+    assert ex.errors() == []
+    answer = ex.text("What is in $`sales`?", "text/markdown")
+    assert "<b>inspect sales</b> <code>python</code> — denied" in answer
+    assert "%agent approve auto" in answer
+    assert "python | denied" in ex.text("%%sql\nSELECT turn, name, status")
+
+
+# --- 02 ----------------------------------------------------------------------------------------------
+
+
+def test_sql_notebook_queries_views_joins_a_frame_prices_turns_and_charts(tmp_path: Path) -> None:
+    ex = run_notebook("02-sql-over-sessions.ipynb", tmp_path)
+    assert ex.errors() == []
+    lesson = recorded_session_id("teaching-session.jsonl")
+    assert ex.text("from dsh_kernel.store.importing") == repr(lesson)
+    assert OFFLINE_LABEL in ex.text("%%chat", "text/markdown")
+
+    sessions = ex.text("%%sql\nSELECT title, turns")
+    assert "2 rows" in sessions and "Make a pandas DataFrame called `planets`" in sessions
+
+    turns = ex.text("%%sql\nSELECT turn, left(prompt, 50)").splitlines()
+    assert turns[-1] == "4 rows in " + turns[-1].split(" in ")[1]
+    assert [ln.split("|")[-2].strip() for ln in turns[2:6]] == ["0", "0", "1", "0"]  # tool_errors
+
+    per_turn = ex.text("per_turn").splitlines()
+    assert per_turn[0].split() == [
+        "turn",
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "cost",
+    ]
+    costs = [float(row.split()[-1]) for row in per_turn[1:]]
+    assert len(costs) == 4 and all(c > 0 for c in costs)
+
+    charts = [o for o in ex.cell("import matplotlib").outputs if "image/png" in o.get("data", {})]
+    assert len(charts) == 1
+    assert base64.b64decode(charts[0].data["image/png"]).startswith(b"\x89PNG")
+
+    rate = ex.text("%%sql\nSELECT name,\n       count(*) AS calls")
+    assert [c.strip() for c in rate.splitlines()[2].split("|")] == ["python", "5", "1", "20.0"]
+    joined = ex.text("%%sql\nSELECT o.team")
+    assert [c.strip() for c in joined.splitlines()[2].split("|")] == ["data", "5", "1"]
+    assert "INVALID_ARGS" in ex.text("%%sql\nSELECT source, code")
+    assert "8 rows" in ex.text("%%sql\nSELECT request, turn")
+
+
+# --- 03 ----------------------------------------------------------------------------------------------
+
+LESSON_ANSWERS = (
+    "`planets` has 8 rows and 3 columns",
+    "together they have **285** known moons",
+    "a giant planet has **71.25** known moons",
+    "after fixing a wrong argument name",
+)
+
+
+def test_teaching_replay_runs_all_offline_and_twice_gives_identical_outputs(
+    tmp_path: Path,
+) -> None:
+    first = run_notebook("03-teaching-replay.ipynb", tmp_path / "a")
+    second = run_notebook("03-teaching-replay.ipynb", tmp_path / "b")
+    for ex in (first, second):
+        assert ex.errors() == []
+        answers = [
+            ex.text(start, "text/markdown")
+            for start in ("Make a pandas", "Which planets", "What is the average", "Summarise")
+        ]
+        for answer, expected in zip(answers, LESSON_ANSWERS, strict=True):
+            assert expected in answer
+            assert "replay:teaching-script" in answer  # the footer names the recording's model
+        assert "Reasoning" in answers[1]
+        assert "<b>python</b> — failed" in answers[2] and "INVALID\\_ARGS" in answers[2]
+        # The agent's code ran in this notebook: the student's own cell sees `planets`.
+        assert "Saturn" in ex.text("%%python\nplanets.sort_values")
+        calls = ex.text("%%sql\nSELECT turn, name, status, error_code")
+        assert "python | failed | INVALID_ARGS" in calls
+    assert first.normalised() == second.normalised()
+
+
+def test_teaching_replay_stops_clearly_when_a_message_no_longer_matches(tmp_path: Path) -> None:
+    import nbformat
+
+    from tests.support.notebooks import NOTEBOOKS
+
+    nb = nbformat.read(NOTEBOOKS / "03-teaching-replay.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.source.startswith("Summarise"):
+            cell.source = "Summarise it in one sentence."
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    nbformat.write(nb, edited / "03-edited.ipynb")
+    with pytest.raises(Exception) as err:
+        run_notebook("03-edited.ipynb", tmp_path / "run", source=edited)
+    assert "REPLAY_DIVERGED" in str(err.value)
+
+
+# --- 04 ----------------------------------------------------------------------------------------------
+
+
+def test_providers_notebook_against_the_loopback_fake_server(tmp_path: Path) -> None:
+    replies = [
+        sse_reply(deepseek_thinking_text("A greeting.", "Hello from the DeepSeek fake!")),
+        sse_reply(chat_text_stream(["Hello ", "from the OpenAI fake!"])),
+        sse_reply(anthropic_text("Hello from the Anthropic fake!")),
+        sse_reply(chat_text_stream(["Hello from the Ollama fake!"])),
+        sse_reply(chat_text_stream(["Hello from the vLLM fake!"])),
+        sse_reply(chat_text_stream(["Hello from the llama.cpp fake!"])),
+    ]
+    keys = {
+        "DEEPSEEK_API_KEY": "sk-deepseek-test",
+        "OPENAI_API_KEY": "sk-openai-test",
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+    }
+    with SseServer(replies) as server:
+        ex = run_notebook("04-providers.ipynb", tmp_path, {"DSH_BASE_URL": server.url, **keys})
+        requests = server.requests
+    assert ex.errors() == []
+    assert server.remaining == 0
+    answers = [
+        o.data["text/markdown"]
+        for c in ex.nb.cells
+        if c.cell_type == "code" and c.source == "Say hello in five words."
+        for o in c.outputs
+        if "text/markdown" in o.get("data", {})
+    ]
+    expected = ["DeepSeek", "OpenAI", "Anthropic", "Ollama", "vLLM", "llama.cpp"]
+    assert len(answers) == len(expected)
+    for answer, name in zip(answers, expected, strict=True):
+        assert f"Hello from the {name} fake!" in answer
+
+    sent = [(r.path, r.json["model"]) for r in requests]
+    assert sent == [
+        ("/chat/completions", "deepseek-flash"),
+        ("/chat/completions", "gpt-5-mini"),
+        ("/v1/messages", "claude-sonnet-4-5"),
+        ("/chat/completions", "llama3.2"),
+        ("/chat/completions", "Qwen/Qwen2.5-7B-Instruct"),
+        ("/chat/completions", "local"),
+    ]
+    auth = [r.headers.get("authorization") or r.headers.get("x-api-key") for r in requests]
+    assert auth[:3] == ["Bearer sk-deepseek-test", "Bearer sk-openai-test", "sk-ant-test"]
+    assert all(a == "Bearer sk-no-key" for a in auth[3:])  # OPENAI_API_KEY never goes elsewhere
+    assert "Reasoning" in answers[0]
+    assert "provider: deepseek" in ex.text("%agent status")
+    assert f"now using {OFFLINE_LABEL}" in ex.text("%env DSH_BASE_URL=\n%agent provider offline")
+
+
+# --- 05 ----------------------------------------------------------------------------------------------
+
+
+def test_build_a_tool_notebook(tmp_path: Path) -> None:
+    ex = run_notebook("05-build-a-tool.ipynb", tmp_path)
+    assert ex.errors() == []
+    schema = ex.text("from dsh_kernel import tool")
+    assert (
+        "the amount in the source currency" in schema and "'required': ['amount', 'rate']" in schema
+    )
+
+    answer = ex.text("%%chat\nHow much is 250 EUR", "text/markdown")
+    assert "<b>convert</b> — done" in answer and "270.0" in answer
+    assert "**270.00 USD**" in answer
+    assert_widget_saved(ex, "%%chat\nHow much is 250 EUR")
+
+    assert ex.text("@tool(read_only=True)").startswith(
+        "word_count | read-only: True | Count the words in a text."
+    )
+    policies = ex.text("from dsh_kernel import Agent").splitlines()
+    assert policies[0].endswith("-> saved note 1")
+    assert policies[1].startswith("asked: may save_note run")
+    assert "the user rejected this call to 'save_note'" in policies[2]
+    assert "its approval policy is 'never'" in policies[3]
+    assert policies[4] == "notes: ['buy milk']"
+
+    asked = ex.text("from dsh_kernel.tools.builtin.ask_user")
+    assert 'the model got: {"answers":[{"id":"unit","selected":["metric"]}]}' in asked
+    assert "final answer: Metric it is." in asked

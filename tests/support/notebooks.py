@@ -1,0 +1,143 @@
+"""Execute the teaching notebooks headless, the way a reader's Run All would, and read their outputs.
+
+``run_notebook(name, tmp, env)`` copies ``notebooks/`` (the notebooks and their ``data/``) into
+``tmp``, writes both kernelspecs there (``tests.support.kernel.kernelspecs``) and executes the
+notebook with nbclient (``store_widget_state=True``, as JupyterLab saves it) on a kernel whose
+environment has a private store (``DSH_STORE``), no provider keys, the dev invariants on, plus
+``env``. The kernel's working directory is the copy's folder, as in JupyterLab.
+
+``Executed`` finds cells by the start of their source and gives their outputs as text per MIME type;
+``normalised()`` is the notebook's outputs with what legitimately changes between two runs — ids,
+times, durations, paths of the temporary directory — replaced by placeholders.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from nbclient import NotebookClient
+
+from tests.support.kernel import kernelspecs
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = ROOT / "notebooks"
+PROVIDER_KEYS = (
+    "DEEPSEEK_API_KEY",
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "DSH_API_KEY",
+    "DSH_PROVIDER",
+    "DSH_MODEL",
+    "DSH_BASE_URL",
+    "DSH_APPROVAL",
+)
+
+
+@dataclass
+class Executed:
+    nb: Any
+    workdir: Path
+    store: Path
+
+    def cell(self, start: str) -> Any:
+        """The first code cell whose source starts with ``start``."""
+        for c in self.nb.cells:
+            if c.cell_type == "code" and c.source.startswith(start):
+                return c
+        raise AssertionError(f"no code cell starts with {start!r}")
+
+    def text(self, start: str, mime: str = "text/plain") -> str:
+        """Everything a cell printed (streams) and displayed as ``mime``, joined."""
+        parts: list[str] = []
+        for o in self.cell(start).outputs:
+            if o.output_type == "stream":
+                parts.append(o.text)
+            elif o.output_type in ("display_data", "execute_result"):
+                value = o.data.get(mime)
+                if value is not None:
+                    parts.append(value if isinstance(value, str) else json.dumps(value))
+            elif o.output_type == "error":
+                parts.append(f"{o.ename}: {o.evalue}")
+        return "".join(parts)
+
+    def errors(self) -> list[str]:
+        return [
+            f"{c.source[:40]!r}: {o.ename}: {o.evalue}"
+            for c in self.nb.cells
+            if c.cell_type == "code"
+            for o in c.outputs
+            if o.output_type == "error"
+        ]
+
+    def normalised(self) -> list[list[dict[str, Any]]]:
+        """Every code cell's outputs with ids, times and temporary paths replaced."""
+        text = json.dumps([c.outputs for c in self.nb.cells if c.cell_type == "code"])
+        text = text.replace(str(self.workdir.parent), "<tmp>")
+        for pattern, repl in NORMALISE:
+            text = re.sub(pattern, repl, text)
+        return json.loads(text)
+
+
+NORMALISE: tuple[tuple[str, str], ...] = (
+    (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>"),
+    (r'"model_id": "[0-9a-f]{32}"', '"model_id": "<widget>"'),
+    (r"session [0-9a-f]{8}\b", "session <id>"),
+    (r"\b\d+(?:\.\d+)? ?(?:ms|s)\b", "<duration>"),
+    (r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?", "<time>"),
+    (r"journals/\d{4}-\d{2}-\d{2}/", "journals/<date>/"),
+)
+
+
+def run_notebook(
+    name: str,
+    tmp: Path,
+    env: Mapping[str, str] | None = None,
+    *,
+    source: Path | None = None,
+    timeout: float = 180,
+) -> Executed:
+    """Execute ``name`` (from ``notebooks/``, or from ``source`` — e.g. an edited copy — next to
+    ``notebooks/``'s data); nbclient's ``CellExecutionError`` propagates when a cell fails."""
+    workdir = tmp / "notebooks"
+    shutil.copytree(NOTEBOOKS, workdir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+    if source is not None:
+        shutil.copy(source / name, workdir / name)
+    data = kernelspecs(tmp)
+    store = tmp / "store"
+    kernel_env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
+    kernel_env.update(
+        {
+            "JUPYTER_PATH": str(data),
+            "DSH_STORE": str(store),
+            "DSH_DEV_INVARIANTS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "MPLBACKEND": "module://matplotlib_inline.backend_inline",
+        }
+    )
+    kernel_env.update(env or {})
+    nb = nbformat.read(workdir / name, as_version=4)
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name=nb.metadata["kernelspec"]["name"],
+        store_widget_state=True,
+        resources={"metadata": {"path": str(workdir)}},
+    )
+    old = os.environ.get("JUPYTER_PATH")
+    os.environ["JUPYTER_PATH"] = str(data)  # nbclient looks the kernelspec up in this process
+    try:
+        client.execute(env=kernel_env)
+    finally:
+        if old is None:
+            os.environ.pop("JUPYTER_PATH", None)
+        else:
+            os.environ["JUPYTER_PATH"] = old
+    return Executed(nb=nb, workdir=workdir, store=store)
