@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV := .venv
 
-.PHONY: install test lint format typecheck bench clean
+.PHONY: install run test lint format typecheck bench clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -10,6 +10,20 @@ $(VENV)/bin/python:
 
 install: $(VENV)/bin/python
 	$(VENV)/bin/pip install -q -e '.[dev]'
+
+# `make run`: the venv, the project with JupyterLab (the dev extra includes the lab extra), both
+# kernelspecs in the venv, then JupyterLab on notebooks/. Setup is redone only when pyproject.toml
+# changes. LAB_ARGS passes options to `jupyter lab` (e.g. LAB_ARGS="--port=9999 --no-browser").
+LAB_ARGS ?=
+LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+$(VENV)/.dsh-setup: pyproject.toml | $(VENV)/bin/python
+	$(VENV)/bin/pip install -q -e '.[dev]'
+	$(VENV)/bin/python -m dsh_kernel install --sys-prefix
+	touch $@
+
+run: $(VENV)/.dsh-setup
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 test:
 	$(PY) -m pytest -q
@@ -32,4 +46,4 @@ bench:
 	$(PY) benchmarks/store.py
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist .pytest_cache .ruff_cache artifacts

@@ -1,0 +1,170 @@
+"""The README and docs/ say what the code does: every command they give is exercised, every setting
+the code reads is documented, every ``%agent`` subcommand and notebook is listed, links resolve, and
+the configuration and SQL snippets work as written."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsh_kernel.kernel.kernel import DshKernel
+from dsh_kernel.kernel.magics import HELP
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.query import run_query
+from tests.integration.store.conftest import record_rich_session
+from tests.support.kernel import start_kernel
+
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+DOCS = ROOT / "docs"
+CONFIGURATION = (DOCS / "configuration.md").read_text(encoding="utf-8")
+TROUBLESHOOTING = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
+
+# Each shell command the README gives, and what runs it.
+EXERCISED = {
+    "make run": "tests/docs/test_make_run.py",
+    "make test": ".ci/run",
+}
+
+
+def fenced(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
+
+
+def test_every_readme_command_is_exercised() -> None:
+    commands = [
+        line.split("#", 1)[0].strip()
+        for block in fenced(README, "sh") + fenced(README, "bash") + fenced(README, "console")
+        for line in block.splitlines()
+        if line.split("#", 1)[0].strip()
+    ]
+    assert commands, "the README gives no commands"
+    for command in commands:
+        assert command in EXERCISED, f"README command {command!r} is exercised by nothing"
+    for where in EXERCISED.values():
+        assert (ROOT / where).exists()
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "\nmake test\n" in ci
+    # `make <target>` mentioned anywhere in the text is one of them too.
+    for target in re.findall(r"`make ([a-z-]+)`", README):
+        assert f"make {target}" in EXERCISED
+
+
+def test_every_agent_subcommand_is_in_the_readme() -> None:
+    names = re.findall(r"^  %agent ([a-z]+)", HELP, flags=re.M)
+    assert len(names) >= 15
+    for name in names:
+        assert f"`%agent {name}" in README, name
+
+
+def test_every_dsh_variable_the_code_reads_is_documented() -> None:
+    found = {
+        m
+        for path in (ROOT / "dsh_kernel").rglob("*.py")
+        for m in re.findall(r"\bDSH_[A-Z_]+\b", path.read_text(encoding="utf-8"))
+    }
+    assert {"DSH_PROVIDER", "DSH_STORE", "DSH_APPROVAL"} <= found
+    for name in sorted(found):
+        assert f"`{name}`" in README, f"{name} is not in the README"
+        assert f"`{name}`" in CONFIGURATION, f"{name} is not in docs/configuration.md"
+
+
+def test_every_kernel_traitlet_is_documented() -> None:
+    traits = [
+        n for n, t in DshKernel.class_traits(config=True).items() if t.this_class is DshKernel
+    ]
+    assert "default_cell" in traits and "system_prompt" in traits
+    for name in traits:
+        assert f"`c.DshKernel.{name}`" in CONFIGURATION, name
+        assert f"`{name}`" in README or f"`c.DshKernel.{name}`" in README, name
+
+
+def test_every_notebook_is_listed_and_tested() -> None:
+    tests = (ROOT / "tests" / "notebooks" / "test_notebooks.py").read_text(encoding="utf-8")
+    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    assert len(notebooks) == 5
+    for nb in notebooks:
+        assert f"`{nb.stem}`" in README, nb.name
+        assert f'"{nb.name}"' in tests, f"{nb.name} is executed by no test"
+
+
+@pytest.mark.parametrize(
+    "doc",
+    ["README.md", *(f"docs/{p.name}" for p in sorted(DOCS.glob("*.md")))],
+)
+def test_relative_links_resolve(doc: str) -> None:
+    path = ROOT / doc
+    text = path.read_text(encoding="utf-8")
+    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
+        if "://" in target:
+            continue
+        assert (path.parent / target).exists(), f"{doc}: broken link {target}"
+
+
+def status_with_profile(tmp_path: Path, config: str) -> str:
+    profile = tmp_path / "ipython" / "profile_default"
+    profile.mkdir(parents=True)
+    (profile / "ipython_kernel_config.py").write_text(config, encoding="utf-8")
+    with start_kernel(tmp_path, "dsh", {"IPYTHONDIR": str(tmp_path / "ipython")}) as k:
+        return k.execute("%agent status").stdout
+
+
+def test_readme_jupyter_config_example_configures_the_kernel(tmp_path: Path) -> None:
+    (snippet,) = [b for b in fenced(README, "py") if "c.DshKernel" in b]
+    status = status_with_profile(tmp_path, snippet)
+    assert (
+        "provider: deepseek (https://api.deepseek.com, model deepseek-flash; configured)" in status
+    )
+    assert "approval: ask" in status
+
+
+def test_configuration_doc_example_configures_a_local_server(tmp_path: Path) -> None:
+    (snippet,) = [b for b in fenced(CONFIGURATION, "py") if "c.DshKernel" in b]
+    status = status_with_profile(tmp_path, snippet)
+    assert (
+        "provider: openai-compatible (http://localhost:11434/v1, model llama3.2; configured)"
+        in status
+    )
+
+
+def test_install_user_command_writes_both_kernelspecs(tmp_path: Path) -> None:
+    (command,) = [b.strip() for b in fenced(CONFIGURATION, "sh") if "dsh_kernel install" in b]
+    assert command == ".venv/bin/python -m dsh_kernel install --user"
+    env = {"JUPYTER_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-m", "dsh_kernel", "install", "--user"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.count("installed kernelspec") == 2
+    for name in ("dsh", "dsh-python"):
+        spec = json.loads((tmp_path / "data" / "kernels" / name / "kernel.json").read_text())
+        assert spec["argv"][0] == sys.executable
+
+
+def test_configuration_doc_price_example_prices_requests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (snippet,) = [b for b in fenced(CONFIGURATION, "py") if "set_price" in b]
+    monkeypatch.setenv("DSH_STORE", str(tmp_path / "store"))
+    exec(compile(snippet, "configuration.md", "exec"), {})
+    result = run_query(Store.default(), "SELECT provider, model, output_per_mtok FROM prices")
+    assert list(result.rows) == [("deepseek", "deepseek-flash", 1.10)]
+
+
+async def test_troubleshooting_queries_run_and_find_the_retry(tmp_path: Path) -> None:
+    store = Store.at(tmp_path / "store")
+    await record_rich_session(store)  # has a failed tool call and a rate-limited, retried request
+    blocks = fenced(TROUBLESHOOTING, "sql")
+    assert len(blocks) == 2
+    results = [run_query(store, b.removeprefix("%%sql\n")) for b in blocks]
+    assert len(results[0].rows) >= 1  # the errors view
+    retries = list(results[1].rows)
+    assert len(retries) == 1 and retries[0][1] == "RATE_LIMIT"
