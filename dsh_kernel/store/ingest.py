@@ -4,11 +4,13 @@ Per journal, ``_ingest_state`` records how many bytes have been ingested (always
 next seq, the header line, and the little turn/step/attempt context needed to continue mid-turn. An
 ingest pass:
 
-1. *plans* in Python, per journal whose size differs from its offset: reads the new bytes, keeps only
-   whole lines (a torn or still-being-written last line waits for the next pass), counts them, and
-   copies them to a scratch file (the header line of a new journal is parsed here and registered);
-2. *loads* every planned file in one columnar ``read_json`` (explicit columns, ``ignore_errors`` so a bad
-   line becomes a row of NULLs instead of failing the batch) — never row-by-row inserts;
+1. *plans* in Python (``dsh_kernel.store.ingest_plan``), per journal whose size differs from its
+   offset: reads the new bytes, keeps only whole lines (a torn or still-being-written last line waits
+   for the next pass) and counts them; a new journal's header line is parsed and registered;
+2. *loads* every planned journal in one columnar, parallel ``read_json`` (explicit columns,
+   ``ignore_errors`` so a bad line becomes a row of NULLs instead of failing the batch; journals read
+   from their start are read in place, continuations from a scratch copy of their new lines) — never
+   row-by-row inserts. Batches hold up to ``MAX_BATCH_BYTES`` of journal text;
 3. *validates* per journal in SQL: exactly the expected number of rows, seqs ``next_seq ..`` without gap
    or repeat, every envelope field present. A journal that fails is left out of the batch and recorded
    with the first bad line named (found by re-reading that journal in Python with the journal rules);
@@ -22,7 +24,9 @@ first). A header naming a session id already ingested from another journal is re
 
 ``ingest(store)`` opens the database read-write for one pass (``dsh_kernel.store.db``); when another
 process holds it past the timeout it returns ``status="deferred"`` — the journals still hold the data and
-the next pass (by anyone) picks it up. ``ingest_into(con, store)`` runs a pass on an open connection (the
+the next pass (by anyone) picks it up. When no journal changed since this process's last pass (same
+sizes, same database file) it returns ``up-to-date`` without opening the database at all: journals
+are append-only, so a changed journal always changes size. ``ingest_into(con, store)`` runs a pass on an open connection (the
 in-memory journal fallback of ``dsh_kernel.store.query`` uses it).
 """
 
@@ -74,7 +78,7 @@ class _Seen:
     """What this process last ingested into one database file: journal sizes (``-1``: a partial
     line remained) and the known damage. Lets a pass with nothing to do skip opening the database."""
 
-    db_file: tuple[int, int]
+    db_file: tuple[int, int, int]
     sizes: dict[str, int]
     issues: tuple[JournalIssue, ...]
 
@@ -82,12 +86,13 @@ class _Seen:
 _seen: dict[Path, _Seen] = {}
 
 
-def _db_identity(store: Store) -> tuple[int, int] | None:
+def _db_identity(store: Store) -> tuple[int, int, int] | None:
+    """The database file's identity and last change: a replaced (or otherwise written) file differs."""
     try:
         st = store.db_path.stat()
     except FileNotFoundError:
         return None
-    return (st.st_dev, st.st_ino)
+    return (st.st_dev, st.st_ino, st.st_ctime_ns)
 
 
 def _nothing_new(store: Store) -> _Seen | None:

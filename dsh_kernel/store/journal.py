@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import stat
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -47,12 +48,23 @@ from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.journal_io import JOURNAL_DAMAGED, read_journal
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.repair import repair
-from dsh_kernel.store.layout import Store
+from dsh_kernel.store.layout import Store, store_dir
 
 try:
     import fcntl as _fcntl
 except ImportError:  # pragma: no cover - Windows: no advisory locks, single-writer by convention
     _fcntl = None
+
+__all__ = [
+    "DEFAULT_WINDOW_S",
+    "JournalWriter",
+    "LoadedSession",
+    "Store",
+    "attach_journal",
+    "load_session",
+    "read_session",
+    "store_dir",
+]
 
 _log = logging.getLogger(__name__)
 
@@ -226,6 +238,8 @@ class JournalWriter:
                 n = len(self._pending)
                 payload = "".join(self._pending[:n])
             if n == 0 and not self._dirty:
+                if self._broken is not None:
+                    raise self._broken
                 return
             try:
                 fd = self._open()
@@ -266,15 +280,17 @@ class JournalWriter:
             self._arm_timer()
 
     def close(self) -> None:
-        """Flush, release the file and stop observing. Idempotent; raises if the final flush fails
-        (the events stay queued, so a later ``flush()`` may still save them)."""
+        """Stop observing, flush, and release the file. Idempotent. Raises if the final flush fails;
+        the events stay queued, so a later ``flush()`` (which reopens the file) may still save them."""
         for dispose in self._dispose:
             dispose()
         self._dispose.clear()
-        self.flush()
-        with self._iolock:
-            self._closed = True
-            self._release()
+        try:
+            self.flush()
+        finally:
+            with self._iolock:
+                self._closed = True
+                self._release()
 
     def _release(self) -> None:
         if self._fd is not None:
@@ -300,8 +316,8 @@ def _append(fd: int, data: bytes) -> None:
 
 
 def _lock_exclusive(fd: int, path: Path) -> None:
-    if _fcntl is None:
-        return
+    if _fcntl is None or not stat.S_ISREG(os.fstat(fd).st_mode):
+        return  # no flock on this platform, or not a regular file (nothing to protect)
     try:
         _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
     except BlockingIOError as exc:

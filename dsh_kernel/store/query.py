@@ -261,7 +261,8 @@ def run_query(
             why = "the database does not exist yet"
     else:
         why = "the database is busy and the current session has events it does not hold yet"
-    con = fallback_connection(store)
+    con, built = fallback_connection(store)
+    notices += [i.message for i in built.issues if i.message not in notices]
     if not external_access:
         con.execute("SET enable_external_access = false")
     try:
@@ -315,9 +316,14 @@ def _live_pending(store: Store, live: Sequence[JournalWriter], timeout_s: float)
     return False
 
 
-def fallback_connection(store: Store) -> duckdb.DuckDBPyConnection:
-    """An in-memory database holding every journal of ``store``, with the same tables and views."""
+def fallback_connection(store: Store) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
+    """An in-memory database holding every journal of ``store``, with the same tables and views
+    (and the report of loading them: damaged journals are named there)."""
     con = connect_memory()
-    migrate(con)
-    ingest_into(con, store)
-    return con
+    try:
+        migrate(con)
+        report = ingest_into(con, store)
+    except BaseException:
+        con.close()
+        raise
+    return con, report

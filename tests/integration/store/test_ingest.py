@@ -269,3 +269,16 @@ def test_a_request_whose_first_chunk_starts_a_batch_keeps_its_start(store: Store
         if e.type == "assistant/chunk" and e.data["chunk"]["type"] == "text-delta"
     )  # type: ignore[index]
     assert started == sent_at and ttft == first_delta - sent_at and count == 1
+
+
+def test_a_deleted_database_is_rebuilt_from_the_journals(store: Store) -> None:
+    s = Session(header=_header(10))
+    w = attach_journal(s, store)
+    _turn(s, 1)
+    w.close()
+    assert ingest(store).events == len(s)
+    assert ingest(store).status == "up-to-date"
+    store.db_path.unlink()
+    again = ingest(store)
+    assert (again.status, again.events) == ("ingested", len(s))
+    assert _q(store, "SELECT count(*) FROM events") == [(len(s),)]

@@ -91,8 +91,11 @@ async def test_write_behind_window_then_flush(store: Store) -> None:
     s.append("turn/start", {"turn": 1})
     s.append("step/start", {"turn": 1, "step": 1})
     assert w.pending == 2 and not w.path.exists()  # queued, not written
-    await asyncio.sleep(0.15)
-    assert w.pending == 0 and w.committed == 2  # the window wrote the batch
+    for _ in range(200):  # the window closes after 50 ms; allow a slow machine
+        await asyncio.sleep(0.01)
+        if w.committed:
+            break
+    assert w.pending == 0 and w.committed == 2  # the window wrote the batch, without a flush
     s.append("step/end", {"turn": 1, "step": 1})
     s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
     w.flush()
@@ -139,6 +142,9 @@ def test_a_write_that_fails_midway_keeps_its_events() -> None:
         w.flush()
     assert err.value.code == "JOURNAL_WRITE_FAILED"
     assert w.pending == len(s) and w.last_error is err.value
+    with pytest.raises(StoreError):
+        w.close()  # the final flush fails too, but the file is released
+    assert w.pending == len(s)
 
 
 async def test_every_request_sees_its_prompt_already_on_disk(store: Store) -> None:
@@ -268,3 +274,15 @@ def test_the_writer_only_appends_what_the_file_lacks(store: Store) -> None:
     text = w.path.read_text(encoding="utf-8")
     assert text.count(encode_event(loaded.events[0])) == 1
     assert os.path.getsize(w.path) == len(text.encode())
+
+
+def test_an_out_of_order_event_breaks_the_writer_loudly(store: Store) -> None:
+    s = _session(1)
+    w = attach_journal(s, store)
+    w.flush()
+    other = _session(2)  # a different log with the same header: its seqs restart at 0
+    w.on_event(other.events[-1])  # seq beyond what the file expects: refused, remembered
+    with pytest.raises(StoreError) as err:
+        w.flush()
+    assert err.value.code == "JOURNAL_WRITE_FAILED" and "expected" in err.value.message
+    assert read_session(w.path).events == tuple(s.events)  # nothing was written out of order
