@@ -3,6 +3,7 @@
 These are the Python API behind the ``%agent`` subcommands (the kernel only wires them):
 
 * ``list_sessions(store)`` — ``SessionSummary`` rows from the ``sessions`` view, newest first;
+* ``resolve_session_id(store, prefix)`` — the full id from the few characters a person types;
 * ``resume(store, session_id)`` — ``load_session`` (crash repair committed to the journal) and a live
   ``Session`` seeded with the whole log; attach a journal writer and new turns continue the same file;
 * ``fork(header, events, turn)`` — a new ``Session`` whose seed is the prefix up to the end of ``turn``
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from dsh_kernel.errors import UsageError
+from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.events import SessionEvent, SessionHeader
@@ -81,6 +82,27 @@ def list_sessions(
             )
         )
     return out
+
+
+def resolve_session_id(store: Store, prefix: str) -> str:
+    """The full id of the one session whose id starts with ``prefix`` (users type short ids).
+
+    Raises ``StoreError`` ``SESSION_NOT_FOUND`` or ``SESSION_AMBIGUOUS`` (naming the candidates)."""
+    wanted = prefix.strip()
+    if not wanted or any(c in wanted for c in "/\\*?[]"):
+        raise StoreError(f"not a session id: {prefix!r}", code="SESSION_NOT_FOUND")
+    ids = sorted({p.stem for p in store.iter_journals() if p.stem.startswith(wanted)})
+    if not ids:
+        raise StoreError(
+            f"no session id starts with {wanted!r} in {store.root}", code="SESSION_NOT_FOUND"
+        )
+    if len(ids) > 1 and wanted not in ids:
+        shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
+        raise StoreError(
+            f"{len(ids)} sessions start with {wanted!r} ({shown}); type more of the id",
+            code="SESSION_AMBIGUOUS",
+        )
+    return wanted if wanted in ids else ids[0]
 
 
 def resume(store: Store, session_id: str, *, clock: Clock | None = None) -> Session:

@@ -165,3 +165,23 @@ def test_attaching_twice_to_one_session_is_harmless(store: Store) -> None:
     set_title(s, "one")
     w.close()
     assert [e.type for e in read_session(w.path).events] == ["session/title"]
+
+
+def test_short_ids_resolve_to_one_session(store: Store) -> None:
+    from dsh_kernel.errors import StoreError
+    from dsh_kernel.session.events import SessionHeader
+    from dsh_kernel.session.log import Session
+    from dsh_kernel.store.sessions import resolve_session_id
+
+    for sid in ("abc11111-0000-4000-8000-000000000000", "abc22222-0000-4000-8000-000000000000"):
+        s = Session(header=SessionHeader(id=sid, created_at=0))
+        w = attach_journal(s, store)
+        set_title(s, "t")
+        w.close()
+    assert resolve_session_id(store, "abc1") == "abc11111-0000-4000-8000-000000000000"
+    with pytest.raises(StoreError) as err:
+        resolve_session_id(store, "abc")
+    assert err.value.code == "SESSION_AMBIGUOUS" and "abc22222" in err.value.message
+    with pytest.raises(StoreError) as err:
+        resolve_session_id(store, "zzz")
+    assert err.value.code == "SESSION_NOT_FOUND"
