@@ -40,9 +40,11 @@ from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.journal import JournalWriter, attach_journal
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.sql_tool import sql_tool
 from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy, ApprovalRequest
 from dsh_kernel.tools.builtin.ask_user import Answer, Question, ask_user_tool
 from dsh_kernel.views import WidgetAnswerer
+from dsh_kernel.views.approval import ANSWERS
 
 if TYPE_CHECKING:
     from dsh_kernel.views.turn import TurnView
@@ -72,12 +74,13 @@ class HostSettings:
 
 
 def settings_from_env(base: HostSettings) -> HostSettings:
-    """Fill unset fields from ``DSH_PROVIDER``, ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``,
-    ``DSH_APPROVAL_TIMEOUT``, ``DSH_STORE``."""
+    """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
+    ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
+    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``. ``%agent`` overrides both at run time."""
     env = os.environ
 
     def pick(current: str, name: str) -> str:
-        return current or env.get(name, "").strip()
+        return env.get(name, "").strip() or current
 
     timeout = base.approval_timeout
     raw = env.get("DSH_APPROVAL_TIMEOUT", "").strip()
@@ -151,6 +154,8 @@ class AgentHost:
         self.keys = KeyStore()
         self.view: TurnView | None = None
         self.approvals = WidgetAnswerer()
+        self._early_answers: dict[str, str] = {}
+        """Clicks that came while their approval still waited for the view to be drawn."""
         self.store_warning: str | None = None
         self.store: Store | None = None
         self.journal: JournalWriter | None = None
@@ -244,6 +249,12 @@ class AgentHost:
         agent.registry.register(python_tool(runner, on_interrupt=lambda: agent.cancel(USER_CANCEL)))
         agent.registry.register(inspect_tool(self.namespace))
         agent.registry.register(ask_user_tool(self._ask_user))
+        if self.store is not None:
+            agent.registry.register(
+                sql_tool(
+                    self.store, live=lambda: [self.journal] if self.journal is not None else []
+                )
+            )
 
     def _variables_context(self) -> PromptContext | None:
         from dsh_kernel.runtime.describe import list_variables
@@ -274,17 +285,18 @@ class AgentHost:
         self, request_id: ApprovalRequestId, request: ApprovalRequest
     ) -> object:
         view = self.view
-        if view is None:
+        # With no frontend drawing the view (nbclient, a headless run) the call is denied at once
+        # instead of hanging. The buttons show before this waits on the answerer, so a quick click
+        # may come first: it is kept and used here (no await in between).
+        self._early_answers[request_id] = ""
+        try:
+            shown = view is not None and await self._frontend_shows(view)
+        finally:
+            early = self._early_answers.pop(request_id, "")
+        if early:
+            return early
+        if not shown:
             return "unavailable"
-        if not view.rendered:
-            # Give a frontend a moment to draw the view; with none (nbclient, a headless run) the
-            # call is denied at once instead of hanging.
-            try:
-                async with asyncio.timeout(self.settings.headless_approval_timeout):
-                    while not view.rendered:  # noqa: ASYNC110 - a synced widget trait, no event
-                        await asyncio.sleep(0.05)
-            except TimeoutError:
-                return "unavailable"
         try:
             async with asyncio.timeout(self.settings.approval_timeout):
                 return await self.approvals(request_id, request)
@@ -292,17 +304,40 @@ class AgentHost:
             return "timeout"
 
     def resolve_approval(self, request_id: str, outcome: str) -> None:
-        self.approvals.resolve(request_id, outcome)
+        taken = self.approvals.resolve(request_id, outcome)
+        if not taken and request_id in self._early_answers and outcome in ANSWERS:
+            self._early_answers[request_id] = outcome
 
     async def _ask_user(
         self, questions: tuple[Question, ...], signal: AbortSignal, *, call_id: CallId
     ) -> tuple[Answer, ...]:
         view = self.view
-        if view is None:
+        if view is None or not await self._frontend_shows(view):
             raise ToolError(
-                "no frontend to ask the user: no chat cell is running", code="NO_PROVIDER"
+                "no frontend is showing this notebook, so the user cannot be asked (a headless "
+                "run); continue without the answer or say what you need in your reply",
+                code="NO_PROVIDER",
             )
-        return await view.ask(questions, signal, call_id=call_id)
+        try:
+            async with asyncio.timeout(self.settings.approval_timeout):
+                return await view.ask(questions, signal, call_id=call_id)
+        except TimeoutError as exc:
+            raise ToolError(
+                f"the user did not answer within {self.settings.approval_timeout:g} s",
+                code="TIMEOUT",
+            ) from exc
+
+    async def _frontend_shows(self, view: TurnView) -> bool:
+        """Whether a frontend renders ``view``, giving it a moment to draw (headless runs: no)."""
+        if view.rendered:
+            return True
+        try:
+            async with asyncio.timeout(self.settings.headless_approval_timeout):
+                while not view.rendered:  # noqa: ASYNC110 - a synced widget trait, no event
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            return False
+        return True
 
     def model_info(self, provider: str, model: str) -> ModelInfo | None:
         p = self.agent.providers.get(provider)

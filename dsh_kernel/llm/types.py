@@ -382,3 +382,5 @@ class ModelInfo:
     input_price_per_mtok: float | None = None
     cached_input_price_per_mtok: float | None = None
     output_price_per_mtok: float | None = None
+    label: str | None = None
+    """A description shown beside the model id (e.g. that the offline demo is not a real model)."""

@@ -158,7 +158,9 @@ def footer_parts(
 ) -> list[str]:
     parts: list[str] = []
     if model.model is not None:
-        parts.append(f"{model.provider}:{model.model}" if model.provider else model.model)
+        name = f"{model.provider}:{model.model}" if model.provider else model.model
+        label = info.label if info is not None else None
+        parts.append(f"{name} — {label}" if label else name)
     u = model.usage
     if u.requests:
         inp = f"in {tokens(u.total_input_tokens)}"

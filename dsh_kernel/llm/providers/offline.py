@@ -92,7 +92,7 @@ class OfflineProvider(BaseProvider):
         return "offline"
 
     def model_info(self, model: str) -> ModelInfo:
-        return ModelInfo(context_window=32_768, default_max_tokens=4_096)
+        return ModelInfo(context_window=32_768, default_max_tokens=4_096, label=OFFLINE_LABEL)
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         messages = request.messages
