@@ -2,7 +2,7 @@
 PY ?= .venv/bin/python
 VENV := .venv
 
-.PHONY: install run test lint format typecheck bench clean
+.PHONY: install run test stress lint format typecheck bench clean
 
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
@@ -27,6 +27,9 @@ run: $(VENV)/.dsh-setup
 
 test:
 	$(PY) -m pytest -q
+
+stress:
+	$(PY) -m pytest -q -m stress tests/reliability
 
 lint:
 	$(PY) -m ruff check dsh_kernel tests benchmarks

@@ -81,6 +81,9 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
             max_rows=MAX_ROWS,
             live=[host.journal] if host.journal is not None else [],
         )
+    except KeyboardInterrupt:
+        # an interrupt outside the query itself (flush, ingest): the cell still owes a reply
+        return kernel.error_reply(count, "KeyboardInterrupt", "the %%sql cell was interrupted")
     except StoreError as exc:
         code = exc.code
         if code.startswith("SQL_"):

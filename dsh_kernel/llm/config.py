@@ -17,6 +17,8 @@ model (``provider:model`` also picks the provider when the prefix is a profile i
 overrides the profile's endpoint, and alone selects the generic OpenAI-compatible profile. With none
 of these, the first profile whose key is present wins — DeepSeek, then OpenAI, then Anthropic — and
 with no key at all the answer is ``None`` (the kernel then offers its offline demo model).
+``DSH_IDLE_TIMEOUT`` and ``DSH_DEADLINE`` (seconds) override ``Timeouts.idle_s`` (longest silence
+between two reads) and ``Timeouts.deadline_s`` (longest attempt) of whichever provider is chosen.
 """
 
 from __future__ import annotations
@@ -210,7 +212,33 @@ def config_from_env(
         config = replace(config, model=model)
     if not config.base_url:
         raise UsageError(f"provider {config.id!r} needs a base URL: set DSH_BASE_URL")
+    idle = _seconds(env, "DSH_IDLE_TIMEOUT")
+    deadline = _seconds(env, "DSH_DEADLINE")
+    if idle is not None or deadline is not None:
+        t = config.timeouts
+        config = replace(
+            config,
+            timeouts=Timeouts(
+                connect_s=t.connect_s,
+                idle_s=t.idle_s if idle is None else idle,
+                deadline_s=t.deadline_s if deadline is None else deadline,
+            ),
+        )
     return config
+
+
+def _seconds(env: Mapping[str, str], name: str) -> float | None:
+    """A positive number of seconds from ``env[name]``; ``None`` when unset."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = float(raw)
+    except ValueError:
+        value = 0.0
+    if not 0 < value < float("inf"):
+        raise UsageError(f"{name}={raw!r} is not a positive number of seconds")
+    return value
 
 
 _CONFIG_ADAPTER: TypeAdapter[ProviderConfig] = TypeAdapter(ProviderConfig)

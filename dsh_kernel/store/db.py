@@ -13,7 +13,8 @@ So every open here:
   (default 1 s), then raises ``DatabaseBusy`` (``StoreError`` code ``DB_BUSY``) carrying DuckDB's
   message, which names the holder's PID;
 * never installs extensions: ``autoinstall_known_extensions=false`` (json, parquet and icu are built
-  in) and Python replacement scans are off (DataFrames are registered explicitly by name);
+  in) and Python replacement scans are off (DataFrames are registered explicitly by name); no progress
+  bar (in a kernel it is a widget drawn from inside the query, where an interrupt gets lost);
 * for read-write opens, runs pending migrations first (``dsh_kernel.store.migrations``).
 
 Connections are context managers that close on exit: nothing holds the file between operations.
@@ -37,6 +38,9 @@ BASE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": True,
 }
+SESSION_SETTINGS = "SET python_enable_replacements = false; SET enable_progress_bar = false"
+"""Per connection. In a kernel DuckDB would draw an ipywidgets progress bar from inside the query; a
+Jupyter interrupt landing in that callback is swallowed or garbled instead of stopping the query."""
 
 DEFAULT_TIMEOUT_S = 1.0
 
@@ -68,7 +72,7 @@ def connect_memory(*, external_access: bool = True) -> duckdb.DuckDBPyConnection
     if not external_access:
         config["enable_external_access"] = False
     con = duckdb.connect(":memory:", config=config)
-    con.execute("SET python_enable_replacements = false")
+    con.execute(SESSION_SETTINGS)
     return con
 
 
@@ -128,5 +132,5 @@ def _connect_with_retry(
             time.sleep(min(delay, deadline - now))
             delay = min(delay * 2, 0.2)
             continue
-        con.execute("SET python_enable_replacements = false")
+        con.execute(SESSION_SETTINGS)
         return con

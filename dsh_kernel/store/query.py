@@ -17,8 +17,9 @@
 
 A DuckDB error becomes ``QueryError`` (a ``StoreError``) whose message is DuckDB's own, position and
 caret included, and whose ``code`` classifies it (``SQL_SYNTAX``, ``SQL_CATALOG``, ``SQL_BINDER``,
-``SQL_READ_ONLY``, ``SQL_TIMEOUT``, ``SQL_ERROR``). ``timeout_s`` interrupts a long query. At most
-``max_rows`` rows are fetched; ``truncated`` says more existed.
+``SQL_READ_ONLY``, ``SQL_TIMEOUT``, ``SQL_INTERRUPTED`` — a SIGINT mid-query —, ``SQL_ERROR``).
+``timeout_s`` interrupts a long query. At most ``max_rows`` rows are fetched; ``truncated`` says more
+existed.
 """
 
 from __future__ import annotations
@@ -204,6 +205,12 @@ def execute(
                 f"the query ran longer than {timeout_s:g} s and was stopped", code=code
             ) from exc
         raise QueryError(str(exc), code=code) from exc
+    except RuntimeError as exc:
+        # DuckDB turns a SIGINT that arrives mid-query (the Jupyter interrupt) into this plain
+        # RuntimeError; left alone it escapes the %%sql cell, which then never gets a reply.
+        if "interrupted" not in str(exc).lower():
+            raise
+        raise QueryError("the query was interrupted", code="SQL_INTERRUPTED") from exc
     finally:
         if timer is not None:
             timer.cancel()
