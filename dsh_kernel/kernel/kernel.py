@@ -193,6 +193,11 @@ class DshKernel(IPythonKernel):
                 dispose()
             host.view = None
             view.close()
+        journal = host.journal
+        if journal is not None and journal.last_error is not None:
+            # The agent cannot fail a turn that already ended; its last flush did, so say so.
+            err = journal.last_error
+            return self.error_reply(count, err.code, describe_failure(err.code, err.message))
         end = turn_end_for(agent.session.events, prompt.message.id) or {}
         kind = end.get("kind")
         if kind == "error":

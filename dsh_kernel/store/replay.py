@@ -8,8 +8,8 @@ chunks and then fails with ``REPLAY_INCOMPLETE``.
 
 Before answering, the request is checked against the recording: the messages after the last assistant
 message (the new prompt, or the tool results being returned) — only those typed by the user
-(``source.kind == "user"``) and tool results, compared by text, tool-call id and error flag, never by
-message id — must equal what the recorded request had at that point, rebuilt from the recorded
+(``source.kind == "user"``) and tool results — user messages compared by text, tool results by
+tool-call id and error flag (their text depends on the machine), never by message id — must equal what the recorded request had at that point, rebuilt from the recorded
 ``user/message`` and ``tool/result`` events. Otherwise the stream fails with ``LlmError`` code
 ``REPLAY_DIVERGED`` naming the recorded turn and step and both texts. Asking for more attempts than
 were recorded fails with ``REPLAY_EXHAUSTED``. Injected context (runtime snapshots, plugins) is not
@@ -76,11 +76,9 @@ def _block_print(block: JsonValue) -> JsonValue:
     if kind == "text":
         return ["text", block.get("text")]
     if kind == "tool-result":
-        inner = block.get("content")
-        texts = (
-            [b.get("text") for b in inner if isinstance(b, dict)] if isinstance(inner, list) else []
-        )
-        return ["tool-result", block.get("toolCallId"), block.get("isError") is True, texts]
+        # A tool result's text depends on the machine it ran on (paths, counters, timings, library
+        # versions), so a replay compares which call it answers and whether it failed, not its text.
+        return ["tool-result", block.get("toolCallId"), block.get("isError") is True]
     return [kind]
 
 
