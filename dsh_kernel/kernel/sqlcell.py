@@ -5,12 +5,18 @@ rows were cut or when the answer came from the journals); the result is kept in 
 ``_sql`` (a pandas DataFrame when pandas is installed, else a ``QueryResult``), or under a name with
 ``%%sql name <<``. ``$name`` in the SQL is a *bound* parameter taken from the namespace — values are
 never pasted into the SQL text. The current session's latest events are always in the answer (its
-journal is flushed first).
+journal is flushed first). The query runs on a worker thread while the kernel's SIGINT handler stands
+by: the Jupyter interrupt stops it (``SQL_INTERRUPTED``) at once — DuckDB itself would notice the
+signal only between its own tasks, sometimes not before the query ends.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
+import signal
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.errors import StoreError
@@ -53,7 +59,7 @@ def parameters(sql: str, namespace: dict[str, object]) -> dict[str, object]:
 
 
 async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float) -> dict[str, Any]:
-    from dsh_kernel.store.query import run_query
+    from dsh_kernel.store.query import QueryInterrupt, run_query
 
     del started
     host = kernel.host
@@ -72,17 +78,21 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
         return kernel.error_reply(
             count, "STORE", host.store_warning or "no session store is configured"
         )
+    interrupt = QueryInterrupt()
     try:
-        result = run_query(
-            host.store,
-            cell.body,
-            params or None,
-            namespace=ns,
-            max_rows=MAX_ROWS,
-            live=[host.journal] if host.journal is not None else [],
-        )
+        with _sigint_calls(interrupt):
+            result = await asyncio.to_thread(
+                run_query,
+                host.store,
+                cell.body,
+                params or None,
+                namespace=ns,
+                max_rows=MAX_ROWS,
+                live=[host.journal] if host.journal is not None else [],
+                interrupt=interrupt,
+            )
     except KeyboardInterrupt:
-        # an interrupt outside the query itself (flush, ingest): the cell still owes a reply
+        # SIGINT before the handler was in place: the cell still owes a reply
         return kernel.error_reply(count, "KeyboardInterrupt", "the %%sql cell was interrupted")
     except StoreError as exc:
         code = exc.code
@@ -96,3 +106,20 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
     ns[target or "_sql"] = value
     display_object(result)
     return kernel.ok_reply(count)
+
+
+@contextlib.contextmanager
+def _sigint_calls(fn: Callable[[], None]) -> Generator[None, None, None]:
+    """Route SIGINT to ``fn`` while the query runs (restoring the default handler after, as the
+    chat cell's turn does); without a usable loop signal handler the query is not interruptible."""
+    loop = asyncio.get_running_loop()
+    installed = False
+    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
+        loop.add_signal_handler(signal.SIGINT, fn)
+        installed = True
+    try:
+        yield
+    finally:
+        if installed:
+            loop.remove_signal_handler(signal.SIGINT)
+            signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -18,18 +18,22 @@
 A DuckDB error becomes ``QueryError`` (a ``StoreError``) whose message is DuckDB's own, position and
 caret included, and whose ``code`` classifies it (``SQL_SYNTAX``, ``SQL_CATALOG``, ``SQL_BINDER``,
 ``SQL_READ_ONLY``, ``SQL_TIMEOUT``, ``SQL_INTERRUPTED`` — a SIGINT mid-query —, ``SQL_ERROR``).
-``timeout_s`` interrupts a long query. At most ``max_rows`` rows are fetched; ``truncated`` says more
+``timeout_s`` interrupts a long query, and so does calling a ``QueryInterrupt`` passed as
+``interrupt`` (from any thread: the ``%%sql`` cell runs the query on a worker thread and calls it on
+SIGINT, because DuckDB notices a signal only between tasks of the calling thread, and not at all while
+that thread waits for its workers). At most ``max_rows`` rows are fetched; ``truncated`` says more
 existed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import html
 import importlib
 import re
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -64,6 +68,34 @@ class QueryError(StoreError):
     """A query DuckDB refused or could not finish; the message is DuckDB's."""
 
     code = "SQL_ERROR"
+
+
+class QueryInterrupt:
+    """Call it (from any thread) to stop the query of the ``run_query`` it was passed to; a query
+    that has not started yet is refused. Either way ``run_query`` raises ``SQL_INTERRUPTED``."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._con: duckdb.DuckDBPyConnection | None = None
+        self.requested = False
+
+    def __call__(self) -> None:
+        with self._lock:
+            self.requested = True
+            if self._con is not None:
+                self._con.interrupt()
+
+    @contextlib.contextmanager
+    def watching(self, con: duckdb.DuckDBPyConnection) -> Generator[None, None, None]:
+        with self._lock:
+            if self.requested:
+                raise QueryError("the query was interrupted", code="SQL_INTERRUPTED")
+            self._con = con
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._con = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,6 +209,7 @@ def execute(
     namespace: Mapping[str, object] | None = None,
     max_rows: int = DEFAULT_MAX_ROWS,
     timeout_s: float | None = None,
+    interrupt: QueryInterrupt | None = None,
 ) -> tuple[QueryResult, list[str]]:
     """Run ``sql`` on an open connection: register frames, bind parameters, fetch at most ``max_rows``.
     Returns the result (source ``database``, no notices) and the notices about registration."""
@@ -192,13 +225,17 @@ def execute(
         timer = threading.Timer(timeout_s, con.interrupt)
         timer.daemon = True
     started = time.perf_counter()
+    watch = interrupt.watching(con) if interrupt is not None else contextlib.nullcontext()
     try:
         if timer is not None:
             timer.start()
-        cur = con.execute(sql, params) if params is not None else con.execute(sql)
-        desc = cur.description or []
-        fetched = cur.fetchmany(max_rows + 1) if desc else []
+        with watch:
+            cur = con.execute(sql, params) if params is not None else con.execute(sql)
+            desc = cur.description or []
+            fetched = cur.fetchmany(max_rows + 1) if desc else []
     except duckdb.Error as exc:
+        if interrupt is not None and interrupt.requested:
+            raise QueryError("the query was interrupted", code="SQL_INTERRUPTED") from exc
         code = classify(exc)
         if code == "SQL_TIMEOUT" and timeout_s is not None:
             raise QueryError(
@@ -236,6 +273,7 @@ def run_query(
     live: Sequence[JournalWriter] = (),
     lock_timeout_s: float = DEFAULT_TIMEOUT_S,
     external_access: bool = True,
+    interrupt: QueryInterrupt | None = None,
 ) -> QueryResult:
     """Ingest what is pending, then run ``sql`` read-only (see the module docstring). With
     ``external_access=False`` the query cannot read or write any file (the ``sql`` tool)."""
@@ -257,7 +295,13 @@ def run_query(
                 store, read_only=True, timeout_s=lock_timeout_s, external_access=external_access
             ) as con:
                 result, more = execute(
-                    con, sql, params, namespace=namespace, max_rows=max_rows, timeout_s=timeout_s
+                    con,
+                    sql,
+                    params,
+                    namespace=namespace,
+                    max_rows=max_rows,
+                    timeout_s=timeout_s,
+                    interrupt=interrupt,
                 )
             return _with(result, "database", notices + more)
         except DatabaseBusy as exc:
@@ -274,7 +318,13 @@ def run_query(
         con.execute("SET enable_external_access = false")
     try:
         result, more = execute(
-            con, sql, params, namespace=namespace, max_rows=max_rows, timeout_s=timeout_s
+            con,
+            sql,
+            params,
+            namespace=namespace,
+            max_rows=max_rows,
+            timeout_s=timeout_s,
+            interrupt=interrupt,
         )
     finally:
         con.close()
