@@ -182,6 +182,21 @@ def kill9(k: Kernel) -> None:
     assert not k.km.is_alive(), "the kernel survived SIGKILL"
 
 
+def interrupt_later(k: Kernel, delay_s: float) -> threading.Thread:
+    """The Jupyter interrupt (``interrupt_kernel``) after ``delay_s``, from a helper thread."""
+
+    def run() -> None:
+        time.sleep(delay_s)
+        try:
+            k.km.interrupt_kernel()
+        finally:
+            ensure_event_loop().close()  # the one jupyter_client made for this thread
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
 class Driver:
     """Runs cells one after another on a thread; ``stop()`` abandons them (e.g. after a kill)."""
 
@@ -273,12 +288,12 @@ class Scan:
 
     root: Path
     hits: list[str] = field(default_factory=list)
-    files: int = 0
+    seen: list[str] = field(default_factory=list)
 
     def run(self, needle: bytes) -> Scan:
         for path in sorted(self.root.rglob("*")):
             if path.is_file() and not path.is_symlink():
-                self.files += 1
+                self.seen.append(path.name)
                 if needle in path.read_bytes():
                     self.hits.append(str(path.relative_to(self.root)))
         return self
