@@ -22,7 +22,7 @@ import contextlib
 import signal
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Enum, Float, Unicode
@@ -33,9 +33,11 @@ from dsh_kernel.errors import DshError
 from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
 from dsh_kernel.kernel.hints import describe_failure
-from dsh_kernel.kernel.host import AgentHost, HostSettings
-from dsh_kernel.kernel.prompt import PromptError, expand_prompt
-from dsh_kernel.session.events import SessionEvent
+
+if TYPE_CHECKING:
+    # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
+    from dsh_kernel.kernel.host import AgentHost
+    from dsh_kernel.session.events import SessionEvent
 
 
 class DshKernel(IPythonKernel):
@@ -86,6 +88,8 @@ class DshKernel(IPythonKernel):
     @property
     def host(self) -> AgentHost:
         if self._host is None:
+            from dsh_kernel.kernel.host import AgentHost, HostSettings
+
             assert self.shell is not None
             self._host = AgentHost(
                 HostSettings(
@@ -168,6 +172,8 @@ class DshKernel(IPythonKernel):
         host = self.host
         agent = host.agent
         assert self.shell is not None
+        from dsh_kernel.kernel.prompt import PromptError, expand_prompt
+
         try:
             prompt = expand_prompt(cell.body, user_namespace(self.shell))
         except PromptError as exc:

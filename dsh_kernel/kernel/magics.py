@@ -17,11 +17,10 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.ids import new_command_id
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.llm.config import BUILTIN_PROVIDERS
-from dsh_kernel.store.layout import Store
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.kernel import DshKernel
+    from dsh_kernel.store.layout import Store
 
 HELP = """\
 %agent — control the notebook agent
@@ -126,6 +125,8 @@ class AgentMagics(Magics):
             raise UsageError("usage: %agent model <model-id> or <provider>:<model-id>")
         spec = args[0]
         provider, sep, model = spec.partition(":")
+        from dsh_kernel.llm.config import BUILTIN_PROVIDERS  # lazy: kernel start-up
+
         if sep and (provider in BUILTIN_PROVIDERS or provider == "offline"):
             return "now using " + self.kernel.host.switch_provider(provider, model)
         host = self.kernel.host
@@ -140,6 +141,8 @@ class AgentMagics(Magics):
         return "now using " + self.kernel.host.switch_provider(args[0])
 
     def _cmd_key(self, args: list[str]) -> str:
+        from dsh_kernel.llm.config import BUILTIN_PROVIDERS  # lazy: kernel start-up
+
         if len(args) != 1 or args[0] not in BUILTIN_PROVIDERS:
             raise UsageError(f"usage: %agent key <{'|'.join(sorted(BUILTIN_PROVIDERS))}>")
         config = BUILTIN_PROVIDERS[args[0]]
