@@ -20,7 +20,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from dsh_kernel.abort import USER_CANCEL, AbortSignal
 from dsh_kernel.agent.agent import Agent
@@ -107,6 +107,16 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         headless_approval_timeout=headless,
         store=pick(base.store, "DSH_STORE"),
         system_prompt=base.system_prompt,
+    )
+
+
+def _hidden_names(shell: object) -> frozenset[str]:
+    """Names IPython put in the namespace itself (``open``, ``In``, ``exit`` …), not the user."""
+    hidden = getattr(shell, "user_ns_hidden", None)
+    return (
+        frozenset(k for k in hidden if isinstance(k, str))
+        if isinstance(hidden, dict)
+        else frozenset()
     )
 
 
@@ -259,7 +269,8 @@ class AgentHost:
     def _variables_context(self) -> PromptContext | None:
         from dsh_kernel.runtime.describe import list_variables
 
-        rows = list_variables(self.namespace)
+        hidden = _hidden_names(self.shell)
+        rows = [r for r in list_variables(self.namespace) if r.name not in hidden]
         if not rows:
             return None
         # Type and shape only: a repr would change on every mutation and re-send the snapshot.

@@ -1,10 +1,11 @@
 """The live view of one chat cell: a ``TurnView`` subscribed to the session, shown in the cell's
-output, and replaced at the end by the same widget plus a static Markdown/HTML rendering.
+output while the turn runs, and replaced at the end by the static rendering of the finished turn.
 
-The output is one display with a display id: while the turn runs it carries the widget view; at
-the end ``update_display`` gives it the widget view *and* ``text/html`` / ``text/markdown`` of the
-finished turn, so JupyterLab keeps the live widget while nbconvert, GitHub and nbviewer (which cannot
-run widgets) show the static rendering.
+The output is one display with a display id: while the turn runs it carries the widget view (live
+text, cards, approval buttons, Stop, steer); at the end ``update_display`` gives it ``text/html``,
+``text/markdown`` and ``text/plain`` of the finished turn. A saved notebook therefore shows the
+conversation everywhere — JupyterLab with no kernel and no saved widget state, nbconvert, GitHub,
+nbviewer, a console client — with no "model not found" widget errors.
 """
 
 from __future__ import annotations
@@ -57,7 +58,12 @@ class CellView:
             self.host.view = None
         static = self.view.finish()
         if not self.silent:
-            update_raw(self._bundle(static), display_id=self.display_id)
+            # The finished turn is shown as its static rendering only: a saved notebook then reads
+            # the same in JupyterLab without a kernel (a widget view would show "model not found"),
+            # nbconvert, GitHub and nbviewer. The widgets stay in the kernel (and in saved widget
+            # state); the text/plain copy serves console clients.
+            final: dict[str, Any] = {"text/plain": static["text/markdown"], **static}
+            update_raw(final, display_id=self.display_id)
 
 
 def open_view(host: AgentHost, message_id: str, *, silent: bool) -> CellView:

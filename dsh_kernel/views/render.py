@@ -109,6 +109,18 @@ def _plain(output: JsonObject) -> str:
             return ""
 
 
+MAX_STATIC_TEXT: Final = 20_000
+"""Characters of one tool text kept in the static rendering (it is saved in the notebook twice, as
+Markdown and HTML; the session log keeps everything)."""
+
+
+def _capped(text: str) -> str:
+    if len(text) <= MAX_STATIC_TEXT:
+        return text
+    more = len(text) - MAX_STATIC_TEXT
+    return f"{text[:MAX_STATIC_TEXT]}\n… [{more:,} more characters in the session log]"
+
+
 def _str(v: JsonValue) -> str:
     return v if isinstance(v, str) else ""
 
@@ -125,7 +137,7 @@ def _md_output(output: JsonObject) -> str:
         return (
             f"*({escape_inline_markdown(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)*"
         )
-    text = _plain(output)
+    text = _capped(_plain(output))
     return fence(text) if text else ""
 
 
@@ -137,7 +149,7 @@ def _md_card(view: CardView) -> str:
     for s in (*view.args, *view.result):
         if s.label:
             parts += [f"**{escape_inline_markdown(s.label)}**", ""]
-        parts += [fence(s.text, s.lang), ""]
+        parts += [fence(_capped(s.text), s.lang), ""]
     for o in view.outputs:
         rendered = _md_output(o)
         if rendered:
@@ -198,7 +210,7 @@ def _html_output(output: JsonObject) -> str:
         return (
             f"<p><em>({escape(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)</em></p>"
         )
-    text = _plain(output)
+    text = _capped(_plain(output))
     return f"<pre>{escape(text)}</pre>" if text else ""
 
 
@@ -210,7 +222,7 @@ def _html_card(view: CardView) -> str:
         if s.label:
             body.append(f"<p><strong>{escape(s.label)}</strong></p>")
         cls = f' class="language-{escape(s.lang)}"' if s.lang else ""
-        body.append(f"<pre><code{cls}>{escape(s.text)}</code></pre>")
+        body.append(f"<pre><code{cls}>{escape(_capped(s.text))}</code></pre>")
     body += [r for r in (_html_output(o) for o in view.outputs) if r]
     return (
         f'<details class="dsh-card"><summary>{view.icon} <strong>{escape(view.title)}</strong>'

@@ -52,9 +52,11 @@ def test_streamed_answer_arrives_as_several_view_updates(live: Live) -> None:
     for before, after in itertools.pairwise(updates):
         assert after.startswith(before.rstrip()), (before, after)
     assert updates[-1].strip() == full.strip()
-    # The saved output: the widget view plus a static rendering of the finished turn.
+    # The saved output: only the static rendering of the finished turn (a saved notebook must read
+    # the same with no kernel and no widget state), with a text/plain copy for console clients.
     final = saved_bundle(ex)
-    assert "application/vnd.jupyter.widget-view+json" in final
+    assert "application/vnd.jupyter.widget-view+json" not in final
+    assert full.strip() in final["text/plain"]
     assert full.strip() in final["text/markdown"]
     assert "w59" in final["text/html"]
 

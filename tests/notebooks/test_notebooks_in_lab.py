@@ -81,7 +81,7 @@ def test_executed_notebook_renders_its_saved_chat_views_in_lab(name: str, tmp_pa
         for c in ex.nb.cells
         if c.cell_type == "code"
         for o in c.outputs
-        if "application/vnd.jupyter.widget-view+json" in o.get("data", {})
+        if "dsh-turn-static" in o.get("data", {}).get("text/html", "")
     )
     assert chat_views >= 1
     trust(ex.workdir / name, tmp_path / "lab")
@@ -90,12 +90,12 @@ def test_executed_notebook_renders_its_saved_chat_views_in_lab(name: str, tmp_pa
         browser(tmp_path) as page,
     ):
         view = LabPage(page, lab, name)
-        footers = page.locator(".dsh-footer")
-        footers.nth(chat_views - 1).wait_for(state="attached", timeout=60_000)
+        turns = page.locator(".dsh-turn-static")
+        turns.nth(chat_views - 1).wait_for(state="attached", timeout=60_000)
         page.wait_for_timeout(500)
-        assert footers.count() == chat_views  # every saved chat view drew as a widget
+        assert turns.count() == chat_views  # every saved chat turn drew, with no kernel state
         view.screenshot(ARTIFACTS / f"{Path(name).stem}.png")
-        chat_cells = page.locator(".jp-Cell", has=page.locator(".dsh-footer"))
+        chat_cells = page.locator(".jp-Cell", has=page.locator(".dsh-turn-static"))
         for i in range(chat_views):
             shot = ARTIFACTS / f"{Path(name).stem}-chat-{i + 1}.png"
             chat_cells.nth(i).screenshot(path=str(shot))
@@ -128,7 +128,7 @@ def test_quickstart_runs_live_in_lab_with_a_click_on_allow(tmp_path: Path) -> No
         view.wait_kernel_idle()
         page.wait_for_timeout(500)
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        chat = page.locator(".jp-Cell", has=page.locator(".dsh-footer")).first
+        chat = page.locator(".jp-Cell", has=page.locator(".dsh-turn-static")).first
         chat.screenshot(path=str(ARTIFACTS / "01-quickstart-live.png"))
         assert page.get_by_text("done · allowed once").count() >= 1
         assert view.widget_errors() == []
