@@ -689,9 +689,13 @@ class Agent:
 
     def set_approval(self, mode: ApprovalMode, tool: str | None = None) -> None:
         """Change the approval policy (``ask``/``auto``/``never``, for one tool or all), logged as
-        ``approval/policy``. Only people call this; no tool can."""
+        ``approval/policy``. No tool offers this. Between turns the change is the user's; during a
+        turn it can only come from code a tool ran (the user's approved code, e.g. the ``python``
+        tool), and the log says so (``source: "code-during-turn"``)."""
         self.approval_policy.set(tool, mode)
-        self._on_approval_policy(self.approval_policy, "user")
+        self._on_approval_policy(
+            self.approval_policy, "user" if self._status == "idle" else "code-during-turn"
+        )
 
     async def _before_tool(self, inp: PreExecuteInput) -> PreDecision | None:
         turn, step = self._phase_turn, self._phase_step

@@ -112,12 +112,10 @@ def settings_from_env(base: HostSettings) -> HostSettings:
 
 def _hidden_names(shell: object) -> frozenset[str]:
     """Names IPython put in the namespace itself (``open``, ``In``, ``exit`` …), not the user."""
-    hidden = getattr(shell, "user_ns_hidden", None)
-    return (
-        frozenset(k for k in hidden if isinstance(k, str))
-        if isinstance(hidden, dict)
-        else frozenset()
-    )
+    hidden: object = getattr(shell, "user_ns_hidden", None)
+    if not isinstance(hidden, dict):
+        return frozenset()
+    return frozenset(k for k in cast("dict[object, object]", hidden) if isinstance(k, str))
 
 
 def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, str, str]:

@@ -249,8 +249,12 @@ class DshKernel(IPythonKernel):
 
     def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
         if self._host is not None:
-            with contextlib.suppress(Exception):
+            try:
                 self._host.shutdown()
+            except Exception as exc:  # the journal's last flush failed: say so in the kernel log
+                self.log.warning(
+                    "dsh: the session journal could not be flushed at shutdown: %s", exc
+                )
         return super().do_shutdown(restart)  # pyright: ignore[reportUnknownMemberType]
 
 

@@ -306,7 +306,9 @@ def test_with_auto_approval_python_is_the_users_own_power_and_is_logged(
         assert chat(k, "do it").status == "ok"
         assert marker.exists()
         events = verify_log(k)
-        assert of_type(events, "approval/policy"), "a policy change left no trace in the log"
+        changes = of_type(events, "approval/policy")
+        assert changes, "a policy change left no trace in the log"
+        assert changes[-1].data["source"] == "code-during-turn"
 
 
 # --- replay ------------------------------------------------------------------------------------------
