@@ -147,6 +147,16 @@ class DshKernel(IPythonKernel):
             return await self._execute_sql(cell, count)
         except DshError as exc:
             return self.error_reply(count, exc.code, describe_failure(exc.code, exc.message))
+        except (
+            Exception
+        ) as exc:  # a bug of ours: never a traceback in the notebook, never a dead kernel
+            self.log.exception("dsh: a %s cell failed", cell.kind)
+            return self.error_reply(
+                count,
+                "INTERNAL",
+                f"dsh-kernel failed on this {cell.kind} cell ({type(exc).__name__}: {exc}); the "
+                "kernel log has the traceback — please report it",
+            )
 
     def _count(self, code: str, store_history: bool) -> int:
         shell = self.shell
