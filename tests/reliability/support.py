@@ -25,13 +25,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from jupyter_client.manager import KernelManager
 from jupyter_core.utils import ensure_event_loop
 
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.store.journal import read_session
-from tests.support.kernel import Execution, Kernel, kernelspecs
+from tests.support.kernel import Execution, Kernel, start_kernel
 from tests.support.sse_server import Frame, Reply, SseServer, sse_reply
 from tests.support.wire_transcripts import chat_chunk, sse
 
@@ -125,49 +124,9 @@ def loopback_env(server: SseServer, **extra: str) -> dict[str, str]:
 def launch(
     tmp: Path, *, env: Mapping[str, str], store: Path | None = None, name: str = "dsh"
 ) -> Iterator[Kernel]:
-    """A kernel whose files all live under ``tmp`` (see the module docstring)."""
-    tmp.mkdir(parents=True, exist_ok=True)
-    data = kernelspecs(tmp)
-    kernel_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.endswith("_API_KEY") and not k.startswith("DSH_")
-    }
-    kernel_env.update(
-        {
-            "JUPYTER_PATH": str(data),
-            "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
-            "IPYTHONDIR": str(tmp / "ipython"),
-            "MPLCONFIGDIR": str(tmp / "mpl"),
-            "DSH_STORE": str(store or tmp / "store"),
-            "DSH_DEV_INVARIANTS": "1",
-            "PYTHONUNBUFFERED": "1",
-        }
-    )
-    kernel_env.update(env)
-    old = os.environ.get("JUPYTER_PATH")
-    os.environ["JUPYTER_PATH"] = str(data)
-    log = open(tmp / "kernel.log", "ab")  # noqa: SIM115 - closed in the finally below
-    try:
-        km = KernelManager(kernel_name=name)
-        km.connection_file = str(tmp / "runtime" / f"kernel-{time.monotonic_ns()}.json")
-        (tmp / "runtime").mkdir(exist_ok=True)
-        km.start_kernel(env=kernel_env, cwd=str(tmp), stdout=log, stderr=log)
-    finally:
-        if old is None:
-            os.environ.pop("JUPYTER_PATH", None)
-        else:
-            os.environ["JUPYTER_PATH"] = old
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=60)
-        yield Kernel(km, kc)
-    finally:
-        kc.stop_channels()
-        with contextlib.suppress(Exception):
-            km.shutdown_kernel(now=True)
-        log.close()
+    """A kernel whose files all live under ``tmp`` (``tests.support.kernel.start_kernel``)."""
+    with start_kernel(tmp, name, env, store=store) as k:
+        yield k
 
 
 def kill9(k: Kernel) -> None:

@@ -8,6 +8,7 @@ environment (e.g. ``DSH_PROVIDER=openai-compatible`` + ``DSH_BASE_URL`` of a loo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -127,32 +128,42 @@ class Kernel:
 
 @contextmanager
 def start_kernel(
-    tmp: Path, name: str = "dsh", env: Mapping[str, str] | None = None
+    tmp: Path,
+    name: str = "dsh",
+    env: Mapping[str, str] | None = None,
+    *,
+    store: Path | None = None,
 ) -> Iterator[Kernel]:
+    """A kernel whose files all live under ``tmp``: kernelspecs, runtime and IPython dirs, the store
+    (``store`` or ``tmp/store``) and its stdout/stderr (``tmp/kernel.log``). The inherited
+    environment loses every ``*_API_KEY`` and ``DSH_*`` variable; ``env`` adds the test's own."""
+    tmp.mkdir(parents=True, exist_ok=True)
     data = kernelspecs(tmp)
-    store = tmp / "store"
     kernel_env = {
-        **os.environ,
-        "JUPYTER_PATH": str(data),
-        "DSH_STORE": str(store),
-        "DSH_DEV_INVARIANTS": "1",
-        "PYTHONUNBUFFERED": "1",
+        k: v
+        for k, v in os.environ.items()
+        if not k.endswith("_API_KEY") and not k.startswith("DSH_")
     }
-    for k in (
-        "DEEPSEEK_API_KEY",
-        "OPENAI_API_KEY",
-        "ANTHROPIC_API_KEY",
-        "DSH_PROVIDER",
-        "DSH_MODEL",
-        "DSH_BASE_URL",
-    ):
-        kernel_env.pop(k, None)
+    kernel_env.update(
+        {
+            "JUPYTER_PATH": str(data),
+            "JUPYTER_RUNTIME_DIR": str(tmp / "runtime"),
+            "IPYTHONDIR": str(tmp / "ipython"),
+            "MPLCONFIGDIR": str(tmp / "mpl"),
+            "DSH_STORE": str(store or tmp / "store"),
+            "DSH_DEV_INVARIANTS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     kernel_env.update(env or {})
     old = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(data)
+    log = open(tmp / "kernel.log", "ab")  # noqa: SIM115 - closed in the finally below
     try:
         km = KernelManager(kernel_name=name)
-        km.start_kernel(env=kernel_env, cwd=str(tmp))
+        (tmp / "runtime").mkdir(exist_ok=True)
+        km.connection_file = str(tmp / "runtime" / f"kernel-{time.monotonic_ns()}.json")
+        km.start_kernel(env=kernel_env, cwd=str(tmp), stdout=log, stderr=log)
     finally:
         if old is None:
             os.environ.pop("JUPYTER_PATH", None)
@@ -165,4 +176,6 @@ def start_kernel(
         yield Kernel(km, kc)
     finally:
         kc.stop_channels()
-        km.shutdown_kernel(now=True)
+        with contextlib.suppress(Exception):
+            km.shutdown_kernel(now=True)
+        log.close()
