@@ -103,6 +103,8 @@ class AgentMagics(Magics):
     # --- subcommands ------------------------------------------------------------------------------
 
     def _cmd_status(self, args: list[str]) -> str:
+        from dsh_kernel.agent.meter import measure
+
         host = self.kernel.host
         agent = host.agent
         info = agent.model_info
@@ -113,6 +115,7 @@ class AgentMagics(Magics):
             + (f" (context window {info.context_window:,} tokens)" if info.context_window else ""),
             f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
             f"{len(agent.session.events)} events)",
+            f"context:  {measure(agent.session, context_window=info.context_window).describe()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
             f"store:    {host.store_description()}",
         ]
