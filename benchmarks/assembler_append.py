@@ -90,7 +90,9 @@ def main() -> None:
         med = statistics.median(rates)
         print(f"{name:<14} {med:>12,.0f} {med / base:>13.2f}x")
     target = statistics.median(results["assemble+log"])
-    print(f"target >= 200,000 chunks/s for assemble+log: {'MET' if target >= 200_000 else 'NOT MET'}")
+    print(
+        f"target >= 200,000 chunks/s for assemble+log: {'MET' if target >= 200_000 else 'NOT MET'}"
+    )
 
 
 if __name__ == "__main__":

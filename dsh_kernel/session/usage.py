@@ -50,7 +50,9 @@ class UsageTotals:
             f"{self.total_input_tokens:,} tokens in ({self.cache_read_tokens:,} cached), "
             f"{self.output_tokens:,} out ({self.reasoning_tokens:,} reasoning)"
         )
-        return text + (f", ${cost:.4f}" if cost is not None else ", cost unknown (no price configured)")
+        return text + (
+            f", ${cost:.4f}" if cost is not None else ", cost unknown (no price configured)"
+        )
 
 
 def _int(value: object) -> int:

@@ -48,6 +48,7 @@ KERNEL_IDLE_JS = """() => {
   return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
 }"""
 
+
 def missing_requirements() -> list[str]:
     """What this machine lacks to run the browser tier (empty when all is there)."""
     out: list[str] = []
