@@ -82,6 +82,21 @@ class DshKernel(IPythonKernel):
             # IPython runs (and records in its history) a %%python cell as typed; this drops the
             # routing line before IPython parses it (its own %%python magic runs a subprocess).
             self.shell.input_transformers_cleanup.insert(0, python_cell_lines)
+        self._check_store()
+
+    def _check_store(self) -> None:
+        """Say at start (in the kernel log, where Jupyter's terminal shows it) when the store cannot
+        be written; chat cells then warn again and keep the session in memory."""
+        import os
+
+        from dsh_kernel.errors import StoreError
+        from dsh_kernel.store.layout import Store
+
+        path = os.environ.get("DSH_STORE", "").strip() or self.store
+        try:
+            (Store.at(path) if path else Store.default()).check_writable()
+        except StoreError as exc:
+            self.log.warning("dsh: %s", exc.message)
 
     # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
 

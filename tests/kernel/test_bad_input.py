@@ -91,6 +91,10 @@ def no_store(server: SseServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
 def test_an_unwritable_store_warns_and_chat_works_in_memory(
     no_store: Frontend, server: SseServer
 ) -> None:
+    # Said at kernel start, in the kernel log (the terminal that runs Jupyter shows it).
+    assert no_store.kernel.log_path is not None
+    log = no_store.kernel.log_path.read_text(encoding="utf-8")
+    assert "is not writable" in log and "DSH_STORE" in log
     server.script(sc.text("Working ", "in memory."))
     ex = no_store.run("Hello?")
     assert ex.status == "ok", ex.content

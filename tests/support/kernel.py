@@ -68,9 +68,13 @@ class Execution:
 
 
 class Kernel:
-    def __init__(self, km: KernelManager, kc: BlockingKernelClient) -> None:
+    def __init__(
+        self, km: KernelManager, kc: BlockingKernelClient, log_path: Path | None = None
+    ) -> None:
         self.km = km
         self.kc = kc
+        self.log_path = log_path
+        """The kernel process's stdout/stderr (its log)."""
 
     def execute(
         self,
@@ -173,7 +177,7 @@ def start_kernel(
     kc.start_channels()
     try:
         kc.wait_for_ready(timeout=60)
-        yield Kernel(km, kc)
+        yield Kernel(km, kc, tmp / "kernel.log")
     finally:
         kc.stop_channels()
         with contextlib.suppress(Exception):
