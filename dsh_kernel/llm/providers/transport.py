@@ -32,6 +32,7 @@ import httpx
 
 from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.providers.base import Timeouts
 from dsh_kernel.llm.types import LlmFailure
 
 ERROR_BODY_LIMIT = 65536
@@ -362,3 +363,28 @@ async def iter_body(
     finally:
         if isinstance(reads, AsyncGenerator):
             await reads.aclose()
+
+
+class HttpClient:
+    """The httpx client of one adapter: injected (and left alone) or created on first use with the
+    adapter's timeouts (and closed by ``aclose``)."""
+
+    def __init__(self, client: httpx.AsyncClient | None, timeouts: Timeouts) -> None:
+        self._client = client
+        self._owned = client is None
+        self.timeout = httpx.Timeout(
+            connect=timeouts.connect_s,
+            read=timeouts.idle_s,
+            write=timeouts.idle_s,
+            pool=timeouts.connect_s,
+        )
+
+    def get(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = httpx.AsyncClient(timeout=self.timeout)
+        return self._client
+
+    async def aclose(self) -> None:
+        if self._owned and self._client is not None:
+            client, self._client = self._client, None
+            await client.aclose()

@@ -38,6 +38,7 @@ from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
 from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
 from dsh_kernel.llm.providers.openai_compat.translate import ChatTranslator
 from dsh_kernel.llm.providers.transport import (
+    HttpClient,
     error_info,
     inband_failure,
     iter_body,
@@ -76,16 +77,9 @@ class ChatCompletionsProvider:
         self._url = base_url.rstrip("/") + profile.path
         self._profile = profile
         self._api_key = api_key
-        self._client = client
-        self._owns_client = client is None
         self._defaults = defaults or ProviderDefaults()
         self._timeouts = timeouts or Timeouts()
-        self._http_timeout = httpx.Timeout(
-            connect=self._timeouts.connect_s,
-            read=self._timeouts.idle_s,
-            write=self._timeouts.idle_s,
-            pool=self._timeouts.connect_s,
-        )
+        self._client = HttpClient(client, self._timeouts)
 
     def __repr__(self) -> str:
         return f"ChatCompletionsProvider(id={self._id!r}, url={self._url!r}, profile={self._profile.name!r})"
@@ -105,21 +99,14 @@ class ChatCompletionsProvider:
     def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
         return apply_defaults(config, self.model_info(config.model))
 
-    def _http(self) -> httpx.AsyncClient:
-        if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self._http_timeout)
-        return self._client
-
     async def aclose(self) -> None:
         """Close the httpx client if this provider created it."""
-        if self._owns_client and self._client is not None:
-            client, self._client = self._client, None
-            await client.aclose()
+        await self._client.aclose()
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         key = self._api_key()
         body = serialize_request(request, self._profile, self._defaults)
-        http_request = self._http().build_request(
+        http_request = self._client.get().build_request(
             "POST",
             self._url,
             content=json.dumps(body, ensure_ascii=False).encode(),
@@ -129,12 +116,12 @@ class ChatCompletionsProvider:
                 "accept": "text/event-stream",
                 "user-agent": USER_AGENT,
             },
-            timeout=self._http_timeout,
+            timeout=self._client.timeout,
         )
         name = self._profile.name
         deadline = asyncio.get_running_loop().time() + self._timeouts.deadline_s
         response = await open_stream(
-            self._http(), http_request, deadline=deadline, provider=name, secret=key
+            self._client.get(), http_request, deadline=deadline, provider=name, secret=key
         )
         try:
             translator = ChatTranslator(provider=name, secret=key)
