@@ -39,7 +39,7 @@ from typing import Literal, TypeAlias
 
 import duckdb
 
-from dsh_kernel.errors import StoreError, UsageError
+from dsh_kernel.errors import StoreError
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, connect_memory, open_db
 from dsh_kernel.store.ingest import IngestReport, ingest, ingest_into
 from dsh_kernel.store.journal import JournalWriter
@@ -122,11 +122,8 @@ class QueryResult:
         return [dict(zip(self.columns, r, strict=True)) for r in self.rows]
 
     def frame(self) -> object:
-        """The rows as a pandas DataFrame (``UsageError`` when pandas is not installed)."""
-        try:
-            pd = importlib.import_module("pandas")  # optional: not a dependency of the kernel
-        except ImportError as exc:
-            raise UsageError("QueryResult.frame() needs pandas; use .rows or .records()") from exc
+        """The rows as a pandas DataFrame (pandas is imported here, not at start-up)."""
+        pd = importlib.import_module("pandas")
         frame: object = pd.DataFrame.from_records(list(self.rows), columns=list(self.columns))
         return frame
 

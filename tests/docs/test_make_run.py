@@ -77,7 +77,7 @@ def test_make_run_sets_up_and_opens_the_notebooks_with_both_kernelspecs(tmp_path
             "05-build-a-tool.ipynb",
             "data",
         } <= names
-        assert (ROOT / ".venv" / ".dsh-setup").exists()
+        assert (ROOT / ".venv" / ".dsh-setup-lab").exists()
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # make and the Lab it started: their own session
         try:

@@ -1,8 +1,10 @@
 """Execute the teaching notebooks headless, the way a reader's Run All would, and read their outputs.
 
 ``run_notebook(name, tmp, env)`` copies ``notebooks/`` (the notebooks and their ``data/``) into
-``tmp``, writes both kernelspecs there (``tests.support.kernel.kernelspecs``) and executes the
-notebook with nbclient (``store_widget_state=True``, as JupyterLab saves it) on a kernel whose
+``tmp``, writes both kernelspecs there (``tests.support.kernel.kernelspecs``) — or uses the ones
+installed in another environment (``jupyter_data`` + ``python``: a plain ``pip install`` in a fresh
+virtualenv, as that environment's own Jupyter would run them) — and executes the notebook with
+nbclient (``store_widget_state=True``, as JupyterLab saves it) on a kernel whose
 environment has a private store (``DSH_STORE``), no provider keys, the dev invariants on, plus
 ``env``. The kernel's working directory is the copy's folder, as in JupyterLab.
 
@@ -23,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 
 from tests.support.kernel import kernelspecs
@@ -103,14 +106,20 @@ def run_notebook(
     *,
     source: Path | None = None,
     timeout: float = 180,
+    jupyter_data: Path | None = None,
+    python: Path | None = None,
 ) -> Executed:
     """Execute ``name`` (from ``notebooks/``, or from ``source`` — e.g. an edited copy — next to
-    ``notebooks/``'s data); nbclient's ``CellExecutionError`` propagates when a cell fails."""
+    ``notebooks/``'s data); nbclient's ``CellExecutionError`` propagates when a cell fails.
+
+    ``jupyter_data`` is a Jupyter data dir whose kernelspecs to use instead of this interpreter's;
+    ``python`` is the interpreter a kernelspec's bare ``python`` means (jupyter_client would
+    otherwise substitute the *launching* process's own, as Jupyter does for its own environment)."""
     workdir = tmp / "notebooks"
     shutil.copytree(NOTEBOOKS, workdir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     if source is not None:
         shutil.copy(source / name, workdir / name)
-    data = kernelspecs(tmp)
+    data = jupyter_data or kernelspecs(tmp)
     store = tmp / "store"
     kernel_env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
     kernel_env.update(
@@ -131,6 +140,8 @@ def run_notebook(
         store_widget_state=True,
         resources={"metadata": {"path": str(workdir)}},
     )
+    if python is not None:
+        client.kernel_manager_class = _manager_for(python)
     old = os.environ.get("JUPYTER_PATH")
     os.environ["JUPYTER_PATH"] = str(data)  # nbclient looks the kernelspec up in this process
     try:
@@ -141,3 +152,18 @@ def run_notebook(
         else:
             os.environ["JUPYTER_PATH"] = old
     return Executed(nb=nb, workdir=workdir, store=store)
+
+
+def _manager_for(python: Path) -> type[AsyncKernelManager]:
+    """A kernel manager that runs a kernelspec's bare ``python`` as ``python`` (an environment's own
+    interpreter), where jupyter_client would put the launching process's ``sys.executable``."""
+
+    class EnvironmentKernelManager(AsyncKernelManager):
+        def format_kernel_cmd(self, extra_arguments: list[str] | None = None) -> list[str]:
+            cmd = super().format_kernel_cmd(extra_arguments)
+            assert self.kernel_spec is not None
+            if self.kernel_spec.argv and self.kernel_spec.argv[0] == "python":
+                cmd[0] = str(python)
+            return cmd
+
+    return EnvironmentKernelManager

@@ -1,0 +1,134 @@
+"""A plain install, as a new user makes it: the wheel *and* the sdist are built from this tree, each is
+installed with ``pip install`` (no extras) into a fresh virtualenv, the files it installed are checked
+against the list of data files the package must ship, and notebooks 01–03 are run headless with
+nbclient (from this test environment) on the kernelspecs that install registered — the kernel runs in
+that virtualenv with only the core dependencies, so a notebook needing an undeclared package fails.
+
+This tier costs about two fresh virtualenvs and six notebook runs (~2–3 minutes on the 2-core CI
+machine, most of it ``pip install`` from the local cache)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from tests.support.notebooks import run_notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+
+DATA_FILES = {
+    # Both kernelspecs, as wheel shared-data (relative to the environment's prefix).
+    "share/jupyter/kernels/dsh/kernel.json",
+    "share/jupyter/kernels/dsh/logo-32x32.png",
+    "share/jupyter/kernels/dsh/logo-64x64.png",
+    "share/jupyter/kernels/dsh-python/kernel.json",
+    "share/jupyter/kernels/dsh-python/logo-32x32.png",
+    "share/jupyter/kernels/dsh-python/logo-64x64.png",
+    # Package data (relative to site-packages).
+    "dsh_kernel/py.typed",
+    "dsh_kernel/views/dsh.css",
+    "dsh_kernel/kernel/logos/logo-32x32.png",
+    "dsh_kernel/kernel/logos/logo-64x64.png",
+    "dsh_kernel/store/sql/0001_tables.sql",
+    "dsh_kernel/store/sql/0002_views.sql",
+}
+"""Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
+
+NOTEBOOKS = {
+    "01-quickstart.ipynb": {"DSH_APPROVAL": "auto"},
+    "02-sql-over-sessions.ipynb": {},
+    "03-teaching-replay.ipynb": {},
+}
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def run(*cmd: str | Path, cwd: Path = ROOT) -> str:
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, f"{cmd}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "build", "--sdist", "--wheel", "--outdir", out)
+    (wheel,) = out.glob("dsh_kernel-*.whl")
+    (sdist,) = out.glob("dsh_kernel-*.tar.gz")
+    return {"wheel": wheel, "sdist": sdist}
+
+
+@pytest.fixture(scope="module", params=["wheel", "sdist"])
+def plain_env(
+    request: pytest.FixtureRequest, dists: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A fresh virtualenv with only ``pip install <the wheel | the sdist>`` in it."""
+    prefix = tmp_path_factory.mktemp(f"plain-{request.param}")
+    venv.create(prefix, with_pip=True)
+    python = prefix / "bin" / "python"
+    run(python, "-m", "pip", "install", "-q", "--disable-pip-version-check", dists[request.param])
+    return prefix
+
+
+def installed_files(prefix: Path) -> set[str]:
+    """The distribution's RECORD, with shared-data as prefix-relative paths."""
+    script = (
+        "import json, importlib.metadata as m, sys, pathlib\n"
+        "site = pathlib.Path(m.distribution('dsh-kernel').locate_file(''))\n"
+        "prefix = pathlib.Path(sys.prefix).resolve()\n"
+        "out = []\n"
+        "for f in m.files('dsh-kernel'):\n"
+        "    p = pathlib.Path(f.locate()).resolve()\n"
+        "    out.append(str(p.relative_to(prefix)) if p.is_relative_to(prefix) and not"
+        " p.is_relative_to(site.resolve()) else str(p.relative_to(site.resolve())))\n"
+        "print(json.dumps(out))\n"
+    )
+    return set(json.loads(run(prefix / "bin" / "python", "-c", script)))
+
+
+def test_a_plain_install_ships_every_data_file_and_no_developer_tools(plain_env: Path) -> None:
+    files = installed_files(plain_env)
+    data = {f for f in files if not f.endswith((".py", ".pyc")) and ".dist-info/" not in f}
+    assert data == DATA_FILES
+    spec = json.loads((plain_env / "share/jupyter/kernels/dsh/kernel.json").read_text())
+    assert spec["argv"][:3] == ["python", "-m", "dsh_kernel"]
+    assert spec["display_name"] == "DSH Agent"
+    # The core dependencies are there; the dev and lab extras are not.
+    probe = "import importlib.util as u; print([m for m in %r if u.find_spec(m)])"
+    wanted = ("pandas", "matplotlib", "duckdb", "ipywidgets", "pytest", "jupyterlab", "playwright")
+    found = json.loads(run(plain_env / "bin" / "python", "-c", probe % (wanted,)).replace("'", '"'))
+    assert found == ["pandas", "matplotlib", "duckdb", "ipywidgets"]
+
+
+@pytest.mark.parametrize("name", sorted(NOTEBOOKS))
+def test_a_plain_install_runs_the_first_notebooks(
+    plain_env: Path, name: str, tmp_path: Path
+) -> None:
+    # The notebook as shipped, plus one last cell that says which environment the kernel ran in.
+    nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
+    probe = "import sys\nprint('kernel prefix:', sys.prefix)"
+    if nb.metadata["kernelspec"]["name"] == "dsh":
+        probe = "%%python\n" + probe
+    nb.cells.append(nbformat.v4.new_code_cell(probe))
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    nbformat.write(nb, edited / name)
+
+    ex = run_notebook(
+        name,
+        tmp_path / "run",
+        NOTEBOOKS[name],
+        source=edited,
+        jupyter_data=plain_env / "share" / "jupyter",
+        python=plain_env / "bin" / "python",
+    )
+    assert ex.errors() == []
+    assert ex.text(probe).strip() == f"kernel prefix: {plain_env}"
