@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.errors import StoreError
 from dsh_kernel.store.importing import import_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
@@ -67,9 +67,10 @@ def test_a_torn_last_line_is_left_out_and_damage_is_refused(tmp_path: Path) -> N
 
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text(header + "not json\n" + event, encoding="utf-8")
-    with pytest.raises(SessionFormatError) as err:
+    with pytest.raises(StoreError) as err:
         import_journal(damaged, Store.at(tmp_path / "t"))
-    assert str(damaged) in str(err.value)
+    assert f"{damaged}:2:" in str(err.value)
+    assert err.value.code == "JOURNAL_DAMAGED"
 
 
 def test_a_missing_file_is_a_store_error(tmp_path: Path) -> None:
