@@ -319,6 +319,21 @@ def test_resume_of_the_current_session_says_it_is_this_kernels(rig: Rig) -> None
     assert session_id(k) == sid
 
 
+def test_resume_starts_from_the_kernels_policy_not_the_logged_one(rig: Rig) -> None:
+    """What ``dsh_kernel.tools.approval`` documents: ``approval/policy`` is a record, never restored
+    (a guard: this was already so; only the docstring said otherwise)."""
+    k, srv, _ = rig
+    assert "approval: auto" in k.execute("%agent approve auto").stdout
+    srv.script(text_reply("under auto"))
+    assert chat(k, "a turn under auto").status == "ok"
+    sid = session_id(k)
+    assert "new session" in k.execute("%agent new").stdout
+    assert f"resumed session {sid}" in k.execute(f"%agent resume {sid}").stdout
+    assert "approval: ask for tools that change things" in k.execute("%agent status").stdout
+    logged = [e["data"]["policy"] for e in k.events() if e["type"] == "approval/policy"]
+    assert logged and logged[-1]["default"] == "auto"
+
+
 def test_resume_of_a_journal_nested_too_deeply_is_one_line(rig: Rig) -> None:
     k, _, tmp = rig
     sid = "deep-0000"
