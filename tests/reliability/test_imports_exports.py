@@ -355,10 +355,15 @@ def unwritable_dir(tmp: Path) -> Path:
         d.mkdir(exist_ok=True)
         d.chmod(0o555)
         return d
+    probe = Path("/sys") / "dsh-probe"
     try:
-        (Path("/sys") / "dsh-probe").open("x").close()
+        probe.open("x").close()
     except PermissionError:
         return Path("/sys")
+    except OSError:
+        pass
+    else:
+        probe.unlink()
     pytest.skip("no directory refuses writes to root here")
 
 
@@ -430,11 +435,10 @@ def test_a_saved_turn_never_puts_tool_image_data_into_a_tag_unescaped(rig: Rig) 
     bundle = saved_bundle(ex)
     for mime in ("text/markdown", "text/html"):
         saved = bundle[mime]
-        assert "crafted" in saved or "image/png" in saved, saved  # the output is there…
-        for attack in ('onerror="alert(1)', 'onerror="alert(2)'):  # …but never as markup
+        assert "not valid base64, not embedded" in saved, saved  # the output is named…
+        for attack in ('onerror="alert(1)', 'onerror="alert(2)'):  # …never made markup
             assert attack not in saved, (mime, saved)
         assert not re.search(r"<img[^>]*onerror", saved), (mime, saved)
-    assert "not valid base64, not embedded" in bundle["text/markdown"]
 
 
 def long_code(chars: int) -> str:
