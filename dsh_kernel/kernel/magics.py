@@ -38,8 +38,9 @@ HELP = """\
   %agent fork <turn>             a new session with this session's turns up to <turn>
   %agent replay <session-id>     answer from a recorded session (deterministic, offline)
   %agent search <text>           search messages, tool arguments and results in the store
-  %agent export [--parquet|--md] [path]
+  %agent export [--parquet|--md] [--force] [path]
                                  export sessions as Parquet, or this session as Markdown
+                                 (--force replaces an earlier export at that path)
   %agent title <text>            name this session
   %agent cost                    tokens and cost of this session
   %agent help                    this text
@@ -218,6 +219,13 @@ class AgentMagics(Magics):
         if len(args) != 1:
             raise UsageError("usage: %agent resume <session-id> (see %agent sessions)")
         host = self.kernel.host
+        if args[0] == host.agent.session.id:
+            # Its journal is held open by this kernel; loading it again would look like another
+            # process holding it. Nothing to do: new messages already continue it.
+            return (
+                f"session {args[0]} is this kernel's current session already; new messages "
+                "continue it"
+            )
         session = resume(self._store(), args[0])
         agent = host.new_session(session)
         return (
@@ -267,26 +275,26 @@ class AgentMagics(Magics):
         return result.to_text(limit=50)
 
     def _cmd_export(self, args: list[str]) -> str:
-        from pathlib import Path
+        from dsh_kernel.store.sessions import export_markdown, export_parquet, write_export
 
-        from dsh_kernel.store.sessions import export_markdown, export_parquet
-
+        usage = "usage: %agent export [--parquet|--md] [--force] [path]"
         host = self.kernel.host
-        fmt = "--md"
-        rest = list(args)
-        if rest and rest[0] in ("--md", "--parquet"):
-            fmt = rest.pop(0)
-        if len(rest) > 1:
-            raise UsageError("usage: %agent export [--parquet|--md] [path]")
-        if fmt == "--parquet":
-            out = export_parquet(self._store(), rest[0] if rest else "dsh-export")
+        flags = [a for a in args if a.startswith("--")]
+        rest = [a for a in args if not a.startswith("--")]
+        unknown = [f for f in flags if f not in ("--md", "--parquet", "--force")]
+        if unknown or len(rest) > 1 or ("--md" in flags and "--parquet" in flags):
+            raise UsageError(usage)
+        force = "--force" in flags
+        if "--parquet" in flags:
+            out = export_parquet(self._store(), rest[0] if rest else "dsh-export", force=force)
             return (
                 f"exported every session as Parquet under {out} (partitioned by date and session)"
             )
         session = host.agent.session
-        path = Path(rest[0] if rest else f"dsh-session-{session.id[:8]}.md")
-        path.write_text(export_markdown(list(session.events), session.header), encoding="utf-8")
-        return f"wrote this session's transcript to {path.absolute()}"
+        path = rest[0] if rest else f"dsh-session-{session.id[:8]}.md"
+        text = export_markdown(list(session.events), session.header)
+        written = write_export(path, text, force=force)
+        return f"wrote this session's transcript to {written}"
 
     def _cmd_title(self, args: list[str]) -> str:
         from dsh_kernel.store.sessions import set_title

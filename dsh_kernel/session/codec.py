@@ -16,6 +16,13 @@ Journal format (one UTF-8 JSON object per line):
 
 ``decode_event`` refuses an event whose type is not in ``known_types`` unless it is ``ignorable`` (the
 reader then returns ``None`` for it, and the caller skips it).
+
+Reading refuses what the store could not hold, with ``SessionFormatError`` naming where: a wrong
+envelope shape (code ``JOURNAL_BAD_SHAPE``: not an object, no type, a seq that is not a non-negative
+integer, no data object, a non-boolean ``ignorable``, a bad ``surfaceOp`` or ``sourceEventSeqs``; in the
+header, a wrongly typed optional field) and an event ``time`` or a header ``createdAt`` outside
+``0 ..= MAX_TIME_MS`` (code ``JOURNAL_OUT_OF_RANGE``: before 1970 or after 9999, where dates and the
+store's timestamps end), and a ``seedLength`` beyond the store's 32-bit column.
 """
 
 from __future__ import annotations
@@ -38,6 +45,18 @@ from dsh_kernel.session.events import (
 
 _MAX_SAFE_INT = 2**53
 
+JOURNAL_BAD_SHAPE = "JOURNAL_BAD_SHAPE"
+"""``SessionFormatError.code``: a journal line whose envelope (or payload) has the wrong shape."""
+JOURNAL_OUT_OF_RANGE = "JOURNAL_OUT_OF_RANGE"
+"""``SessionFormatError.code``: a time or a count outside what the store can represent."""
+JOURNAL_TOO_DEEP = "JOURNAL_TOO_DEEP"
+"""``SessionFormatError.code``: a line nested deeper than the log allows (``MAX_DEPTH``)."""
+
+MAX_TIME_MS = 253_402_300_799_999
+"""9999-12-31T23:59:59.999Z in epoch milliseconds: the last instant Python dates (the journal's date
+folder) and every reader of the store can represent. Times are refused outside ``0 ..= MAX_TIME_MS``."""
+_MAX_INT32 = 2**31 - 1
+
 
 def _path(parts: list[str | int]) -> str:
     out = "$"
@@ -49,6 +68,9 @@ def _path(parts: list[str | int]) -> str:
 _MAX_DEPTH = 256
 """Deeper nesting is refused: Python's own JSON reader gives up near 1000 levels, so a journal line
 nested that deep could be written but never read back."""
+
+MAX_DEPTH = _MAX_DEPTH
+"""The deepest nesting of event data the log accepts (``lossless_copy``); readers refuse deeper."""
 
 _FAST_DEPTH = 32
 """The fast path hands anything nested deeper to the checked path (which detects cycles)."""
@@ -271,22 +293,39 @@ def encode_event(event: SessionEvent) -> str:
     return dumps(event_to_json(event))
 
 
+def _shape(message: str) -> SessionFormatError:
+    return SessionFormatError(message, code=JOURNAL_BAD_SHAPE)
+
+
+def _time_ok(value: int) -> bool:
+    return 0 <= value <= MAX_TIME_MS
+
+
 def event_from_json(
     obj: JsonValue, known_types: Collection[str] | None, *, where: str
 ) -> SessionEvent | None:
     """Build an event from its JSON; ``None`` means an unknown but ignorable event (skip it)."""
     if not isinstance(obj, dict):
-        raise SessionFormatError(f"{where}: an event must be a JSON object")
+        raise _shape(f"{where}: an event must be a JSON object, not {_json_kind(obj)}")
     etype, seq, time, data = obj.get("type"), obj.get("seq"), obj.get("time"), obj.get("data")
     if not isinstance(etype, str) or not etype:
-        raise SessionFormatError(f"{where}: event has no type")
+        raise _shape(f"{where}: event has no type")
     if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
-        raise SessionFormatError(f"{where}: event {etype!r} has no valid seq")
+        raise _shape(f"{where}: event {etype!r} has no valid seq")
     if not isinstance(time, int) or isinstance(time, bool):
-        raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}) has no valid time")
+        raise _shape(f"{where}: event {etype!r} (seq {seq}) has no valid time")
+    if not _time_ok(time):
+        raise SessionFormatError(
+            f"{where}: event {etype!r} (seq {seq}) has time {time}, outside 0..{MAX_TIME_MS} "
+            "(epoch milliseconds from 1970 to the end of 9999)",
+            code=JOURNAL_OUT_OF_RANGE,
+        )
     if not isinstance(data, dict):
-        raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}) has no data object")
-    ignorable = obj.get("ignorable") is True
+        raise _shape(f"{where}: event {etype!r} (seq {seq}) has no data object")
+    flag = obj.get("ignorable")
+    if flag is not None and not isinstance(flag, bool):
+        raise _shape(f"{where}: event {etype!r} (seq {seq}): ignorable must be true or false")
+    ignorable = flag is True
     if known_types is not None and etype not in known_types:
         if ignorable:
             return None
@@ -299,14 +338,14 @@ def event_from_json(
         op_json = obj.get("surfaceOp")
         op = surface_op_from_json(op_json) if op_json is not None else None
     except ValueError as exc:
-        raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}): {exc}") from exc
+        raise _shape(f"{where}: event {etype!r} (seq {seq}): {exc}") from exc
     src = obj.get("sourceEventSeqs")
     seqs: tuple[int, ...] | None = None
     if src is not None:
         if not isinstance(src, list) or not all(
-            isinstance(s, int) and not isinstance(s, bool) for s in src
+            isinstance(s, int) and not isinstance(s, bool) and 0 <= s <= _MAX_INT32 for s in src
         ):
-            raise SessionFormatError(f"{where}: event {etype!r} (seq {seq}): bad sourceEventSeqs")
+            raise _shape(f"{where}: event {etype!r} (seq {seq}): bad sourceEventSeqs")
         seqs = tuple(s for s in src if isinstance(s, int))
     return SessionEvent(
         type=etype,
@@ -317,6 +356,22 @@ def event_from_json(
         surface_op=op,
         source_event_seqs=seqs,
     )
+
+
+def _json_kind(value: JsonValue) -> str:
+    match value:
+        case dict():
+            return "an object"
+        case list():
+            return "an array"
+        case str():
+            return "a string"
+        case bool():
+            return "a boolean"
+        case int() | float():
+            return "a number"
+        case _:
+            return "null"
 
 
 def decode_event(
@@ -330,6 +385,11 @@ def decode_event(
         ) from exc
     except LosslessJsonError as exc:
         raise SessionFormatError(f"{where}: {exc}") from exc
+    except RecursionError as exc:
+        raise SessionFormatError(
+            f"{where}: nested too deeply to read (the log allows {MAX_DEPTH} levels)",
+            code=JOURNAL_TOO_DEEP,
+        ) from exc
     return event_from_json(obj, known_types, where=where)
 
 
@@ -353,7 +413,7 @@ def header_to_json(header: SessionHeader) -> JsonObject:
 
 def header_from_json(obj: JsonValue, *, where: str = "journal header") -> SessionHeader:
     if not isinstance(obj, dict) or obj.get("type") != "session":
-        raise SessionFormatError(f"{where}: the first line is not a session header")
+        raise _shape(f"{where}: the first line is not a session header")
     version = obj.get("version")
     if version != SESSION_FORMAT_VERSION:
         raise SessionFormatError(
@@ -363,20 +423,33 @@ def header_from_json(obj: JsonValue, *, where: str = "journal header") -> Sessio
         )
     sid, created = obj.get("id"), obj.get("createdAt")
     if not isinstance(sid, str) or not sid:
-        raise SessionFormatError(f"{where}: header has no id")
+        raise _shape(f"{where}: header has no id")
     if type(created) is not int:
-        raise SessionFormatError(f"{where}: header has no integer createdAt")
+        raise _shape(f"{where}: header has no integer createdAt")
+    if not _time_ok(created):
+        raise SessionFormatError(
+            f"{where}: header createdAt {created} is outside 0..{MAX_TIME_MS} (epoch milliseconds "
+            "from 1970 to the end of 9999)",
+            code=JOURNAL_OUT_OF_RANGE,
+        )
 
     def opt_str(k: str) -> str | None:
         v = obj.get(k)
-        return v if isinstance(v, str) else None
+        if v is None or isinstance(v, str):
+            return v
+        raise _shape(f"{where}: header field {k} must be a string, not {_json_kind(v)}")
 
     seed = obj.get("seedLength")
+    if seed is not None and (type(seed) is not int or not 0 <= seed <= _MAX_INT32):
+        raise SessionFormatError(
+            f"{where}: header seedLength {seed!r} is not a count of events (0..{_MAX_INT32})",
+            code=JOURNAL_OUT_OF_RANGE if type(seed) is int else JOURNAL_BAD_SHAPE,
+        )
     return SessionHeader(
         id=sid,
         created_at=created,
         cwd=opt_str("cwd"),
         notebook=opt_str("notebook"),
         parent_session=opt_str("parentSession"),
-        seed_length=seed if type(seed) is int else None,
+        seed_length=seed,
     )

@@ -19,6 +19,14 @@ Rules:
   trailing newline, cut mid-object) — is tolerated: it is dropped and ``torn_tail`` is set. Invalid
   JSON on any other line is damage. A complete but invalid last event (bad envelope, unknown type,
   ``NaN``) is damage too, never a tear.
+* A line nested too deeply for Python's JSON reader is refused (code ``JOURNAL_TOO_DEEP``); the
+  reader's ``RecursionError`` never escapes. Envelope shapes and ranges are the codec's
+  (``JOURNAL_BAD_SHAPE``, ``JOURNAL_OUT_OF_RANGE``).
+
+``split_journal_bytes(data, name=...)`` turns a journal file's bytes into the lines ``read_journal``
+takes: every ``\n``-terminated line must be UTF-8 (else ``JOURNAL_NOT_UTF8`` naming the line); an
+unterminated last line is kept as a line when it is UTF-8 (``read_journal`` then decides whether it is a
+tear) and left out when it is not (a cut inside a character is a tear for sure).
 
 Lines are split on ``"\\n"`` only: the journal is written with ``ensure_ascii=False``, so JSON strings may
 hold U+2028 and other characters that ``str.splitlines`` would treat as line breaks.
@@ -32,11 +40,19 @@ from dataclasses import dataclass
 
 from dsh_kernel.errors import LosslessJsonError, SessionFormatError
 from dsh_kernel.jsonvalue import JsonValue
-from dsh_kernel.session.codec import event_from_json, header_from_json, loads
+from dsh_kernel.session.codec import (
+    JOURNAL_TOO_DEEP,
+    MAX_DEPTH,
+    event_from_json,
+    header_from_json,
+    loads,
+)
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent, SessionHeader
 
 JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
 """``SessionFormatError.code`` for a journal whose committed lines are broken (not merely torn)."""
+JOURNAL_NOT_UTF8 = "JOURNAL_NOT_UTF8"
+"""``SessionFormatError.code`` for a committed journal line that is not UTF-8 text."""
 
 _KNOWN_TYPES = frozenset(EVENT_CATALOG)
 
@@ -60,6 +76,41 @@ def _split(text: str) -> Iterator[str]:
 
 def _strip(line: str) -> str:
     return line[:-1] if line.endswith("\n") else line
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JournalLines:
+    """A journal file's bytes cut into lines (see ``split_journal_bytes``)."""
+
+    lines: list[str]
+    committed: int
+    """Bytes up to and including the last ``\n``."""
+    tail_kept: bool
+    """True when an unterminated last line was UTF-8 and is the last of ``lines``."""
+
+
+def split_journal_bytes(data: bytes, *, name: str) -> JournalLines:
+    """Decode a journal file's bytes into lines; see the module docstring."""
+    cut = data.rfind(b"\n") + 1
+    try:
+        text = data[:cut].decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SessionFormatError(
+            f"{name}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); "
+            "a journal is UTF-8 JSON, one object per line",
+            code=JOURNAL_NOT_UTF8,
+        ) from exc
+    lines = text.split("\n")[:-1]
+    tail = data[cut:]
+    if not tail:
+        return JournalLines(lines=lines, committed=cut, tail_kept=False)
+    try:
+        lines.append(tail.decode("utf-8"))
+    except UnicodeDecodeError:
+        return JournalLines(lines=lines, committed=cut, tail_kept=False)
+    return JournalLines(lines=lines, committed=cut, tail_kept=True)
 
 
 def read_journal(lines: Iterable[str] | str, *, name: str) -> LoadedJournal:
@@ -121,3 +172,8 @@ def _parse(line: str, where: str) -> JsonValue:
         ) from exc
     except LosslessJsonError as exc:
         raise SessionFormatError(f"{where}: {exc}", code=JOURNAL_DAMAGED) from exc
+    except RecursionError as exc:
+        raise SessionFormatError(
+            f"{where}: nested too deeply to read (the log allows {MAX_DEPTH} levels of event data)",
+            code=JOURNAL_TOO_DEEP,
+        ) from exc

@@ -11,10 +11,20 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
   ``session/end-seed``);
 * ``search(store, text)`` — case-insensitive literal (or ``regex=True``) search over message text,
   reasoning, tool arguments and tool results (no full-text index exists offline);
-* ``export_parquet(store, out_dir)`` — every event as Parquet, partitioned by ``date`` and
-  ``session_id`` (Hive layout, readable by DuckDB, Spark, Trino, BigQuery), plus ``sessions.parquet``;
+* ``export_parquet(store, out_dir, force=False)`` — every event as Parquet, partitioned by ``date``
+  and ``session_id`` (Hive layout, readable by DuckDB, Spark, Trino, BigQuery), plus
+  ``sessions.parquet``;
 * ``export_markdown(events)`` — a readable transcript (prompts, answers, reasoning folded into
-  ``<details>``, tool calls with arguments and results);
+  ``<details>``, tool calls with arguments and results); what came from a tool (its name, arguments,
+  result text, error code) is escaped or fenced so it renders as text, never as markup;
+* ``write_export(path, text, force=False)`` — write an export file.
+
+Exports never overwrite without ``force``: an existing Markdown file, or a folder that already holds
+a Parquet export (``events/`` or ``sessions.parquet``), is refused with ``UsageError(EXPORT_EXISTS)``;
+with ``force`` the file is replaced and the export's ``events/`` folder is cleared first. A path that is
+a directory (for a file) or a file (for a folder), a parent folder that does not exist, or one that
+cannot be written is ``UsageError(EXPORT_BAD_PATH)``, one line naming the path; parent folders are
+never created.
 * ``title_data(title)`` — the ``session/title`` event data for a user rename.
 """
 
@@ -28,6 +38,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
+
 from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -40,6 +52,8 @@ from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import QueryResult, run_query
 
 TITLE_MAX = 120
+EXPORT_EXISTS = "EXPORT_EXISTS"
+EXPORT_BAD_PATH = "EXPORT_BAD_PATH"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -197,26 +211,105 @@ def search(
 
 
 def export_parquet(
-    store: Store, out_dir: str | os.PathLike[str], *, timeout_s: float = DEFAULT_TIMEOUT_S
+    store: Store,
+    out_dir: str | os.PathLike[str],
+    *,
+    force: bool = False,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Path:
     """Write ``<out_dir>/events/date=…/session_id=…/*.parquet`` and ``<out_dir>/sessions.parquet``.
 
-    Ingests first; needs the database (``DatabaseBusy`` when it stays locked).
+    Ingests first; needs the database (``DatabaseBusy`` when it stays locked). See the module
+    docstring for ``force`` and the path errors.
     """
-    out = Path(out_dir).absolute()
-    out.mkdir(parents=True, exist_ok=True)
-    ingest(store, timeout_s=timeout_s)
+    out = Path(out_dir).expanduser().absolute()
     events_dir = out / "events"
+    sessions_file = out / "sessions.parquet"
+    if out.exists() and not out.is_dir():
+        raise UsageError(
+            f"{out} is a file; the Parquet export writes a folder — give a folder path",
+            code=EXPORT_BAD_PATH,
+        )
+    _check_parent(out)
+    held = [p.name for p in (events_dir, sessions_file) if p.exists()]
+    if held and not force:
+        raise UsageError(
+            f"{out} already holds an export ({', '.join(held)}); add --force to replace it, or "
+            "give another folder",
+            code=EXPORT_EXISTS,
+        )
+    try:
+        out.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise _path_error(exc, out) from exc
+    ingest(store, timeout_s=timeout_s)
+    replace = ", OVERWRITE true" if force else ""
     with open_db(store, read_only=True, timeout_s=timeout_s) as con:
-        con.execute(
-            "COPY (SELECT CAST(time AS DATE) AS date, * FROM events) "
-            f"TO {_sql_str(str(events_dir))} "
-            "(FORMAT parquet, PARTITION_BY (date, session_id), OVERWRITE_OR_IGNORE true)"
-        )
-        con.execute(
-            f"COPY (SELECT * FROM sessions) TO {_sql_str(str(out / 'sessions.parquet'))} (FORMAT parquet)"
-        )
+        try:
+            con.execute(
+                "COPY (SELECT CAST(time AS DATE) AS date, * FROM events) "
+                f"TO {_sql_str(str(events_dir))} "
+                f"(FORMAT parquet, PARTITION_BY (date, session_id){replace})"
+            )
+            con.execute(
+                f"COPY (SELECT * FROM sessions) TO {_sql_str(str(sessions_file))} (FORMAT parquet)"
+            )
+        except duckdb.Error as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise StoreError(
+                f"the Parquet export to {out} failed: {first}", code="EXPORT_FAILED"
+            ) from exc
     return out
+
+
+def write_export(path: str | os.PathLike[str], text: str, *, force: bool = False) -> Path:
+    """Write ``text`` to the file ``path`` (UTF-8); see the module docstring for the rules."""
+    target = Path(path).expanduser().absolute()
+    if target.is_dir():
+        raise UsageError(
+            f"{target} is a directory; give a file name for the export (e.g. {target / 'session.md'})",
+            code=EXPORT_BAD_PATH,
+        )
+    _check_parent(target)
+    try:
+        f = open(target, "w" if force else "x", encoding="utf-8")  # noqa: SIM115 - closed below
+    except FileExistsError as exc:
+        raise UsageError(
+            f"{target} already exists; add --force to replace it, or give another file name",
+            code=EXPORT_EXISTS,
+        ) from exc
+    except OSError as exc:
+        raise _path_error(exc, target) from exc
+    try:
+        with f:
+            f.write(text)
+    except OSError as exc:
+        if not force:
+            target.unlink(missing_ok=True)  # the file is ours: leave no half export behind
+        raise _path_error(exc, target) from exc
+    return target
+
+
+def _check_parent(target: Path) -> None:
+    parent = target.parent
+    if not parent.exists():
+        raise UsageError(
+            f"the folder {parent} does not exist; create it first, or give another path",
+            code=EXPORT_BAD_PATH,
+        )
+    if not parent.is_dir():
+        raise UsageError(f"{parent} is not a folder; give another path", code=EXPORT_BAD_PATH)
+
+
+def _path_error(exc: OSError, target: Path) -> UsageError:
+    match exc:
+        case PermissionError():
+            why = f"no permission to write {target}"
+        case IsADirectoryError():
+            why = f"{target} is a directory"
+        case _:
+            why = f"cannot write {target}: {exc.strerror or exc}"
+    return UsageError(why, code=EXPORT_BAD_PATH)
 
 
 def _sql_str(s: str) -> str:
@@ -244,22 +337,41 @@ def _fence(body: str, lang: str = "") -> str:
     return f"{ticks}{lang}\n{body}\n{ticks}"
 
 
+def _code_span(text: str) -> str:
+    """``text`` as an inline code span its content cannot close (a tool's name, an error code)."""
+    flat = " ".join(text.split())
+    ticks = "`"
+    while ticks in flat:
+        ticks += "`"
+    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
+    return f"{ticks}{pad}{flat}{pad}{ticks}" if flat else "``"
+
+
+def _plain(text: str) -> str:
+    """``text`` for a Markdown line that must not become markup (a title): no tag, no entity, no
+    link."""
+    flat = " ".join(text.split())
+    return flat.replace("&", "&amp;").replace("<", "&lt;").replace("[", "\\[")
+
+
 def export_markdown(events: Sequence[SessionEvent], header: SessionHeader | None = None) -> str:
     """A readable Markdown transcript of a session log (what a person saw, not the raw stream)."""
     out: list[str] = []
     title = next(
         (str(e.data.get("title")) for e in reversed(events) if e.type == "session/title"), None
     )
-    out.append(f"# {title or 'Session ' + (header.id if header else '')}".rstrip())
+    out.append(f"# {_plain(title or 'Session ' + (header.id if header else ''))}".rstrip())
     if header is not None:
         created = datetime.fromtimestamp(header.created_at / 1000, tz=UTC).strftime(
             "%Y-%m-%d %H:%M UTC"
         )
-        meta = [f"session `{header.id}`", f"created {created}"]
+        meta = [f"session {_code_span(header.id)}", f"created {created}"]
         if header.notebook:
-            meta.append(f"notebook `{header.notebook}`")
+            meta.append(f"notebook {_code_span(header.notebook)}")
         if header.parent_session:
-            meta.append(f"forked from `{header.parent_session}` after {header.seed_length} events")
+            meta.append(
+                f"forked from {_code_span(header.parent_session)} after {header.seed_length} events"
+            )
         out.append(" · ".join(meta))
     calls: dict[str, JsonObject] = {}
     for e in events:
@@ -316,7 +428,7 @@ def _tool_call_md(d: JsonObject) -> str:
             json.dumps(args, indent=2, ensure_ascii=False) if not isinstance(args, str) else args,
             "json",
         )
-    return f"**Tool call `{name}`:**\n\n{body}"
+    return f"**Tool call {_code_span(name)}:**\n\n{body}"
 
 
 def _tool_result_md(d: JsonObject) -> str:
@@ -328,7 +440,7 @@ def _tool_result_md(d: JsonObject) -> str:
     error = d.get("error")
     label = "Tool error" if result.get("isError") is True else "Tool result"
     if isinstance(error, dict) and error.get("code"):
-        label += f" ({error.get('code')})"
+        label += f" ({_code_span(str(error.get('code')))})"
     return f"**{label}:**\n\n" + _fence(text)
 
 

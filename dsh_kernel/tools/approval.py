@@ -3,7 +3,9 @@
 ``ApprovalPolicy`` maps a tool to a mode — ``auto`` (run), ``ask`` (ask first) or ``never`` (refuse).
 A tool with an explicit entry uses it. Otherwise read-only tools run (``auto``) and every other tool
 follows the global mode (``ask`` unless set). The policy is plain data with a JSON round trip, so the
-agent logs each change as ``approval/policy`` and folds the last one on resume.
+agent logs each change as ``approval/policy``. That event is a record, never restored: a resumed,
+forked or replayed session starts from the policy the kernel is configured with (``DSH_APPROVAL``,
+default ``ask``), so a journal — which may come from elsewhere — can never grant its tools ``auto``.
 
 ``ApprovalService.request(req, signal)`` asks the pluggable *answerer* (the approval widget) and
 returns an ``ApprovalOutcome``. It fails closed: no answerer, an answerer that raises or returns

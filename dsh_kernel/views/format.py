@@ -8,7 +8,11 @@ A tool card's content comes from the tool's presenters (``dsh_kernel.tools.prese
 §4.6) when a definition is known, else from the generic fallbacks: arguments as highlighted code
 (a ``code`` field, or a string ``rawInput`` of an ``execute`` call, is Python) or JSON; the result as
 text, or — when ``meta["outputs"]`` holds nbformat display outputs (the ``python`` tool's tables and
-plots) — as those outputs. Long texts are cut at ``MAX_SECTION_CHARS`` with a visible marker.
+plots) — as those outputs. Long result texts are cut at ``MAX_SECTION_CHARS`` with a visible marker.
+
+The arguments are never cut: they are what runs, and an approval card must show every character of
+what it asks the person to allow. (The live card keeps its size by scrolling its Details box; see
+``views.tool_card``.)
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ def lookup(tools: ToolLookup | None, name: str) -> ToolDefinition | None:
 
 
 MAX_SECTION_CHARS: Final = 20_000
+"""Characters of one *result* section a card shows; arguments are never cut."""
 ASK_USER_TOOL: Final = "ask_user"
 
 STATUS_LABELS: Final[dict[CardStatus, str]] = {
@@ -412,7 +417,7 @@ def card_view(card: ToolCardModel, defn: ToolDefinition | None = None) -> CardVi
         name=card.name,
         status=status,
         duration=duration(card.duration_ms),
-        args=tuple(Section(label=s.label, text=_cap(s.text), lang=s.lang) for s in args),
+        args=args,
         result=tuple(Section(label=s.label, text=_cap(s.text), lang=s.lang) for s in result),
         outputs=outputs,
     )

@@ -41,12 +41,20 @@ def escape(text: str) -> str:
     return html.escape(text, quote=True)
 
 
+_LANG = re.compile(r"[A-Za-z0-9_+.#-]{1,40}")
+
+
 def fence(text: str, lang: str = "") -> str:
-    """A fenced code block holding ``text`` verbatim, with a fence longer than any run inside."""
+    """A fenced code block holding ``text`` verbatim, with a fence longer than any run inside.
+
+    ``lang`` (which may come from a tool's presenter) is kept only when it is a plain language name:
+    a backtick or a line break in the info string would stop the line from opening a fence, and the
+    content would render as Markdown."""
     longest = max((len(m.group(0)) for m in re.finditer(r"`+", text)), default=0)
     ticks = "`" * max(3, longest + 1)
     body = text if text.endswith("\n") or not text else text + "\n"
-    return f"{ticks}{lang}\n{body}{ticks}"
+    info = lang if _LANG.fullmatch(lang) else ""
+    return f"{ticks}{info}\n{body}{ticks}"
 
 
 def escape_inline_markdown(text: str) -> str:

@@ -14,6 +14,12 @@ rendering passes it through ``safe_markdown`` (no raw HTML tag survives) and the
 through ``markdown_to_html`` (every character escaped). Raw ``text/html`` from tool outputs is not
 embedded in either (it would be arbitrary markup in a document that is no longer sandboxed by the
 live ``Output`` widget): its ``text/plain`` fallback is shown instead.
+
+Everything else that came from a tool is escaped too: names, titles and labels as text; arguments
+and result text inside fences their content cannot close; an image only as a data URI of one of
+``_IMAGE_MIMES`` whose payload is strict base64 (anything else in the data — a quote, an attribute —
+and the image is named, not embedded), attribute-escaped. Arguments are shown whole (they are what
+ran); result texts are cut at ``MAX_STATIC_TEXT`` with a marker.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
 from dsh_kernel.views.format import (
     CardView,
+    Section,
     ToolLookup,
     card_view,
     end_notice,
@@ -66,6 +73,7 @@ MAX_INLINE_IMAGE: Final = 1_000_000
 """Largest base64 image (characters) embedded as a data URI; larger ones are named, not shown."""
 _IMAGE_MIMES: Final = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 def _reasoning_title(item: ReasoningItem) -> str:
@@ -74,8 +82,9 @@ def _reasoning_title(item: ReasoningItem) -> str:
     return f"Reasoning ({tokens(len(item.text))} chars)"
 
 
-def _image(output: JsonObject) -> tuple[str, str] | None:
-    """``(mime, base64)`` of the first image in a display output, if any."""
+def _image(output: JsonObject) -> tuple[str, str | None] | None:
+    """``(mime, base64)`` of the first image in a display output, if any; the base64 is ``None``
+    when the data is not strict base64 (then it must not go into a tag at all)."""
     data = output.get("data")
     if not isinstance(data, dict):
         return None
@@ -84,8 +93,16 @@ def _image(output: JsonObject) -> tuple[str, str] | None:
         if isinstance(value, str) and value:
             if mime == "image/svg+xml":
                 return mime, base64.b64encode(value.encode()).decode()
-            return mime, "".join(value.split())
+            b64 = "".join(value.split())
+            ok = len(b64) % 4 == 0 and _BASE64.fullmatch(b64) is not None
+            return mime, b64 if ok else None
     return None
+
+
+def _data_uri(mime: str, b64: str) -> str:
+    """An ``<img>`` of a checked image: the mime is one of ``_IMAGE_MIMES``, the payload strict
+    base64, and both are attribute-escaped all the same."""
+    return f'src="data:{escape(mime)};base64,{escape(b64)}"'
 
 
 def _plain(output: JsonObject) -> str:
@@ -110,8 +127,8 @@ def _plain(output: JsonObject) -> str:
 
 
 MAX_STATIC_TEXT: Final = 20_000
-"""Characters of one tool text kept in the static rendering (it is saved in the notebook twice, as
-Markdown and HTML; the session log keeps everything)."""
+"""Characters of one tool *result* text kept in the static rendering (it is saved in the notebook
+twice, as Markdown and HTML; the session log keeps everything). Arguments are never cut."""
 
 
 def _capped(text: str) -> str:
@@ -119,6 +136,11 @@ def _capped(text: str) -> str:
         return text
     more = len(text) - MAX_STATIC_TEXT
     return f"{text[:MAX_STATIC_TEXT]}\n… [{more:,} more characters in the session log]"
+
+
+def _sections(view: CardView) -> list[tuple[Section, str]]:
+    """Each section with the text to show: arguments whole (they are what ran), results capped."""
+    return [(s, s.text) for s in view.args] + [(s, _capped(s.text)) for s in view.result]
 
 
 def _str(v: JsonValue) -> str:
@@ -132,8 +154,12 @@ def _md_output(output: JsonObject) -> str:
     image = _image(output)
     if image is not None:
         mime, b64 = image
+        if b64 is None:
+            return (
+                f"*({escape_inline_markdown(mime)} output that is not valid base64, not embedded)*"
+            )
         if len(b64) <= MAX_INLINE_IMAGE:
-            return f'<img src="data:{mime};base64,{b64}" alt="output">'
+            return f'<img {_data_uri(mime, b64)} alt="output">'
         return (
             f"*({escape_inline_markdown(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)*"
         )
@@ -146,10 +172,10 @@ def _md_card(view: CardView) -> str:
     name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
     summary = f"{view.icon} <b>{escape(view.title)}</b>{name} — {escape(status)}"
     parts = [f"<details><summary>{summary}</summary>", ""]
-    for s in (*view.args, *view.result):
+    for s, text in _sections(view):
         if s.label:
             parts += [f"**{escape_inline_markdown(s.label)}**", ""]
-        parts += [fence(_capped(s.text), s.lang), ""]
+        parts += [fence(text, s.lang), ""]
     for o in view.outputs:
         rendered = _md_output(o)
         if rendered:
@@ -203,10 +229,10 @@ def _html_output(output: JsonObject) -> str:
     image = _image(output)
     if image is not None:
         mime, b64 = image
+        if b64 is None:
+            return f"<p><em>({escape(mime)} output that is not valid base64, not embedded)</em></p>"
         if len(b64) <= MAX_INLINE_IMAGE:
-            return (
-                f'<img src="data:{mime};base64,{escape(b64)}" alt="output" style="max-width: 100%">'
-            )
+            return f'<img {_data_uri(mime, b64)} alt="output" style="max-width: 100%">'
         return (
             f"<p><em>({escape(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)</em></p>"
         )
@@ -218,11 +244,11 @@ def _html_card(view: CardView) -> str:
     status = " · ".join(p for p in (view.status, view.duration) if p)
     name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
     body: list[str] = []
-    for s in (*view.args, *view.result):
+    for s, text in _sections(view):
         if s.label:
             body.append(f"<p><strong>{escape(s.label)}</strong></p>")
         cls = f' class="language-{escape(s.lang)}"' if s.lang else ""
-        body.append(f"<pre><code{cls}>{escape(_capped(s.text))}</code></pre>")
+        body.append(f"<pre><code{cls}>{escape(text)}</code></pre>")
     body += [r for r in (_html_output(o) for o in view.outputs) if r]
     return (
         f'<details class="dsh-card"><summary>{view.icon} <strong>{escape(view.title)}</strong>'

@@ -16,6 +16,12 @@ Layout (a ``VBox`` with class ``dsh-card``):
   whatever the person chose stands. Both triggers are facts of the model, not of the moment it was
   drawn, so a replay drawn once at the end opens the same accordions.
 
+  The arguments are shown whole, however long (``format.card_view`` never cuts them): what runs is
+  exactly what the person can read before allowing it. Cutting the code, or refusing code above a
+  size, was the other choice; a cut would let code run that nobody saw, and a refusal would block
+  legitimate long cells. So the box scrolls instead (``BODY_MAX_HEIGHT``, ``overflow: auto``), which
+  keeps a 50,000-character call as compact on screen as a short one.
+
 ``update(card)`` may be called on every flush: unchanged traits send nothing.
 """
 
@@ -39,6 +45,9 @@ from dsh_kernel.views.format import (
 from dsh_kernel.views.markdown import escape, escape_inline_markdown, fence
 from dsh_kernel.views.model import ToolCardModel
 from dsh_kernel.views.question import QuestionForm
+
+BODY_MAX_HEIGHT = "32em"
+"""Height of the Details box beyond which it scrolls (it is never cut)."""
 
 ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "allowed-always"]
 ApprovalCallback = Callable[[str, ApprovalAnswer], None]
@@ -96,7 +105,7 @@ class ToolCardWidget:
         _ipw.add_class(self.approval_note, "dsh-approval-note")
         self.approval_row = _ipw.HBox([self.allow, self.deny, self.always, self.approval_note])
         _ipw.set_visible(self.approval_row, False)
-        self.body = _ipw.Output()
+        self.body = _ipw.Output(layout={"max_height": BODY_MAX_HEIGHT, "overflow": "auto"})
         self.details = _ipw.Accordion(children=[self.body], selected_index=None)
         _ipw.set_titles(self.details, ["Details"])
         self.question: QuestionForm | None = None

@@ -6,13 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.errors import StoreError
+from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.store.importing import import_journal
+from dsh_kernel.store.journal import load_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
 from dsh_kernel.store.replay import ReplayProvider
+from dsh_kernel.store.sessions import fork
+from dsh_kernel.testing import text_response
 
-from .conftest import RICH_PROMPTS, chat, make_agent, record_rich_session
+from .conftest import RICH_PROMPTS, chat, make_agent, record_rich_session, usage
 
 
 async def test_imported_journal_replays_and_is_queryable(tmp_path: Path) -> None:
@@ -67,12 +71,48 @@ def test_a_torn_last_line_is_left_out_and_damage_is_refused(tmp_path: Path) -> N
 
     damaged = tmp_path / "damaged.jsonl"
     damaged.write_text(header + "not json\n" + event, encoding="utf-8")
-    with pytest.raises(SessionFormatError) as err:
+    with pytest.raises(StoreError) as err:
         import_journal(damaged, Store.at(tmp_path / "t"))
-    assert str(damaged) in str(err.value)
+    assert f"{damaged}:2:" in str(err.value)
+    assert err.value.code == "JOURNAL_DAMAGED"
 
 
 def test_a_missing_file_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError) as err:
         import_journal(tmp_path / "nope.jsonl", Store.at(tmp_path / "s"))
     assert err.value.code == "JOURNAL_UNREADABLE"
+
+
+async def test_the_gate_takes_every_log_the_kernel_writes(tmp_path: Path) -> None:
+    """A fork (seed + ``session/end-seed``), a journal cut by a crash mid-turn, and one whose last
+    event only lacks its newline all import; the cut one is repaired when it is resumed."""
+    source = Store.at(tmp_path / "a")
+    parent, writer = await record_rich_session(source)
+    writer.close()
+    child = fork(parent.session.header, list(parent.session.events), 1)
+    agent, provider, w = make_agent(
+        source, [text_response("forked answer", usage=usage())], session=child
+    )
+    await chat(agent, "a different second question")
+    provider.assert_consumed()
+    w.close()
+    target = Store.at(tmp_path / "b")
+    fork_path = source.journal_path(child.header)
+    assert import_journal(fork_path, target) == child.id
+    assert target.find_journal(child.id).read_bytes() == fork_path.read_bytes()
+
+    lines = writer.path.read_bytes().splitlines(keepends=True)
+    cut_at = next(i for i, ln in enumerate(lines) if b'"tool/result"' in ln)
+    crashed = tmp_path / "crashed.jsonl"
+    crashed.write_bytes(b"".join(lines[:cut_at]) + lines[cut_at][:40])  # mid-turn, torn line
+    other = Store.at(tmp_path / "c")
+    sid = import_journal(crashed, other)
+    assert other.find_journal(sid).read_bytes() == b"".join(lines[:cut_at])
+    loaded = load_session(other.find_journal(sid))
+    assert loaded.repaired and check_invariants(loaded.events) == []
+
+    unterminated = tmp_path / "unterminated.jsonl"
+    unterminated.write_bytes(b"".join(lines).rstrip(b"\n"))
+    third = Store.at(tmp_path / "d")
+    assert import_journal(unterminated, third) == parent.id
+    assert third.find_journal(parent.id).read_bytes() == b"".join(lines)

@@ -150,7 +150,7 @@ async def test_export_markdown_reads_like_a_transcript(store: Store) -> None:
     assert "## Turn 1" in md and "## Turn 2" in md
     assert "**User:**\n\nWhat is 2+3? Use the tools." in md
     assert "**Tool call `python`:**\n\n```python\nraise 1/0\n```" in md
-    assert "**Tool error (NOT_FOUND):**" in md
+    assert "**Tool error (`NOT_FOUND`):**" in md
     assert "<details><summary>Reasoning</summary>\n\n2 plus 3" in md
     assert md.index("The sum is 5.") < md.index("You're welcome, goodbye.")
     assert "assistant/chunk" not in md and "text-delta" not in md

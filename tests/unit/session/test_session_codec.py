@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from dsh_kernel.errors import LosslessJsonError, SessionFormatError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.codec import (
+    MAX_TIME_MS,
     decode_event,
     dumps,
     encode_event,
@@ -198,7 +199,7 @@ def test_every_scripted_event_round_trips() -> None:
         max_size=5,
     ),
     seq=st.integers(0, 10**6),
-    time=st.integers(0, 2**53),
+    time=st.integers(0, MAX_TIME_MS),
     op=st.sampled_from([None, "append", ReplaceOp(start=1, end=4)]),
     sources=st.one_of(st.none(), st.lists(st.integers(0, 100), max_size=3).map(tuple)),
     ignorable=st.booleans(),
