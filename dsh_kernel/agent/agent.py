@@ -76,6 +76,7 @@ from dsh_kernel.llm.types import (
 from dsh_kernel.session.derive import EpochHeader, header_equals, last_request_header, project_event
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
+from dsh_kernel.session.repair import closers
 from dsh_kernel.tools.approval import (
     Answerer,
     ApprovalMode,
@@ -635,14 +636,29 @@ class Agent:
             for ctx in result.additional_contexts:
                 self.inbox.append("next-step", ctx)
 
-        outcome = await run_tool_calls(
-            [ToolCall(call_id=c.id, name=c.name, arguments=c.arguments) for c in calls],
-            self.tool_runtime,
-            signal,
-            on_start=on_start,
-            on_result=on_result,
-            max_parallel=self.max_parallel_tool_calls,
-        )
+        try:
+            outcome = await run_tool_calls(
+                [ToolCall(call_id=c.id, name=c.name, arguments=c.arguments) for c in calls],
+                self.tool_runtime,
+                signal,
+                on_start=on_start,
+                on_result=on_result,
+                max_parallel=self.max_parallel_tool_calls,
+            )
+        except BaseException:
+            # The tools failed internally (the log could not be written, …): close every call left
+            # without a result as crash repair would, so no later request carries an unanswered
+            # call. Best effort; the original error is what propagates.
+            with contextlib.suppress(Exception):
+                for p in closers(self.session.events):
+                    if p.type == "tool/result":
+                        self.session.append(
+                            p.type,
+                            p.data,
+                            surface_op=p.surface_op,
+                            source_event_seqs=p.source_event_seqs,
+                        )
+            raise
         return outcome.concludes_turn
 
     def _append_tool_result(

@@ -17,7 +17,10 @@ Contract:
 - **``blocks()``** assembles every index: closed ones are their authoritative block, open ones are
   built from their deltas (a tool call with no id gets ``call-<index>``, no name gets ``""``); an open
   partial of a type we cannot build from deltas raises ``IncompleteBlockError``. On a ``max-tokens``
-  finish every tool-call block is dropped (a truncated call is unsafe to run).
+  finish every tool-call block is dropped (a truncated call is unsafe to run). A tool-call name
+  longer than ``MAX_TOOL_NAME_CHARS`` (no tool can have it: names are at most 64 characters) is cut
+  with a marker (``dsh_kernel.textcap.cap_echo``), because the assembled message is logged and resent
+  on every later request; the raw chunks keep the name as it came.
 - **``replay_state``** is the finish chunk's opaque state. On ``max-tokens`` its ``blocks`` array
   (parallel to the assembled blocks) is pruned with the same keep mask; if its length does not match
   the assembled blocks the whole envelope is dropped (``None``), because a misaligned replay state
@@ -48,6 +51,9 @@ from dsh_kernel.llm.types import (
     TokenUsage,
     ToolCallBlock,
 )
+from dsh_kernel.textcap import cap_echo
+
+MAX_TOOL_NAME_CHARS = 100
 
 
 class IncompleteBlockError(DshError):
@@ -136,7 +142,7 @@ class BlockAssembler:
         return self._finish is not None and self._finish.kind == "max-tokens"
 
     def _all_blocks(self) -> list[ContentBlock]:
-        return [_assemble(p, i) for i, p in self._partials.items()]
+        return [_bounded(_assemble(p, i)) for i, p in self._partials.items()]
 
     def blocks(self) -> tuple[ContentBlock, ...]:
         """Every block seen, in first-seen order; tool calls dropped on a max-tokens finish.
@@ -185,6 +191,14 @@ class BlockAssembler:
             content=self.blocks(),
             source=source,
         )
+
+
+def _bounded(block: ContentBlock) -> ContentBlock:
+    if isinstance(block, ToolCallBlock) and len(block.name) > MAX_TOOL_NAME_CHARS:
+        return ToolCallBlock(
+            id=block.id, name=cap_echo(block.name, MAX_TOOL_NAME_CHARS), arguments=block.arguments
+        )
+    return block
 
 
 def _assemble(partial: _Partial, index: int) -> ContentBlock:

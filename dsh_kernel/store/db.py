@@ -17,6 +17,11 @@ So every open here:
   bar (in a kernel it is a widget drawn from inside the query, where an interrupt gets lost);
 * for read-write opens, runs pending migrations first (``dsh_kernel.store.migrations``).
 
+``extra`` adds DuckDB settings to an open (the ``sql`` tool's process passes its memory, temp and
+thread limits). Settings belong to the database *instance*, and a second connection to a path that
+this process already has open joins that instance — with different settings DuckDB refuses it — so
+only a process that holds nothing else of the store may pass them (``dsh_kernel.store.sql_sandbox``).
+
 Connections are context managers that close on exit: nothing holds the file between operations.
 """
 
@@ -25,7 +30,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Generator
+from collections.abc import Generator, Mapping
 from pathlib import Path
 
 import duckdb
@@ -34,7 +39,8 @@ from dsh_kernel.errors import StoreError
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import migrate
 
-BASE_CONFIG: dict[str, str | bool | int | float | list[str]] = {
+Setting = str | bool | int | float | list[str]
+BASE_CONFIG: dict[str, Setting] = {
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": True,
 }
@@ -66,11 +72,21 @@ def is_lock_conflict(exc: BaseException) -> bool:
     return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 
-def connect_memory(*, external_access: bool = True) -> duckdb.DuckDBPyConnection:
-    """An in-memory database with the store's settings (the journal fallback, the schema doc)."""
+def _config(external: bool, extra: Mapping[str, Setting] | None) -> dict[str, Setting]:
     config = dict(BASE_CONFIG)
-    if not external_access:
+    if not external:
+        # First: DuckDB 2.0.1 refuses a temp_directory given *before* enable_external_access=false
+        # ("Modifying the temp_directory has been disabled"), and accepts it after.
         config["enable_external_access"] = False
+    config.update(extra or {})
+    return config
+
+
+def connect_memory(
+    *, external_access: bool = True, extra: Mapping[str, Setting] | None = None
+) -> duckdb.DuckDBPyConnection:
+    """An in-memory database with the store's settings (the journal fallback, the schema doc)."""
+    config = _config(external_access, extra)
     con = duckdb.connect(":memory:", config=config)
     con.execute(SESSION_SETTINGS)
     return con
@@ -83,6 +99,7 @@ def open_db(
     read_only: bool,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     external_access: bool = True,
+    extra: Mapping[str, Setting] | None = None,
 ) -> Generator[duckdb.DuckDBPyConnection, None, None]:
     """A connection to ``store``'s database, closed (and the in-process lock released) on exit.
 
@@ -101,7 +118,7 @@ def open_db(
         if not read_only:
             path.parent.mkdir(parents=True, exist_ok=True)
         con = _connect_with_retry(
-            path, read_only=read_only, deadline=deadline, external=external_access
+            path, read_only=read_only, deadline=deadline, external=external_access, extra=extra
         )
         try:
             if not read_only:
@@ -114,11 +131,14 @@ def open_db(
 
 
 def _connect_with_retry(
-    path: Path, *, read_only: bool, deadline: float, external: bool
+    path: Path,
+    *,
+    read_only: bool,
+    deadline: float,
+    external: bool,
+    extra: Mapping[str, Setting] | None,
 ) -> duckdb.DuckDBPyConnection:
-    config = dict(BASE_CONFIG)
-    if not external:
-        config["enable_external_access"] = False
+    config = _config(external, extra)
     delay = 0.01
     while True:
         try:

@@ -15,9 +15,16 @@
    ingest was deferred while a live session still had un-ingested lines; the result then carries a
    notice saying so.
 
+Steps 1–2 are ``prepare`` and steps 3–4 ``answer``, so the ``sql`` tool can run them in two processes
+(``dsh_kernel.store.sql_sandbox``): ``answer`` also takes the extra DuckDB settings of that process
+(a ``Confinement``: extra DuckDB settings — its memory, temp and thread caps; the configuration is
+then locked before the query runs, so no statement can lift them —, a hook called on each new
+connection, and its own way to fetch rows). Without one it is exactly the ``%%sql`` path.
+
 A DuckDB error becomes ``QueryError`` (a ``StoreError``) whose message is DuckDB's own, position and
 caret included, and whose ``code`` classifies it (``SQL_SYNTAX``, ``SQL_CATALOG``, ``SQL_BINDER``,
-``SQL_READ_ONLY``, ``SQL_TIMEOUT``, ``SQL_INTERRUPTED`` — a SIGINT mid-query —, ``SQL_ERROR``).
+``SQL_READ_ONLY``, ``SQL_TIMEOUT``, ``SQL_INTERRUPTED`` — a SIGINT mid-query —, ``SQL_MEMORY`` — over
+the memory or temp-directory limit —, ``SQL_ERROR``).
 ``timeout_s`` interrupts a long query, and so does calling a ``QueryInterrupt`` passed as
 ``interrupt`` (from any thread: the ``%%sql`` cell runs the query on a worker thread and calls it on
 SIGINT, because DuckDB notices a signal only between tasks of the calling thread, and not at all while
@@ -33,14 +40,20 @@ import importlib
 import re
 import threading
 import time
-from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Literal, TypeAlias
 
 import duckdb
 
 from dsh_kernel.errors import StoreError
-from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, connect_memory, open_db
+from dsh_kernel.store.db import (
+    DEFAULT_TIMEOUT_S,
+    DatabaseBusy,
+    Setting,
+    connect_memory,
+    open_db,
+)
 from dsh_kernel.store.ingest import IngestReport, ingest, ingest_into
 from dsh_kernel.store.journal import JournalWriter
 from dsh_kernel.store.layout import Store
@@ -48,6 +61,9 @@ from dsh_kernel.store.migrations import migrate
 
 Params: TypeAlias = Sequence[object] | Mapping[str, object] | None
 Source: TypeAlias = Literal["database", "journals"]
+Row: TypeAlias = tuple[object, ...]
+Fetch: TypeAlias = Callable[[duckdb.DuckDBPyConnection, int, list[str]], tuple[list[Row], bool]]
+"""``fetch(cursor, max_rows, notices)`` → (at most ``max_rows`` rows, whether more existed)."""
 
 DEFAULT_MAX_ROWS = 10_000
 
@@ -192,6 +208,8 @@ def classify(exc: duckdb.Error) -> str:
         return "SQL_BINDER"
     if isinstance(exc, duckdb.InterruptException):
         return "SQL_TIMEOUT"
+    if isinstance(exc, duckdb.OutOfMemoryException):
+        return "SQL_MEMORY"
     text = str(exc)
     if "read-only" in text or "read only" in text:
         return "SQL_READ_ONLY"
@@ -207,9 +225,11 @@ def execute(
     max_rows: int = DEFAULT_MAX_ROWS,
     timeout_s: float | None = None,
     interrupt: QueryInterrupt | None = None,
+    fetch: Fetch | None = None,
 ) -> tuple[QueryResult, list[str]]:
-    """Run ``sql`` on an open connection: register frames, bind parameters, fetch at most ``max_rows``.
-    Returns the result (source ``database``, no notices) and the notices about registration."""
+    """Run ``sql`` on an open connection: register frames, bind parameters, fetch at most ``max_rows``
+    (through ``fetch`` when given). Returns the result (source ``database``, no notices) and the
+    notices about registration (and whatever ``fetch`` added)."""
     notices: list[str] = []
     existing = {str(r[0]) for r in con.execute(_CATALOG_NAMES).fetchall()}
     for name, frame in frames_in(sql, namespace).items():
@@ -229,7 +249,14 @@ def execute(
         with watch:
             cur = con.execute(sql, params) if params is not None else con.execute(sql)
             desc = cur.description or []
-            fetched = cur.fetchmany(max_rows + 1) if desc else []
+            if not desc:
+                rows: list[Row] = []
+                truncated = False
+            elif fetch is None:
+                fetched = cur.fetchmany(max_rows + 1)
+                rows, truncated = [tuple(r) for r in fetched[:max_rows]], len(fetched) > max_rows
+            else:
+                rows, truncated = fetch(cur, max_rows, notices)
     except duckdb.Error as exc:
         if interrupt is not None and interrupt.requested:
             raise QueryError("the query was interrupted", code="SQL_INTERRUPTED") from exc
@@ -252,11 +279,49 @@ def execute(
     result = QueryResult(
         columns=tuple(str(d[0]) for d in desc),
         types=tuple(str(d[1]) for d in desc),
-        rows=tuple(tuple(r) for r in fetched[:max_rows]),
-        truncated=len(fetched) > max_rows,
+        rows=tuple(rows),
+        truncated=truncated,
         elapsed_s=elapsed,
     )
     return result, notices
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Prepared:
+    """What ``prepare`` did: its notices, and whether the database lacks a live session's events
+    (ingest was deferred while the database was busy), so the journals must answer."""
+
+    notices: tuple[str, ...] = ()
+    stale: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Confinement:
+    """What the ``sql`` tool's process adds to ``answer`` (see the module docstring)."""
+
+    settings: Mapping[str, Setting]
+    """Extra DuckDB settings for the connection; the configuration is locked before the query."""
+    on_connect: Callable[[duckdb.DuckDBPyConnection], None] | None = None
+    fetch: Fetch | None = None
+
+
+def prepare(
+    store: Store, live: Sequence[JournalWriter] = (), lock_timeout_s: float = DEFAULT_TIMEOUT_S
+) -> Prepared:
+    """Flush the live journals and run an ingest pass (steps 1–2 of the module docstring)."""
+    notices: list[str] = []
+    for writer in live:
+        try:
+            writer.flush()
+        except StoreError as exc:
+            notices.append(f"the current session's latest events may be missing: {exc.message}")
+    report = _try_ingest(store, lock_timeout_s, notices)
+    stale = (
+        report is not None
+        and report.status == "deferred"
+        and _live_pending(store, live, lock_timeout_s)
+    )
+    return Prepared(notices=tuple(notices), stale=stale)
 
 
 def run_query(
@@ -273,33 +338,65 @@ def run_query(
     interrupt: QueryInterrupt | None = None,
 ) -> QueryResult:
     """Ingest what is pending, then run ``sql`` read-only (see the module docstring). With
-    ``external_access=False`` the query cannot read or write any file (the ``sql`` tool)."""
-    notices: list[str] = []
-    for writer in live:
-        try:
-            writer.flush()
-        except StoreError as exc:
-            notices.append(f"the current session's latest events may be missing: {exc.message}")
-    report = _try_ingest(store, lock_timeout_s, notices)
-    stale = (
-        report is not None
-        and report.status == "deferred"
-        and _live_pending(store, live, lock_timeout_s)
+    ``external_access=False`` the query cannot read or write any file."""
+    return answer(
+        store,
+        sql,
+        params,
+        prepared=prepare(store, live, lock_timeout_s),
+        namespace=namespace,
+        max_rows=max_rows,
+        timeout_s=timeout_s,
+        lock_timeout_s=lock_timeout_s,
+        external_access=external_access,
+        interrupt=interrupt,
     )
-    if not stale:
+
+
+def answer(
+    store: Store,
+    sql: str,
+    params: Params = None,
+    *,
+    prepared: Prepared,
+    namespace: Mapping[str, object] | None = None,
+    max_rows: int = DEFAULT_MAX_ROWS,
+    timeout_s: float | None = None,
+    lock_timeout_s: float = DEFAULT_TIMEOUT_S,
+    external_access: bool = True,
+    interrupt: QueryInterrupt | None = None,
+    confined: Confinement | None = None,
+) -> QueryResult:
+    """Run ``sql`` on a read-only connection, or on the journals (steps 3–4)."""
+    notices = list(prepared.notices)
+    extra = confined.settings if confined is not None else None
+
+    def run(con: duckdb.DuckDBPyConnection) -> tuple[QueryResult, list[str]]:
+        if confined is not None:
+            con.execute("SET lock_configuration = true")
+        return execute(
+            con,
+            sql,
+            params,
+            namespace=namespace,
+            max_rows=max_rows,
+            timeout_s=timeout_s,
+            interrupt=interrupt,
+            fetch=confined.fetch if confined is not None else None,
+        )
+
+    if not prepared.stale:
         try:
             with open_db(
-                store, read_only=True, timeout_s=lock_timeout_s, external_access=external_access
+                store,
+                read_only=True,
+                timeout_s=lock_timeout_s,
+                external_access=external_access,
+                extra=extra,
             ) as con:
-                result, more = execute(
-                    con,
-                    sql,
-                    params,
-                    namespace=namespace,
-                    max_rows=max_rows,
-                    timeout_s=timeout_s,
-                    interrupt=interrupt,
-                )
+                if confined is not None and confined.on_connect is not None:
+                    confined.on_connect(con)
+                result, more = run(con)
             return _with(result, "database", notices + more)
         except DatabaseBusy as exc:
             why = exc.message
@@ -309,20 +406,13 @@ def run_query(
             why = "the database does not exist yet"
     else:
         why = "the database is busy and the current session has events it does not hold yet"
-    con, built = fallback_connection(store)
+    on_connect = confined.on_connect if confined is not None else None
+    con, built = fallback_connection(store, extra=extra, on_connect=on_connect)
     notices += [i.message for i in built.issues if i.message not in notices]
-    if not external_access:
-        con.execute("SET enable_external_access = false")
     try:
-        result, more = execute(
-            con,
-            sql,
-            params,
-            namespace=namespace,
-            max_rows=max_rows,
-            timeout_s=timeout_s,
-            interrupt=interrupt,
-        )
+        if not external_access:
+            con.execute("SET enable_external_access = false")
+        result, more = run(con)
     finally:
         con.close()
     notices.append(f"answered from the journals ({why})")
@@ -330,15 +420,7 @@ def run_query(
 
 
 def _with(result: QueryResult, source: Source, notices: list[str]) -> QueryResult:
-    return QueryResult(
-        columns=result.columns,
-        types=result.types,
-        rows=result.rows,
-        truncated=result.truncated,
-        elapsed_s=result.elapsed_s,
-        source=source,
-        notices=tuple(notices),
-    )
+    return replace(result, source=source, notices=tuple(notices))
 
 
 def _try_ingest(store: Store, timeout_s: float, notices: list[str]) -> IngestReport | None:
@@ -370,11 +452,18 @@ def _live_pending(store: Store, live: Sequence[JournalWriter], timeout_s: float)
     return False
 
 
-def fallback_connection(store: Store) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
+def fallback_connection(
+    store: Store,
+    *,
+    extra: Mapping[str, Setting] | None = None,
+    on_connect: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> tuple[duckdb.DuckDBPyConnection, IngestReport]:
     """An in-memory database holding every journal of ``store``, with the same tables and views
     (and the report of loading them: damaged journals are named there)."""
-    con = connect_memory()
+    con = connect_memory(extra=extra)
     try:
+        if on_connect is not None:
+            on_connect(con)
         migrate(con)
         report = ingest_into(con, store)
     except BaseException:

@@ -12,9 +12,9 @@
    model what happened and what the user can change. ``cancelled`` by an abort is ``ABORTED``.
 5. **Guards** (registry) — a returned reason is ``DENIED``.
 6. **Dispatch** under the tool's ``timeout_ms`` (``TIMEOUT``): validate the arguments
-   (``INVALID_ARGS``; invalid JSON says so and where), run the body, check that the value is lossless
-   JSON and matches ``output_schema`` (``INVALID_TOOL_OUTPUT``, naming the JSON path), then
-   ``render`` and ``presentation_meta``.
+   (``INVALID_ARGS``: invalid JSON or nesting deeper than 64 levels says so; at most 10 problems are
+   listed), run the body, check that the value is lossless JSON and matches ``output_schema``
+   (``INVALID_TOOL_OUTPUT``, naming the JSON path), then ``render`` and ``presentation_meta``.
 7. **Post-execute hooks** on success: ``accept`` may replace the content *or* the value (a new value
    is re-checked and re-rendered); ``block`` turns the outcome into a ``BLOCKED`` error.
 8. **Late abort** — a success while the signal is aborted becomes ``ABORTED`` ("tool call aborted").
@@ -22,6 +22,8 @@
    name, code)``: a ``DshError``'s own code, ``TOOL_FAILED`` (message prefixed with the type name) for
    anything else.
 10. **Finalise** — ``finalize_content`` exactly once per outcome; its failure is logged, never fatal.
+11. **Cap** — every result, success or error, leaves through ``dsh_kernel.tools.bounds.capped``:
+    at most 100 kB of text, cut with a marker. A name the model sent is quoted cut to 100 characters.
 
 Cancellation: a ``CancelledError`` that arrives while ``signal`` is aborted is converted into the
 ``ABORTED`` result (the body was stopped; its result is still owed). ``execute`` therefore swallows
@@ -48,9 +50,12 @@ from dsh_kernel.errors import (
     UsageError,
 )
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.codec import ArgumentsTooDeep
 from dsh_kernel.llm.types import ContentBlock, Message
 from dsh_kernel.session.codec import lossless_copy
+from dsh_kernel.textcap import cap_echo
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest, ApprovalService
+from dsh_kernel.tools.bounds import capped, invalid_args_message
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.schema import validate
 from dsh_kernel.tools.types import (
@@ -255,14 +260,15 @@ class ToolRuntime:
         ctx = ToolContext(call_id=call.call_id, name=call.name, signal=signal)
         ctx.close()
         defn = self.registry.get(call.name)
-        return _finalize(defn, ctx, make(ctx))
+        return capped(_finalize(defn, ctx, make(ctx)))
 
     async def execute(self, call: ToolCall, args: JsonValue, signal: AbortSignal) -> ToolResult:
         defn = self.registry.get(call.name)
         if defn is None:
             names = ", ".join(self.registry.names()) or "none"
             return ToolResult.failure(
-                f"unknown tool '{call.name}'; available tools: {names}", code=UNKNOWN_TOOL
+                f"unknown tool '{cap_echo(call.name)}'; available tools: {names}",
+                code=UNKNOWN_TOOL,
             )
         body_ctl = AbortController()
         unlink = signal.add_callback(body_ctl.abort)
@@ -284,7 +290,7 @@ class ToolRuntime:
             result = replace(
                 result, additional_contexts=ctx.deferred_contexts + result.additional_contexts
             )
-        return _finalize(defn, ctx, result)
+        return capped(_finalize(defn, ctx, result))
 
     async def _run(
         self,
@@ -452,13 +458,15 @@ def _validated(defn: ToolDefinition, call: ToolCall, args: JsonValue) -> JsonObj
         try:
             parse_arguments(call.arguments)
         except ValueError as exc:
+            too_deep = isinstance(exc, ArgumentsTooDeep)
+            what = str(exc) if too_deep else f"the arguments are not valid JSON ({exc})"
             raise ToolArgsError(
-                f"invalid arguments: the arguments are not valid JSON ({exc}); send one JSON "
-                f"object matching the parameters of '{defn.name}'"
+                f"invalid arguments: {what}; send one JSON object matching the parameters of "
+                f"'{defn.name}'"
             ) from exc
     errors = validate(defn.parameters, args)
     if errors:
-        raise ToolArgsError("invalid arguments: " + "; ".join(errors))
+        raise ToolArgsError(invalid_args_message(errors))
     assert isinstance(args, dict)
     return args
 

@@ -16,13 +16,13 @@ and the result text).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, assert_never
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.codec import parse_tool_arguments
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 
 if TYPE_CHECKING:
@@ -500,10 +500,9 @@ def content_text(content: tuple[ContentBlock, ...]) -> str:
 
 def _parse_raw(raw_args: str) -> JsonValue:
     try:
-        parsed: JsonValue = json.loads(raw_args) if raw_args.strip() else {}
-    except ValueError:
+        return parse_tool_arguments(raw_args)
+    except ValueError:  # invalid or too deeply nested: the card shows the raw text
         return raw_args
-    return parsed
 
 
 def _safely(fn: Callable[[], _T | None], what: str, name: str) -> _T | None:

@@ -2,8 +2,9 @@
 
 ``run_tool_calls(calls, runtime, signal, on_start=..., on_result=...)``:
 
-* **Arguments** are parsed here: blank → ``{}``; invalid JSON → the raw text is passed on and the
-  pipeline reports ``INVALID_ARGS`` (the raw text stays in the log untouched).
+* **Arguments** are parsed here, once per call: blank → ``{}``; invalid JSON, or JSON nested deeper
+  than 64 levels → the raw text is passed on and the pipeline reports ``INVALID_ARGS`` (the raw text
+  stays in the log untouched). Parsing never raises out of the step.
 * **Groups**, in model order: a call is classified just before it starts. A concurrency-safe call
   joins a rolling pool of at most ``max_parallel`` running calls; an exclusive call waits for the
   pool to drain, runs alone, and is a barrier for the calls after it.
@@ -16,8 +17,13 @@
   ``on_start`` and a synthetic ``ABORTED_BEFORE_DISPATCH`` result. If the abort reached us as a
   ``CancelledError`` (the agent cancels the turn task), that bookkeeping is finished first and the
   ``CancelledError`` is re-raised; otherwise the outcome is returned normally.
-* **Internal failure** (a callback raises, a call task dies with an unexpected error): nothing new
-  starts, started calls are drained, and the error propagates without inventing results.
+* **Every call ends in a result**: an exception that escapes ``ToolRuntime.execute`` (it should
+  not; the pipeline normalises the body's) becomes that call's error result too
+  (``failure_from_exception``: the error's own code, else ``TOOL_FAILED``).
+* **Internal failure** (a callback raises — the log cannot be written —, or a call task dies with a
+  ``BaseException`` that is not ours): nothing new starts, started calls are drained, and the error
+  propagates without inventing results here; the agent then closes the step's unanswered calls
+  with crash repair's synthetic results, so the history stays valid.
 """
 
 from __future__ import annotations
@@ -28,7 +34,8 @@ from dataclasses import dataclass
 
 from dsh_kernel.abort import AbortCause, AbortSignal
 from dsh_kernel.jsonvalue import JsonValue
-from dsh_kernel.tools.pipeline import ToolRuntime
+from dsh_kernel.tools.bounds import capped
+from dsh_kernel.tools.pipeline import ToolRuntime, failure_from_exception
 from dsh_kernel.tools.types import TOO_MANY_TOOL_CALLS, ToolCall, ToolResult, parse_arguments
 
 DEFAULT_MAX_PARALLEL = 10
@@ -46,7 +53,7 @@ class StepToolOutcome:
 def _args(call: ToolCall) -> JsonValue:
     try:
         return parse_arguments(call.arguments)
-    except ValueError:
+    except (ValueError, RecursionError):
         return call.arguments
 
 
@@ -74,6 +81,12 @@ class _Step:
         self.committed = 0  # calls [0, committed) have had on_result
         self.running: dict[asyncio.Task[ToolResult], int] = {}
         self.entered: set[int] = set()  # calls whose pipeline began running
+        self.parsed: dict[int, JsonValue] = {}
+
+    def args(self, i: int) -> JsonValue:
+        if i not in self.parsed:
+            self.parsed[i] = _args(self.calls[i])
+        return self.parsed[i]
 
     def start(self, i: int) -> None:
         call = self.calls[i]
@@ -84,7 +97,10 @@ class _Step:
 
     async def _execute(self, i: int, call: ToolCall) -> ToolResult:
         self.entered.add(i)
-        return await self.runtime.execute(call, _args(call), self.signal)
+        try:
+            return await self.runtime.execute(call, self.args(i), self.signal)
+        except Exception as exc:
+            return capped(failure_from_exception(exc))
 
     def cancel_running(self, cause: AbortCause | None = None) -> None:
         del cause
@@ -127,7 +143,7 @@ class _Step:
         i = 0
         while i < self.runnable and not self.signal.aborted:
             call = self.calls[i]
-            if self.runtime.is_concurrency_safe(call, _args(call)):
+            if self.runtime.is_concurrency_safe(call, self.args(i)):
                 if len(self.running) >= self.max_parallel:
                     await self.wait_some()
                     continue

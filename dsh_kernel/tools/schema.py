@@ -16,7 +16,10 @@ written without a fraction (``3``, not ``3.0``); ``number`` accepts both; ``true
 numbers, and enum/const comparison is type-exact (``1`` does not equal ``true``).
 
 ``validate(schema, value)`` returns error strings prefixed with the JSON path of the offending value
-(``$.items[2].name: expected string, got integer``); an empty list means valid.
+(``$.items[2].name: expected string, got integer``); an empty list means valid. The value is the
+model's, so every piece of it quoted in an error is cut to ``ECHO_CHARS`` (100) characters, and an
+object's unexpected properties are one error naming the first three and the count
+(``$: 10000 unexpected properties ('a', 'b', 'c', …) (allowed: code)``), never one error each.
 
 ``from_json_schema`` turns full JSON Schema as pydantic writes it into this subset: ``$ref``/``$defs``
 are inlined (recursive models are refused), ``anyOf`` becomes ``oneOf`` (``integer|number`` collapses to
@@ -35,6 +38,7 @@ from typing import Final
 
 from dsh_kernel.errors import ToolSchemaError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.textcap import cap_echo
 
 ANNOTATION_KEYWORDS: Final = frozenset({"description", "title", "default", "examples"})
 SCALAR_TYPES: Final = frozenset({"string", "number", "integer", "boolean", "null"})
@@ -198,9 +202,9 @@ def validate(schema: JsonObject, value: JsonValue, path: str = "$") -> list[str]
         enum = _list(schema["enum"])
         if not any(json_equal(value, e) for e in enum):
             allowed = ", ".join(json.dumps(e) for e in enum)
-            errors.append(f"{path}: expected one of [{allowed}], got {json.dumps(value)}")
+            errors.append(f"{path}: expected one of [{allowed}], got {_quote(value)}")
     if "const" in schema and not json_equal(value, schema["const"]):
-        errors.append(f"{path}: expected {json.dumps(schema['const'])}, got {json.dumps(value)}")
+        errors.append(f"{path}: expected {json.dumps(schema['const'])}, got {_quote(value)}")
     if isinstance(value, list) and "items" in schema:
         items = _obj(schema["items"])
         for i, v in enumerate(value):
@@ -211,13 +215,30 @@ def validate(schema: JsonObject, value: JsonValue, path: str = "$") -> list[str]
             if isinstance(r, str) and r not in value:
                 errors.append(f"{path}: missing required property '{r}'")
         extra_ok = schema.get("additionalProperties", True) is True
+        unexpected: list[str] = []
         for k, v in value.items():
             if k in props:
                 errors.extend(validate(_obj(props[k]), v, key_path(path, k)))
             elif not extra_ok:
-                known = ", ".join(sorted(props)) or "none"
-                errors.append(f"{path}: unexpected property '{k}' (allowed: {known})")
+                unexpected.append(k)
+        if unexpected:
+            errors.append(_unexpected(path, unexpected, props))
     return errors
+
+
+def _quote(value: JsonValue) -> str:
+    """A (short) value as a message quotes it; a scalar's JSON, a container only by its type."""
+    if isinstance(value, list | dict):
+        return json_type(value)
+    return cap_echo(json.dumps(value, ensure_ascii=False))
+
+
+def _unexpected(path: str, keys: list[str], props: JsonObject) -> str:
+    known = ", ".join(sorted(props)) or "none"
+    if len(keys) == 1:
+        return f"{path}: unexpected property '{cap_echo(keys[0])}' (allowed: {known})"
+    named = ", ".join(f"'{cap_echo(k)}'" for k in keys[:3]) + (", …" if len(keys) > 3 else "")
+    return f"{path}: {len(keys)} unexpected properties ({named}) (allowed: {known})"
 
 
 def _obj(value: JsonValue) -> JsonObject:

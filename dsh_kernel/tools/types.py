@@ -16,7 +16,6 @@ Failure codes the pipeline itself produces are the ``*`` constants below; a tool
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from dsh_kernel.abort import AbortSignal
 from dsh_kernel.errors import UsageError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.codec import parse_tool_arguments
 from dsh_kernel.llm.types import ContentBlock, Message, TextBlock, ToolCallBlock, ToolSchema
 from dsh_kernel.tools.presentation import ToolCallView, ToolResultInfo, ToolResultView
 from dsh_kernel.tools.schema import check_schema
@@ -60,24 +60,10 @@ class ToolCall:
 
 def parse_arguments(raw: str) -> JsonValue:
     """Parse a call's argument text: blank → ``{}``. Raises ``ValueError`` saying what is wrong and
-    where (NaN, Infinity and overflowing numbers are not JSON and are refused too)."""
-    if not raw.strip():
-        return {}
-
-    def no_constant(name: str) -> JsonValue:
-        raise ValueError(f"{name} is not valid JSON")
-
-    def finite(text: str) -> float:
-        f = float(text)
-        if not math.isfinite(f):
-            raise ValueError(f"number {text} is out of range")
-        return f
-
-    try:
-        value: JsonValue = json.loads(raw, parse_constant=no_constant, parse_float=finite)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    return value
+    where (NaN, Infinity and overflowing numbers are not JSON and are refused too, and so is nesting
+    deeper than ``MAX_ARGUMENT_DEPTH`` levels: ``ArgumentsTooDeep``). See
+    ``dsh_kernel.llm.codec.parse_tool_arguments``."""
+    return parse_tool_arguments(raw)
 
 
 class ToolContext:

@@ -89,10 +89,11 @@ class ErrorInfo:
 
 
 def json_object(data: bytes | str) -> JsonObject | None:
-    """``json.loads`` narrowed to an object: ``None`` for invalid JSON or any other value."""
+    """``json.loads`` narrowed to an object: ``None`` for invalid JSON (nesting too deep for the
+    decoder included) or any other value."""
     try:
         value = json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     return cast("JsonObject", value) if isinstance(value, dict) else None
 
