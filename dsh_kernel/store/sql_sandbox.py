@@ -137,7 +137,8 @@ def run_confined(
         _slots.release()
 
 
-def _child_env() -> dict[str, str]:
+def child_env() -> dict[str, str]:
+    """The environment of the query process: what Python needs, no keys."""
     return {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith("LC_")}
 
 
@@ -151,7 +152,7 @@ def _run_child(work: Path, limit_s: float, timeout_s: float, stop: threading.Eve
             stdout=out,
             stderr=err,
             cwd=work,
-            env=_child_env(),
+            env=child_env(),
             start_new_session=True,  # the kernel's SIGINT is for the kernel; we stop the child
         )
         try:
