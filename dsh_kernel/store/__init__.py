@@ -9,7 +9,7 @@ Modules (one concept each):
 * ``migrations`` + ``sql/*.sql`` — the schema, as ordered migrations; ``schema_doc`` documents it;
 * ``ingest``   — incremental, columnar ingest of journal lines (``ingest``, ``set_price``);
 * ``query``    — ``run_query`` (the ``%%sql`` API) with the journal fallback;
-* ``sql_tool`` — the agent's read-only ``sql`` tool;
+* ``sql_tool`` — the agent's read-only ``sql`` tool; ``sql_sandbox`` — the capped process it queries in;
 * ``sessions`` — list, resume, fork, search, export (Parquet, Markdown), titles;
 * ``replay``   — ``ReplayProvider``, answering from a recorded session.
 

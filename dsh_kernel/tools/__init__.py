@@ -1,5 +1,6 @@
 """Tools: definitions, the ``@tool`` decorator and schema subset, the registry, approval, the
-execution pipeline, the step scheduler and presentation views.
+execution pipeline, the step scheduler, the caps on what a result carries back (``bounds``) and
+presentation views.
 
 This package sits below the agent: it never imports ``dsh_kernel.session`` or ``dsh_kernel.agent``.
 The agent wires the log in through callbacks (``ApprovalRecorder``, ``run_tool_calls``'s
