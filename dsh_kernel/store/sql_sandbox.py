@@ -22,7 +22,8 @@ are per instance, and connections to one path in one process share it) — with 
   every text cell cut to 2,000 characters and every list to 200 items, with a marker; an error
   message cut to 4,000 bytes;
 * time: the query is interrupted at ``timeout_s`` (``SQL_TIMEOUT``); a child that has not answered
-  ``grace_s`` (10 s) later is killed. Cancelling the call (``stop``) kills it at once;
+  ``grace_s`` (10 s) later is killed (and ends itself 5 s after that, should the kernel be gone).
+  Cancelling the call (``stop``) kills it at once;
 * at most two such processes per kernel at a time (a step may make many ``sql`` calls at once);
 * the environment: only what Python needs (``PATH``, ``HOME``, locale, ``TMPDIR``, ``PYTHONPATH``,
   ``VIRTUAL_ENV``) — no API keys reach it.
@@ -377,6 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The child: answer the request file named by ``argv[0]`` on stdout (see the docstring)."""
     args = list(sys.argv[1:] if argv is None else argv)
     request = cast("JsonObject", json.loads(Path(args[0]).read_text(encoding="utf-8")))
+    limits = cast("dict[str, float]", request["limits"])
+    # The parent kills us at this point; if the parent is gone, nobody would: end ourselves.
+    lifetime = float(cast("float", request["timeoutS"])) + float(limits["grace_s"]) + 5
+    watchdog = threading.Timer(lifetime, os._exit, args=(3,))
+    watchdog.daemon = True
+    watchdog.start()
     reply: JsonObject
     try:
         reply = {"ok": True, "result": _result_to_json(_child_query(request))}
