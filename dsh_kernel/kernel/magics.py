@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from IPython.core.error import StdinNotImplementedError
 from IPython.core.magic import Magics, line_magic, magics_class
 
 from dsh_kernel.errors import DshError, UsageError, command_error
@@ -105,7 +106,7 @@ class AgentMagics(Magics):
             text = handler(args)
         except Exception as exc:
             code, message = _failure(exc)
-            if not isinstance(exc, DshError | OSError):
+            if not isinstance(exc, DshError | OSError | StdinNotImplementedError):
                 _log.exception("dsh: %%agent %s failed", name)
             if logged and host.agent is agent:
                 self._done(command_id, "error", message)
@@ -346,6 +347,11 @@ def _failure(exc: Exception) -> tuple[str, str]:
     """The code and message a failed subcommand reports."""
     if isinstance(exc, DshError):
         return exc.code, exc.message
+    if isinstance(exc, StdinNotImplementedError):
+        return "USAGE", (
+            "this frontend cannot ask for input (a headless run?); set the key's environment "
+            "variable before starting Jupyter instead"
+        )
     if isinstance(exc, OSError):
         where = f": {exc.filename}" if exc.filename else ""
         return "OS_ERROR", f"{exc.strerror or exc}{where}"

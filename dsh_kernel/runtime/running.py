@@ -7,7 +7,9 @@ another thread may call:
 * ``interrupt()`` — send ``SIGINT`` to the main thread (``signal.pthread_kill``), exactly what the
   Jupyter interrupt does to the code: it becomes failure ``abort`` with the output so far. A signal
   aimed at the main thread also ends a blocking call there at once (``time.sleep``, a socket read),
-  which ``_thread.interrupt_main`` would not. Returns ``False``, sending nothing, when no code runs.
+  which ``_thread.interrupt_main`` would not (measured: during a ``time.sleep(3)``, a thread's
+  ``interrupt_main()`` landed when the sleep ended, 2.5 s later; ``pthread_kill`` in 0.7 ms).
+  Returns ``False``, sending nothing, when no code runs.
 * ``after_run(fn)`` — run ``fn()`` on the main thread as soon as the code ends, before the run
   returns its result (so before the tool call's result is logged and before the agent's next step).
   Returns ``False`` when no code runs; the caller then does the work its usual way.

@@ -48,6 +48,13 @@ def test_a_failed_command_fails_its_cell(
     assert live.server.requests == []
 
 
+def test_a_key_prompt_without_stdin_is_a_usage_error(live: Live) -> None:
+    ex = live.kernel.execute("%agent key openai", allow_stdin=False)  # a headless client
+    assert ex.status == "error" and ex.content["ename"] == "USAGE", ex.content
+    assert "cannot ask for input" in ex.content["evalue"]
+    assert "Traceback" not in json.dumps(ex.content)
+
+
 def test_the_rest_of_a_failing_cell_does_not_run(live: Live) -> None:
     ex = live.fe.run("%agent frobnicate\n%agent title should not be set")
     assert ex.status == "error" and ex.content["ename"] == "UNKNOWN_COMMAND"
@@ -62,7 +69,7 @@ def test_a_failed_command_is_logged_as_an_error(live: Live) -> None:
     assert live.fe.python("print(6 * 7)").strip() == "42"  # the kernel is fine
 
 
-def test_search_takes_free_text_with_an_apostrophe(live: Live) -> None:
+def test_free_text_with_an_apostrophe_parses_and_flags_still_work(live: Live) -> None:
     live.server.script(sc.text("Noted."))
     assert live.fe.run("I don't like red charts.").status == "ok"
     ex = live.fe.run("%agent search don't")
@@ -70,14 +77,11 @@ def test_search_takes_free_text_with_an_apostrophe(live: Live) -> None:
     assert "don't like red" in ex.stdout, ex.stdout
     ex = live.fe.run("%agent search 'like red'")  # quotes still group words
     assert ex.status == "ok" and "don't like red" in ex.stdout, ex.stdout
-
-
-def test_flags_and_quoted_paths_still_parse(live: Live) -> None:
-    target = live.tmp / "my notes.md"
+    target = live.tmp / "my notes.md"  # a flag, then a quoted path with a space
     target.unlink(missing_ok=True)
     ex = live.fe.run('%agent export --md "my notes.md"')
     assert ex.status == "ok", ex.content
-    assert target.exists() and target.read_text(encoding="utf-8").strip()
+    assert "don't like red" in target.read_text(encoding="utf-8")
 
 
 def test_run_all_stops_at_a_failed_agent_line(
