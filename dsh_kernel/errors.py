@@ -6,6 +6,7 @@
     ├── UsageError            misuse of an API by its caller (bad arguments, wrong state)
     │   ├── ReentrantAppendError      Session.append from inside an observer
     │   └── TemplateError             unknown/empty {{variable}} in a prompt section
+    ├── CommandError          a failed ``%agent`` command (one subclass per code, named by it)
     ├── LlmError (failure: LlmFailure)    a provider call failed; the failure carries the stable code
     ├── SessionError          the log refuses something
     │   ├── LosslessJsonError         event data that would not round-trip (names the JSON path)
@@ -21,6 +22,14 @@
 Exceptions become results in exactly one place per boundary: the tool pipeline (tool errors become
 ``tool/result`` content), the agent turn (errors become ``turn/end{error}``), and the kernel's execute
 reply.
+
+**Error names a user sees.** Every error of ours that fails a notebook cell — a chat cell, a ``%%sql``
+cell, an ``%agent`` command — replies ``status: error`` with ``ename`` = the stable code in
+UPPER_SNAKE_CASE (the same code as ``.code`` here, the ``errors.code`` column in SQL and a tool
+result's error code: ``AUTH``, ``SESSION_NOT_FOUND``, ``SQL_USAGE``, ``ABORTED``, ``INTERNAL``) and
+``evalue`` = what happened and what to do; the traceback is that one line, never our frames. Only
+exceptions raised by the user's own Python code keep their Python class name (``ZeroDivisionError``),
+as in IPython.
 """
 
 from __future__ import annotations
@@ -58,6 +67,33 @@ class ReentrantAppendError(UsageError):
 
 class TemplateError(UsageError):
     code = "TEMPLATE"
+
+
+class CommandError(DshError):
+    """A failed ``%agent`` command, raised out of the line magic so that its cell fails and Run All
+    stops there. Make one with ``command_error(code, message)``.
+
+    IPython names a failed cell's error after the exception's class, so each code gets its own
+    subclass *named by the code* (created once): the cell's ``ename`` is then the stable code, like
+    every error of ours. ``_render_traceback_`` (IPython's hook for exceptions that draw themselves)
+    shows the one line ``<code>: <message>`` instead of our frames."""
+
+    code = "COMMAND_FAILED"
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{self.code}: {self.message}"]
+
+
+_command_errors: dict[str, type[CommandError]] = {}
+
+
+def command_error(code: str, message: str) -> CommandError:
+    """A ``CommandError`` whose class name is ``code`` (see ``CommandError``)."""
+    cls = _command_errors.get(code)
+    if cls is None:
+        cls = type(code, (CommandError,), {"code": code, "__module__": __name__})
+        _command_errors[code] = cls
+    return cls(message)
 
 
 class LlmError(DshError):

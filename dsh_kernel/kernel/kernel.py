@@ -11,8 +11,10 @@
   saved notebook reads well without a kernel.
 * ``%%sql`` cells query the session store.
 
-A failed turn replies ``status: error`` with ``ename`` = the failure code and ``evalue`` = what
-happened and what to do; our own tracebacks are never shown.
+A failed cell of ours replies ``status: error`` with ``ename`` = the stable failure code (UPPER_SNAKE,
+see ``dsh_kernel.errors``: ``AUTH``, ``INVALID_PROMPT``, ``ABORTED`` for a stopped turn, ``INTERNAL``)
+and ``evalue`` = what happened and what to do; our own tracebacks are never shown. A failed
+``%agent`` command fails its cell the same way (``magics``), through IPython.
 """
 
 from __future__ import annotations
@@ -202,7 +204,7 @@ class DshKernel(IPythonKernel):
         try:
             prompt = expand_prompt(cell.body, user_namespace(self.shell))
         except PromptError as exc:
-            return self.error_reply(count, "PromptError", str(exc))
+            return self.error_reply(count, "INVALID_PROMPT", str(exc))
         if prompt is None:
             return self.ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
         disposers: list[Callable[[], None]] = []
@@ -212,9 +214,9 @@ class DshKernel(IPythonKernel):
             for dispose in disposers:
                 dispose()
             return self.error_reply(
-                count, "PromptError", f"cannot offer that function: {exc.message}"
+                count, "INVALID_PROMPT", f"cannot offer that function: {exc.message}"
             )
-        view = open_view(host, prompt.message.id, silent=silent)
+        view = open_view(host, prompt.message.id, silent=silent, kernel=self)
         try:
             agent.followup(prompt.message)
             with self._sigint_cancels(agent):
@@ -241,7 +243,7 @@ class DshKernel(IPythonKernel):
             return self.error_reply(count, code, describe_failure(code, message))
         if kind == "aborted":
             return self.error_reply(
-                count, "KeyboardInterrupt", "the turn was stopped; what streamed so far is kept"
+                count, "ABORTED", "the turn was stopped; what streamed so far is kept"
             )
         return self.ok_reply(count)
 

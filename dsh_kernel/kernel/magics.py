@@ -1,26 +1,46 @@
 """``%agent``: the one line magic for the agent.
 
 Every subcommand is logged as ``command/run`` + ``command/done`` (standalone events; never sent to
-the model). An unknown subcommand prints the help text. Keys typed at ``%agent key`` go to an
-in-memory store only: never to the log, the store, the notebook or the kernel's log.
+the model). Keys typed at ``%agent key`` go to an in-memory store only: never to the log, the store,
+the notebook or the kernel's log.
+
+**A failed command fails its cell** (so Run All stops there, before a chat cell could reach the
+wrong model): the magic raises a ``CommandError`` whose ``ename`` is the stable code —
+``UNKNOWN_COMMAND``, ``USAGE``, the store's ``SESSION_NOT_FOUND`` / ``SESSION_AMBIGUOUS`` /
+``SESSION_LIVE``, ``OS_ERROR`` for a file that cannot be written, ``INTERNAL`` for a bug of ours —
+and whose ``evalue`` is ``%agent <subcommand>: <what was wrong and what to do>``; the traceback is
+that one line.
+
+**Arguments** are split by ``split_args``: shell-like, but an apostrophe inside a word is a letter
+(``%agent search don't`` searches for ``don't``), and quotes group words only when they open a word
+and close at the end of one (``%agent export --md "my notes.md"``).
 """
 
 from __future__ import annotations
 
 import getpass
-import shlex
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from IPython.core.error import StdinNotImplementedError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from dsh_kernel.errors import DshError, UsageError
+from dsh_kernel.errors import DshError, UsageError, command_error
 from dsh_kernel.ids import new_command_id
 from dsh_kernel.jsonvalue import JsonObject
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.kernel import DshKernel
     from dsh_kernel.store.layout import Store
+
+_log = logging.getLogger(__name__)
+
+_HINTS = {
+    "SESSION_NOT_FOUND": "`%agent sessions` lists the stored sessions",
+    "SESSION_AMBIGUOUS": "give more of the id (`%agent sessions` lists them)",
+}
+"""What to do, added to a failed command's message by its code."""
 
 HELP = """\
 %agent — control the notebook agent
@@ -61,19 +81,18 @@ class AgentMagics(Magics):
     @line_magic
     def agent(self, line: str) -> None:
         """Control the notebook agent. `%agent help` lists the subcommands."""
-        try:
-            words = shlex.split(line)
-        except ValueError as exc:
-            print(f"%agent: {exc}\n\n{HELP}")
-            return
+        words = split_args(line)
         if not words or words[0] in ("help", "-h", "--help"):
             print(HELP)
             return
         name, args = words[0], words[1:]
         handler: Callable[[list[str]], str] | None = getattr(self, f"_cmd_{name}", None)
         if handler is None:
-            print(f"%agent: unknown subcommand {name!r}\n\n{HELP}")
-            return
+            raise command_error(
+                "UNKNOWN_COMMAND",
+                f"%agent: unknown subcommand {name!r}; the subcommands are "
+                f"{', '.join(subcommands())} (`%agent help` explains them)",
+            )
         host = self.kernel.host
         agent = host.agent
         command_id = new_command_id()
@@ -85,11 +104,17 @@ class AgentMagics(Magics):
             agent.session.append("command/run", run)
         try:
             text = handler(args)
-        except DshError as exc:
-            if logged:
-                self._done(command_id, "error", exc.message)
-            print(f"%agent {name}: {exc.message}")
-            return
+        except Exception as exc:
+            code, message = _failure(exc)
+            if not isinstance(exc, DshError | OSError | StdinNotImplementedError):
+                _log.exception("dsh: %%agent %s failed", name)
+            if logged and host.agent is agent:
+                self._done(command_id, "error", message)
+            message = message.removeprefix(f"{name}: ")  # the store's errors name the command too
+            hint = _HINTS.get(code)
+            if hint and hint not in message:
+                message = f"{message}; {hint}"
+            raise command_error(code, f"%agent {name}: {message}") from exc
         if logged and host.agent is agent:
             self._done(command_id, "success", text)
         if text:
@@ -309,6 +334,69 @@ class AgentMagics(Magics):
 
         agent = self.kernel.host.agent
         return "this session: " + usage_totals(agent.session.events).describe(agent.model_info)
+
+
+def subcommands() -> list[str]:
+    """The subcommand names (every ``_cmd_<name>`` handler, and ``help``), sorted."""
+    return sorted(
+        [n.removeprefix("_cmd_") for n in dir(AgentMagics) if n.startswith("_cmd_")] + ["help"]
+    )
+
+
+def _failure(exc: Exception) -> tuple[str, str]:
+    """The code and message a failed subcommand reports."""
+    if isinstance(exc, DshError):
+        return exc.code, exc.message
+    if isinstance(exc, StdinNotImplementedError):
+        return "USAGE", (
+            "this frontend cannot ask for input (a headless run?); set the key's environment "
+            "variable before starting Jupyter instead"
+        )
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return "OS_ERROR", f"{exc.strerror or exc}{where}"
+    return "INTERNAL", (
+        f"dsh-kernel failed ({type(exc).__name__}: {exc}); the kernel log has the traceback — "
+        "please report it"
+    )
+
+
+def split_args(line: str) -> list[str]:
+    """The words of an ``%agent`` line: split at whitespace, like a shell but forgiving.
+
+    A quote (``'`` or ``"``) groups words only when it opens a word (or follows ``=``) and a
+    matching quote closes a word later on; the quotes are then dropped. Any other quote is an
+    ordinary character, so free text (``don't``, ``O'Brien's``, a lone ``"``) never fails to parse.
+    There are no escapes: a backslash is a character too (Windows paths survive)."""
+    words: list[str] = []
+    i, n = 0, len(line)
+    while i < n:
+        if line[i].isspace():
+            i += 1
+            continue
+        word: list[str] = []
+        while i < n and not line[i].isspace():
+            ch = line[i]
+            if ch in "'\"" and (not word or word[-1].endswith("=")):
+                end = _closing_quote(line, ch, i + 1)
+                if end is not None:
+                    word.append(line[i + 1 : end])
+                    i = end + 1
+                    continue
+            word.append(ch)
+            i += 1
+        words.append("".join(word))
+    return words
+
+
+def _closing_quote(line: str, quote: str, start: int) -> int | None:
+    """The first ``quote`` at or after ``start`` that ends a word (whitespace or the end follows)."""
+    at = line.find(quote, start)
+    while at != -1:
+        if at + 1 == len(line) or line[at + 1].isspace():
+            return at
+        at = line.find(quote, at + 1)
+    return None
 
 
 def _recorded_model(store: Store, session_id: str) -> str | None:

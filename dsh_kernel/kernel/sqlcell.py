@@ -69,10 +69,10 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
         target = parse_target(cell.args)
         params = parameters(cell.body, ns)
     except (ValueError, KeyError) as exc:
-        return kernel.error_reply(count, "SqlUsage", str(exc).strip('"'))
+        return kernel.error_reply(count, "SQL_USAGE", str(exc).strip('"'))
     if not cell.body.strip():
         return kernel.error_reply(
-            count, "SqlUsage", "the %%sql cell is empty: write a query below the %%sql line"
+            count, "SQL_USAGE", "the %%sql cell is empty: write a query below the %%sql line"
         )
     if host.store is None:
         return kernel.error_reply(
@@ -93,7 +93,7 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
             )
     except KeyboardInterrupt:
         # SIGINT before the handler was in place: the cell still owes a reply
-        return kernel.error_reply(count, "KeyboardInterrupt", "the %%sql cell was interrupted")
+        return kernel.error_reply(count, "SQL_INTERRUPTED", "the %%sql cell was interrupted")
     except StoreError as exc:
         code = exc.code
         if code.startswith("SQL_"):

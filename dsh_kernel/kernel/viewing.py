@@ -6,6 +6,9 @@ text, cards, approval buttons, Stop, steer); at the end ``update_display`` gives
 ``text/markdown`` and ``text/plain`` of the finished turn. A saved notebook therefore shows the
 conversation everywhere — JupyterLab with no kernel and no saved widget state, nbconvert, GitHub,
 nbviewer, a console client — with no "model not found" widget errors.
+
+While the turn runs, the view's Stop and Send are also heard on ipykernel's shell channel thread
+(``kernel.busy``), so they work while the agent's ``python`` code holds the main thread.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.kernel._ipy import display_raw, update_raw
+from dsh_kernel.kernel.busy import watch
 from dsh_kernel.views import TurnView, ViewControls
 
 if TYPE_CHECKING:
@@ -22,7 +26,9 @@ if TYPE_CHECKING:
 
 
 class CellView:
-    def __init__(self, host: AgentHost, message_id: str, *, silent: bool) -> None:
+    def __init__(
+        self, host: AgentHost, message_id: str, *, silent: bool, kernel: object = None
+    ) -> None:
         agent = host.agent
         self.host = host
         self.silent = silent
@@ -38,6 +44,8 @@ class CellView:
             model_info=host.model_info,
         )
         self._dispose = agent.session.subscribe(self.view.observe)
+        # Stop and Send must work while the agent's code holds the main thread (kernel.busy).
+        self._unwatch = watch(kernel, self.view, on_steer=self._steer)
         host.view = self.view
         self.display_id = uuid.uuid4().hex
         if not silent:
@@ -53,6 +61,7 @@ class CellView:
         return bundle
 
     def close(self) -> None:
+        self._unwatch()
         self._dispose()
         if self.host.view is self.view:
             self.host.view = None
@@ -66,5 +75,7 @@ class CellView:
             update_raw(final, display_id=self.display_id)
 
 
-def open_view(host: AgentHost, message_id: str, *, silent: bool) -> CellView:
-    return CellView(host, message_id, silent=silent)
+def open_view(host: AgentHost, message_id: str, *, silent: bool, kernel: object = None) -> CellView:
+    """The cell's live view; with ``kernel`` (the running ipykernel), its Stop and Send also work
+    while the agent's code holds the main thread."""
+    return CellView(host, message_id, silent=silent, kernel=kernel)

@@ -35,6 +35,10 @@ restored after; an ignored SIGINT stays ignored), so the Jupyter interrupt raise
 ``KeyboardInterrupt`` in the code even when the kernel's loop had claimed SIGINT with
 ``loop.add_signal_handler`` — that handler still hears of the signal once the loop runs again. A
 ``KeyboardInterrupt`` becomes failure ``abort`` ("interrupted by the user") with ``interrupted=True``.
+For exactly that stretch the run holds a ``running.RunWindow`` open: another thread can then stop
+the code the same way (``running.interrupt()``: the view's Stop button, heard on ipykernel's shell
+channel thread) or leave a job for the main thread (``running.after_run``), which the run does once
+the code and its output capture have ended, before it returns.
 
 **Namespace diff.** Names are compared before and after, skipping dunders, IPython's history names
 (``_``, ``__``, ``_i``, ``_ii``, ``_iN``, ``_N``, ``In``, ``Out``, ``_ih``, ``_oh``, ``_dh``) and
@@ -67,6 +71,7 @@ from typing import Any, Final, cast
 from dsh_kernel.errors import UsageError
 from dsh_kernel.runtime.capture import OutputCapture, OutputLimitExceeded
 from dsh_kernel.runtime.mime import format_value
+from dsh_kernel.runtime.running import RunWindow
 from dsh_kernel.runtime.text import truncation_marker, utf8_len, utf8_prefix
 from dsh_kernel.runtime.tracebacks import exception_message, short_traceback
 from dsh_kernel.runtime.types import (
@@ -129,12 +134,13 @@ class CodeRunner:
         before = _snapshot(self.namespace)
 
         capture = OutputCapture(caps, shell=self.shell)
+        window = RunWindow()
         failure: CodeRunFailure | None = None
         value_repr: str | None = None
         try:
             with capture:
                 try:
-                    with _interruptible(on_main), _Deadline(timeout_s):
+                    with _interruptible(on_main, window), _Deadline(timeout_s):
                         value = self._execute(code, filename)
                         if value is not _NO_VALUE and value is not None:
                             try:
@@ -156,6 +162,7 @@ class CodeRunner:
         except KeyboardInterrupt as exc:  # landed in our own teardown: still the user's interrupt
             failure = _classify(exc, filename, timeout_s)
         captured = capture.result()
+        window.run_after()
         added, changed, removed = _diff(before, self.namespace)
         return CodeRunResult(
             value_repr=value_repr,
@@ -288,7 +295,7 @@ def _close_private_loop(loop: asyncio.AbstractEventLoop) -> None:
 
 
 @contextlib.contextmanager
-def _interruptible(on_main: bool) -> Generator[None, None, None]:
+def _interruptible(on_main: bool, window: RunWindow) -> Generator[None, None, None]:
     if not on_main:
         yield
         return
@@ -298,7 +305,11 @@ def _interruptible(on_main: bool) -> Generator[None, None, None]:
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        yield
+        window.open()
+        try:
+            yield
+        finally:
+            window.close()
     finally:
         signal.signal(signal.SIGINT, previous if previous is not None else signal.SIG_DFL)
 

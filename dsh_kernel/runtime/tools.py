@@ -16,9 +16,11 @@ on the calling thread (the pipeline calls a sync body on the loop thread: the ke
   "namesRemoved", "durationMs", "droppedBytes", "notes"}``.
 - **Failure**: the body raises ``CodeRunFailedError`` (code ``CODE_RUN_FAILED``) whose message is
   ``code run failed (<kind>): <message>``, the short traceback and ``Captured output:`` with the
-  logs (same cap), and whose ``.meta`` is the card meta above. On an interrupt the body raises the
-  ``abort`` failure and schedules ``on_interrupt()`` (the kernel cancels the turn) on the running
-  loop, to run right after the call's result is recorded (called at once when no loop runs).
+  logs (same cap), and whose ``.meta`` is the card meta above. On an interrupt (the Jupyter
+  interrupt, or the view's Stop) the body raises the ``abort`` failure with code ``ABORTED`` (the
+  card and ``tool_calls.status`` say "aborted", not "failed"; the output so far is kept) and
+  schedules ``on_interrupt()`` (the kernel cancels the turn) on the running loop, to run right after
+  the call's result is recorded (called at once when no loop runs).
 - ``present_call``: a generic ``execute`` card titled by ``description`` (or the code's first line)
   with the code as ``rawInput``. There is deliberately no result presenter: the card reads the meta.
 
@@ -49,7 +51,7 @@ from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.runtime.text import fit_text, utf8_len
 from dsh_kernel.runtime.types import DEFAULT_CAPS, CodeRunResult, OutputCaps
 from dsh_kernel.tools.presentation import GenericCallView, ToolCallView
-from dsh_kernel.tools.types import ToolContext, ToolDefinition, always_concurrent
+from dsh_kernel.tools.types import ABORTED, ToolContext, ToolDefinition, always_concurrent
 
 _log = logging.getLogger(__name__)
 
@@ -65,8 +67,8 @@ class CodeRunFailedError(ToolError):
 
     code = CODE_RUN_FAILED
 
-    def __init__(self, message: str, *, meta: JsonValue = None) -> None:
-        super().__init__(message)
+    def __init__(self, message: str, *, meta: JsonValue = None, code: str | None = None) -> None:
+        super().__init__(message, code=code)
         self.meta: JsonValue = meta
 
 
@@ -107,7 +109,11 @@ def python_tool(
             _after_body(on_interrupt)
         value = result.to_json()
         if result.failure is not None:
-            raise CodeRunFailedError(failure_text(result, caps), meta=run_meta(args, value))
+            raise CodeRunFailedError(
+                failure_text(result, caps),
+                meta=run_meta(args, value),
+                code=ABORTED if result.interrupted else None,
+            )
         return value
 
     def render(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:

@@ -21,6 +21,11 @@ carries its length; its text is sent only while the accordion is open and once t
 Tool cards are ``ToolCardWidget``s. Below: how the turn ended (error code and what to do), the
 footer, and — while the turn runs — Stop and a steer box with Send.
 
+Clicks that another thread saw first: while the agent's code holds the main thread, the kernel
+hears Stop and Send on ipykernel's shell channel thread (``kernel.busy``) and may steer at once; it
+then appends one flag per Send click to ``handled_sends`` (``True``: already steered), and the view,
+receiving the same click later, consumes one flag per click and skips the ones already steered.
+
 Questions: the ``ask_user`` form is drawn in its call's card; ``ask`` is an ``Asker`` for that tool
 that waits for the form's Submit (``on_answer`` is told too, for a kernel that wants to log it).
 
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -180,6 +186,9 @@ class TurnView:
         self.questions = QuestionBroker()
         """Resolved by this view's question forms; ``ask`` waits on it."""
         self._blocks: dict[str, _TextBlock | _ReasoningBlock | ToolCardWidget | _ipw.HTML] = {}
+        self.handled_sends: deque[bool] = deque()
+        """One flag per Send click another thread saw first (``True``: it already steered that
+        text); appended there, consumed here in click order (both ends of a deque are thread-safe)."""
 
         self.items = _ipw.VBox()
         self.end = _ipw.HTML()
@@ -282,6 +291,9 @@ class TurnView:
             _guard("stop", self.controls.on_stop)
 
     def _send_clicked(self) -> None:
+        if self.handled_sends and self.handled_sends.popleft():
+            self.steer.value = ""  # steered already, while code held the main thread
+            return
         text = self.steer.value.strip()
         on_steer = self.controls.on_steer
         if not text or on_steer is None or self._ended:

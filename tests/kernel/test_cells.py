@@ -40,8 +40,9 @@ def test_line_magic_only_cells_are_handled_by_ipython(live: Live) -> None:
     assert ex.status == "ok", ex.content
     assert "provider: openai-compatible" in ex.stdout
     assert live.fe.python("import os\nprint(os.environ['DSH_TEST_FLAG'])").strip() == "on"
-    ex = live.fe.run("%agent frobnicate")
-    assert "unknown subcommand 'frobnicate'" in ex.stdout and "%agent status" in ex.stdout
+    ex = live.fe.run("%agent frobnicate")  # a failed command fails its cell
+    assert ex.status == "error" and ex.content["ename"] == "UNKNOWN_COMMAND"
+    assert "unknown subcommand 'frobnicate'" in ex.content["evalue"]
     assert live.server.requests == []
 
 

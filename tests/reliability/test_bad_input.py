@@ -285,9 +285,10 @@ def test_garbage_in_the_middle_is_refused_and_a_torn_tail_tolerated(rig: Rig) ->
     middle = len(lines) // 2
     lines[middle] = b'{"seq": 12, "type": "assistant/chunk", "data": {"garbage'
     path.write_bytes(b"\n".join(lines))
-    out = k.execute(f"%agent resume {sid}").stdout
-    assert f"{path}:{middle + 1}" in out, out
-    assert "resumed session" not in out
+    refused = k.execute(f"%agent resume {sid}")  # a failed command fails its cell
+    assert refused.status == "error", refused.content
+    assert f"{path}:{middle + 1}" in refused.content["evalue"], refused.content
+    assert "resumed session" not in refused.stdout
     ex = k.execute("%%sql\nSELECT count(*) FROM events")
     assert ex.status == "ok", ex.content
     assert f"{path.name}" in json.dumps(ex.data("text/plain")), "the damaged journal is not named"

@@ -60,10 +60,18 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 
 def one_line(ex: Execution, prefix: str) -> str:
-    """The cell succeeded (no traceback) and printed exactly one line starting with ``prefix``."""
-    assert ex.status == "ok", ex.content
-    assert not ex.of_type("error"), ex.of_type("error")
-    out = ex.stdout.strip()
+    """Exactly one line starting with ``prefix``, no traceback: a refusal (``"%agent …: "``) fails
+    the cell with its code as ``ename`` and that line as ``evalue`` and traceback; anything else is
+    a cell that succeeded and printed the line."""
+    if prefix.startswith("%agent "):
+        assert ex.status == "error", ex.content
+        out = ex.content["evalue"]
+        (error,) = ex.of_type("error")
+        assert error["content"]["traceback"] == [f"{ex.content['ename']}: {out}"], error
+    else:
+        assert ex.status == "ok", ex.content
+        assert not ex.of_type("error"), ex.of_type("error")
+        out = ex.stdout.strip()
     assert out.startswith(prefix), out
     assert "\n" not in out and "Traceback" not in out, out
     return out

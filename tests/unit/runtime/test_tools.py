@@ -335,7 +335,8 @@ async def test_kernel_style_interrupt_with_the_loop_owning_sigint(wire_on_interr
     assert elapsed < 4.0
     assert turn_ends(agent.session.events) == [{"kind": "aborted", "reason": {"kind": "user"}}]
     result = tool_result(agent.session.events)
-    assert result.data["error"]["code"] == CODE_RUN_FAILED  # type: ignore[index,call-overload]
+    # An interrupted run is "aborted" (card, tool_calls.status), not "failed".
+    assert result.data["error"]["code"] == "ABORTED"  # type: ignore[index,call-overload]
     assert result_texts(agent.session.events)[0].startswith(
         "Error: code run failed (abort): interrupted by the user"
     )
