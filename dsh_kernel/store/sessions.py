@@ -43,6 +43,7 @@ import duckdb
 from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.codec import parse_tool_arguments
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, open_db
@@ -418,8 +419,8 @@ def _tool_call_md(d: JsonObject) -> str:
     name = str(d.get("name"))
     raw = str(d.get("arguments", ""))
     try:
-        args: JsonValue = json.loads(raw) if raw.strip() else {}
-    except ValueError:
+        args: JsonValue = parse_tool_arguments(raw)
+    except ValueError:  # too deep or not JSON: shown as the text the model sent
         args = raw
     if name == "python" and isinstance(args, dict) and isinstance(args.get("code"), str):
         body = _fence(str(args["code"]), "python")

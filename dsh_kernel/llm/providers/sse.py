@@ -91,6 +91,8 @@ def payload_object(payload: bytes, provider: str, secret: str | None) -> JsonObj
         obj, end = _raw_decode(text)
     except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
         raise malformed(payload, provider, secret, "not JSON") from None
+    except RecursionError:  # a hostile server's absurd nesting is malformed, not our failure
+        raise malformed(payload, provider, secret, "nested too deeply") from None
     if end != len(text) and text[end:].strip():
         raise malformed(payload, provider, secret, "trailing data")
     if type(obj) is not dict:

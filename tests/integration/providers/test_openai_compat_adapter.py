@@ -544,3 +544,13 @@ async def test_no_usage_role_only_first_delta(server: SseServer, client: httpx.A
     chunks = await collect(chat_provider(server.url, client, profile="generic"), request())
     assert blocks(chunks) == [TextBlock(text="ok")]
     assert not any(isinstance(c, UsageChunk) for c in chunks)
+
+
+async def test_a_payload_nested_absurdly_deep_is_malformed_not_a_crash(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    server.script(sse_reply(wt.sse("[" * 100_000 + "]" * 100_000)))
+    with pytest.raises(LlmError) as info:
+        await collect(chat_provider(server.url, client), request())
+    assert info.value.code == "MALFORMED_RESPONSE"
+    assert "nested too deeply" in info.value.failure.message

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from pathlib import Path
 
 import duckdb
@@ -185,3 +187,19 @@ def test_short_ids_resolve_to_one_session(store: Store) -> None:
     with pytest.raises(StoreError) as err:
         resolve_session_id(store, "zzz")
     assert err.value.code == "SESSION_NOT_FOUND"
+
+
+async def test_export_markdown_shows_unparseable_arguments_as_the_text_sent(store: Store) -> None:
+    from dsh_kernel.testing import tool_call_response
+
+    deep = "[" * 5_000 + "]" * 5_000
+    agent, _, writer = make_agent(
+        store, [tool_call_response("python", {"code": "1"}), text_response("done")]
+    )
+    await chat(agent, "go")
+    writer.close()
+    events = list(agent.session.events)
+    call = next(e for e in events if e.type == "tool/call")
+    hostile = dataclasses.replace(call, data={**call.data, "arguments": deep})
+    md = export_markdown([hostile if e is call else e for e in events], agent.session.header)
+    assert deep[:100] in md
