@@ -4,10 +4,24 @@
 sends to a provider is checked against the request rebuilt from the log alone (system prompt +
 ``derive_messages()`` + the folded request header), and every finished turn's log must pass the
 structural invariants checker. A test that breaks either fails, whatever it asserts itself.
+
+The process-wide redactor (``dsh_kernel.llm.secrets.REDACTOR``) learns every key a test stores or
+sends; it forgets them after each test, so one test's fake key never redacts another test's text.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+
+import pytest
 
 os.environ["DSH_DEV_INVARIANTS"] = "1"
+
+
+@pytest.fixture(autouse=True)
+def _forget_secrets() -> Iterator[None]:
+    yield
+    from dsh_kernel.llm.secrets import REDACTOR
+
+    REDACTOR.forget_all()

@@ -10,6 +10,13 @@ Approvals fail closed. While a view is displayed by a frontend, an approval wait
 ``approval_timeout`` seconds; when no frontend has rendered the view within
 ``headless_approval_timeout`` seconds (nbclient, a headless run), the call is denied at once with a
 message saying how to allow it (``%agent approve auto``).
+
+Keys follow their provider. A base URL belongs to the provider it was configured for
+(``DSH_PROVIDER``/``c.DshKernel.provider``, or the ``DSH_MODEL`` prefix; with neither, to
+``openai-compatible``). ``switch_provider`` keeps it only when the switch lands on that provider —
+otherwise the target uses its own endpoint (its ``<PROVIDER>_BASE_URL`` variable or the built-in
+one) — and the key sent is always the target's own (``llm/config.py``). A model switch within one
+provider changes nothing else. The host's keys are the process's ``KEYS`` unless it is given a store.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from dsh_kernel.abort import USER_CANCEL, AbortSignal
@@ -29,6 +36,7 @@ from dsh_kernel.errors import DshError, ToolError, UsageError
 from dsh_kernel.ids import ApprovalRequestId, CallId
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
+    KEYS,
     KeyStore,
     ProviderConfig,
     config_from_env,
@@ -36,6 +44,7 @@ from dsh_kernel.llm.config import (
 )
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
+from dsh_kernel.llm.secrets import KEY_VARIABLES
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.journal import JournalWriter, attach_journal
@@ -66,6 +75,8 @@ class HostSettings:
     provider: str = ""
     model: str = ""
     base_url: str = ""
+    base_url_provider: str = ""
+    """The provider ``base_url`` was configured for (see the module docstring)."""
     approval: str = ""
     approval_timeout: float | None = 300.0
     headless_approval_timeout: float = 10.0
@@ -98,16 +109,30 @@ def settings_from_env(base: HostSettings) -> HostSettings:
             headless = float(raw)
         except ValueError as exc:
             raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
+    provider = pick(base.provider, "DSH_PROVIDER")
+    model = pick(base.model, "DSH_MODEL")
+    base_url = pick(base.base_url, "DSH_BASE_URL")
     return HostSettings(
-        provider=pick(base.provider, "DSH_PROVIDER"),
-        model=pick(base.model, "DSH_MODEL"),
-        base_url=pick(base.base_url, "DSH_BASE_URL"),
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        base_url_provider=base_url_owner(provider, model) if base_url else "",
         approval=pick(base.approval, "DSH_APPROVAL"),
         approval_timeout=timeout,
         headless_approval_timeout=headless,
         store=pick(base.store, "DSH_STORE"),
         system_prompt=base.system_prompt,
     )
+
+
+def base_url_owner(provider: str, model: str) -> str:
+    """The provider a base URL configured beside ``provider`` and ``model`` belongs to."""
+    if provider:
+        return provider
+    prefix, sep, rest = model.partition(":")
+    if sep and rest and prefix in BUILTIN_PROVIDERS:
+        return prefix
+    return "openai-compatible"
 
 
 def _hidden_names(shell: object) -> frozenset[str]:
@@ -123,7 +148,10 @@ def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, s
     if settings.provider == "offline":
         p = OfflineProvider()
         return p, settings.model or p.default_model, f"{OFFLINE_LABEL} (DSH_PROVIDER=offline)"
-    env = dict(os.environ)
+    # The route comes from ``settings`` alone: the environment's DSH_BASE_URL must not follow a
+    # provider switch to a provider it was not configured for.
+    route = ("DSH_PROVIDER", "DSH_MODEL", "DSH_BASE_URL")
+    env = {k: v for k, v in os.environ.items() if k not in route}
     if settings.provider:
         env["DSH_PROVIDER"] = settings.provider
     if settings.model:
@@ -133,10 +161,15 @@ def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, s
     config = config_from_env(env, keys=keys)
     if config is None:
         p = OfflineProvider()
+        names = [KEY_VARIABLES[pid] for pid in ("deepseek", "openai", "anthropic")]
+        refused = [
+            f"{n} was refused: it contains {keys.refused(n)}" for n in names if keys.refused(n)
+        ]
         return (
             p,
             p.default_model,
-            f"{OFFLINE_LABEL}: no API key found (DEEPSEEK_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY)",
+            f"{OFFLINE_LABEL}: no API key found ({', '.join(names)})"
+            + (f"; {'; '.join(refused)}" if refused else ""),
         )
     return make_provider(config, keys=keys), config.model, _describe_config(config, settings)
 
@@ -155,11 +188,14 @@ class AgentHost:
         *,
         namespace: dict[str, object],
         shell: object | None = None,
+        keys: KeyStore | None = None,
     ) -> None:
         self.settings = settings_from_env(settings)
+        self._configured = self.settings
+        """The configuration at start: where each base URL came from (``switch_provider``)."""
         self.namespace = namespace
         self.shell = shell
-        self.keys = KeyStore()
+        self.keys = KEYS if keys is None else keys
         self.view: TurnView | None = None
         self.approvals = WidgetAnswerer()
         self._early_answers: dict[str, str] = {}
@@ -362,21 +398,33 @@ class AgentHost:
             raise UsageError(
                 f"unknown provider {provider!r}; choose one of offline, {', '.join(sorted(BUILTIN_PROVIDERS))}"
             )
-        settings = HostSettings(
-            provider=provider if provider is not None else self.settings.provider,
+        target = provider if provider is not None else self.settings.provider
+        base_url = self._base_url_for(target)
+        settings = replace(
+            self.settings,
+            provider=target,
             model=model if model is not None else (self.settings.model if provider is None else ""),
-            base_url=self.settings.base_url,
-            approval=self.settings.approval,
-            approval_timeout=self.settings.approval_timeout,
-            headless_approval_timeout=self.settings.headless_approval_timeout,
-            store=self.settings.store,
-            system_prompt=self.settings.system_prompt,
+            base_url=base_url,
+            base_url_provider=target if base_url else "",
         )
         new_provider, new_model, note = choose_provider(settings, self.keys)
         self.settings = settings
         self.agent.set_route(provider=new_provider, model=new_model)
         self.provider_note = note
         return note
+
+    def _base_url_for(self, provider: str) -> str:
+        """The base URL configured for ``provider``: the one given at start, else a ``DSH_BASE_URL``
+        set since (``%env``) when it belongs to ``provider``; ``""`` when neither does."""
+        start = self._configured
+        if start.base_url and start.base_url_provider == provider:
+            return start.base_url
+        env = os.environ
+        url = env.get("DSH_BASE_URL", "").strip()
+        owner = base_url_owner(
+            env.get("DSH_PROVIDER", "").strip(), env.get("DSH_MODEL", "").strip()
+        )
+        return url if url and owner == provider else ""
 
     def new_session(self, session: Session | None = None) -> Agent:
         self.agent = self._build_agent(session)

@@ -15,6 +15,12 @@ A failed cell of ours replies ``status: error`` with ``ename`` = the stable fail
 see ``dsh_kernel.errors``: ``AUTH``, ``INVALID_PROMPT``, ``ABORTED`` for a stopped turn, ``INTERNAL``)
 and ``evalue`` = what happened and what to do; our own tracebacks are never shown. A failed
 ``%agent`` command fails its cell the same way (``magics``), through IPython.
+
+Secrets (``_protect_secrets``, at start): the redactor learns the provider keys and the credentials
+of configured base URLs, then the keys move out of ``os.environ`` into the process's key store (so
+no tool, subprocess or ``repr(os.environ)`` finds them; ``dsh_kernel.api_key`` gives them to code of
+your own), and the kernel's log handlers get the redacting filter. Every error the kernel replies
+with is redacted too.
 """
 
 from __future__ import annotations
@@ -84,7 +90,19 @@ class DshKernel(IPythonKernel):
             # IPython runs (and records in its history) a %%python cell as typed; this drops the
             # routing line before IPython parses it (its own %%python magic runs a subprocess).
             self.shell.input_transformers_cleanup.insert(0, python_cell_lines)
+        self._protect_secrets()
         self._check_store()
+
+    def _protect_secrets(self) -> None:
+        """See the module docstring (light imports only: this runs at kernel start)."""
+        from dsh_kernel.llm.keys import KEYS
+        from dsh_kernel.llm.secrets import REDACTOR, install_log_filter
+
+        REDACTOR.refresh()
+        REDACTOR.add_url(self.base_url)
+        install_log_filter(self.log)
+        for warning in KEYS.take_environment():
+            self.log.warning("dsh: %s", warning)
 
     def _check_store(self) -> None:
         """Say at start (in the kernel log, where Jupyter's terminal shows it) when the store cannot
@@ -189,6 +207,9 @@ class DshKernel(IPythonKernel):
         return {"status": "ok", "execution_count": count, "payload": [], "user_expressions": {}}
 
     def error_reply(self, count: int, ename: str, evalue: str) -> dict[str, Any]:
+        from dsh_kernel.llm.secrets import redact
+
+        evalue = redact(evalue)
         content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
         self.send_response(self.iopub_socket, "error", content)  # pyright: ignore[reportUnknownMemberType]
         return {"status": "error", "execution_count": count, **content}

@@ -2,7 +2,8 @@
 
 Every subcommand is logged as ``command/run`` + ``command/done`` (standalone events; never sent to
 the model). Keys typed at ``%agent key`` go to an in-memory store only: never to the log, the store,
-the notebook or the kernel's log.
+the notebook or the kernel's log. What a subcommand prints, and the error of a failed one, pass
+through the redactor (``dsh_kernel.llm.secrets``), as the log does.
 
 **A failed command fails its cell** (so Run All stops there, before a chat cell could reach the
 wrong model): the magic raises a ``CommandError`` whose ``ename`` is the stable code —
@@ -29,6 +30,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 from dsh_kernel.errors import DshError, UsageError, command_error
 from dsh_kernel.ids import new_command_id
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.secrets import redact
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.kernel import DshKernel
@@ -114,11 +116,11 @@ class AgentMagics(Magics):
             hint = _HINTS.get(code)
             if hint and hint not in message:
                 message = f"{message}; {hint}"
-            raise command_error(code, f"%agent {name}: {message}") from exc
+            raise command_error(code, redact(f"%agent {name}: {message}")) from exc
         if logged and host.agent is agent:
             self._done(command_id, "success", text)
         if text:
-            print(text)
+            print(redact(text))
 
     def _done(self, command_id: str, kind: str, text: str) -> None:
         data: JsonObject = {"commandId": command_id, "kind": kind}

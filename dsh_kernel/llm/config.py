@@ -6,19 +6,26 @@ adapter, ``openai-compatible`` is that adapter with nothing assumed (vLLM, Ollam
 Studio, OpenRouter, LiteLLM), ``anthropic`` is the Messages adapter. Model ids are configuration,
 never code: the built-in profiles only supply a starting id.
 
-Credentials are referenced by environment-variable name and resolved **per request**: first from a
-``KeyStore`` (the in-memory keys ``%agent key`` collects; never persisted, never shown), then from
-the environment. A missing key is ``LlmError(MISSING_CREDENTIAL)`` naming the variable to set. The
-generic profile's key (``DSH_API_KEY``) is optional — local servers ignore it, so a placeholder is
-sent — and deliberately not ``OPENAI_API_KEY``, which must never travel to an arbitrary base URL.
+Credentials are referenced by environment-variable name and resolved **per request**
+(``resolve_api_key``): a key typed at ``%agent key``, then the variable in the environment now, then
+the key the kernel moved out of the environment at start (``dsh_kernel.llm.keys``). A key with a
+control character is refused with a one-line error that names the variable, never the key. A missing
+key is ``LlmError(MISSING_CREDENTIAL)`` naming the variable to set. The generic profile's key
+(``DSH_API_KEY``) is optional — local servers ignore it, so a placeholder is sent — and deliberately
+not ``OPENAI_API_KEY``, which must never travel to an arbitrary base URL. Every key resolved is handed
+to the redactor (``dsh_kernel.llm.secrets``).
 
 Environment (``config_from_env``): ``DSH_PROVIDER`` names a built-in profile; ``DSH_MODEL`` sets the
 model (``provider:model`` also picks the provider when the prefix is a profile id); ``DSH_BASE_URL``
-overrides the profile's endpoint, and alone selects the generic OpenAI-compatible profile. With none
-of these, the first profile whose key is present wins — DeepSeek, then OpenAI, then Anthropic — and
-with no key at all the answer is ``None`` (the kernel then offers its offline demo model).
-``DSH_IDLE_TIMEOUT`` and ``DSH_DEADLINE`` (seconds) override ``Timeouts.idle_s`` (longest silence
-between two reads) and ``Timeouts.deadline_s`` (longest attempt) of whichever provider is chosen.
+is the endpoint of *that* provider, and alone selects the generic OpenAI-compatible profile. Without
+``DSH_BASE_URL`` a profile's own variable (``DEEPSEEK_BASE_URL``, ``OPENAI_BASE_URL``,
+``ANTHROPIC_BASE_URL``) may name its endpoint, else the built-in one is used. A base URL with
+credentials in it (``user:password@``, an ``api_key=``/``key=``/``token=`` query parameter) is
+refused with a one-line ``UsageError`` that does not print it. With none of these, the first profile
+whose key is present wins — DeepSeek, then OpenAI, then Anthropic — and with no key at all the answer
+is ``None`` (the kernel then offers its offline demo model). ``DSH_IDLE_TIMEOUT`` and ``DSH_DEADLINE``
+(seconds) override ``Timeouts.idle_s`` (longest silence between two reads) and
+``Timeouts.deadline_s`` (longest attempt) of whichever provider is chosen.
 """
 
 from __future__ import annotations
@@ -26,19 +33,39 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal, NoReturn, Protocol, TypeAlias
+from typing import Literal, Protocol, TypeAlias
 
 import httpx
 from pydantic import TypeAdapter, ValidationError
 
 from dsh_kernel.errors import LlmError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.keys import KEYS, KeyStore, api_key, key_problem
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers.anthropic.adapter import MessagesProvider
 from dsh_kernel.llm.providers.base import KeySource, ProviderDefaults, Timeouts
 from dsh_kernel.llm.providers.openai_compat.adapter import ChatCompletionsProvider
 from dsh_kernel.llm.providers.openai_compat.profiles import DEEPSEEK, GENERIC, OPENAI
+from dsh_kernel.llm.secrets import KEY_VARIABLES, REDACTOR, URL_VARIABLES, url_credentials
 from dsh_kernel.llm.types import LlmFailure
+
+__all__ = [
+    "BUILTIN_PROVIDERS",
+    "KEYS",
+    "PLACEHOLDER_KEY",
+    "HttpProvider",
+    "KeyStore",
+    "ProviderConfig",
+    "ProviderKind",
+    "api_key",
+    "check_base_url",
+    "config_from_env",
+    "config_from_json",
+    "has_key",
+    "key_source",
+    "make_provider",
+    "resolve_api_key",
+]
 
 ProviderKind: TypeAlias = Literal["deepseek", "openai", "openai-compatible", "anthropic"]
 
@@ -58,6 +85,8 @@ class ProviderConfig:
     defaults: ProviderDefaults = field(default_factory=ProviderDefaults)
     timeouts: Timeouts = field(default_factory=Timeouts)
     api_key_optional: bool = False
+    base_url_env: str | None = None
+    """The environment variable that may name this provider's own endpoint (``OPENAI_BASE_URL``)."""
 
 
 BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
@@ -65,28 +94,31 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
         id="deepseek",
         kind="deepseek",
         base_url="https://api.deepseek.com",
-        api_key_env="DEEPSEEK_API_KEY",
+        api_key_env=KEY_VARIABLES["deepseek"],
+        base_url_env=URL_VARIABLES["deepseek"],
         model="deepseek-flash",
     ),
     "openai": ProviderConfig(
         id="openai",
         kind="openai",
         base_url="https://api.openai.com/v1",
-        api_key_env="OPENAI_API_KEY",
+        api_key_env=KEY_VARIABLES["openai"],
+        base_url_env=URL_VARIABLES["openai"],
         model="gpt-5-mini",
     ),
     "anthropic": ProviderConfig(
         id="anthropic",
         kind="anthropic",
         base_url="https://api.anthropic.com",
-        api_key_env="ANTHROPIC_API_KEY",
+        api_key_env=KEY_VARIABLES["anthropic"],
+        base_url_env=URL_VARIABLES["anthropic"],
         model="claude-sonnet-4-5",
     ),
     "openai-compatible": ProviderConfig(
         id="openai-compatible",
         kind="openai-compatible",
         base_url="",
-        api_key_env="DSH_API_KEY",
+        api_key_env=KEY_VARIABLES["openai-compatible"],
         model="default",
         api_key_optional=True,
     ),
@@ -96,54 +128,36 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
 DEFAULT_ORDER = ("deepseek", "openai", "anthropic")
 
 
-class KeyStore:
-    """API keys held in memory for this process, by environment-variable name.
-
-    Filled by ``%agent key``; consulted before the environment. It never persists: it has no
-    serialised form (pickling raises), and its repr lists variable names only.
-    """
-
-    __slots__ = ("_keys",)
-
-    def __init__(self) -> None:
-        self._keys: dict[str, str] = {}
-
-    def set(self, env_name: str, key: str) -> None:
-        key = key.strip()
-        if not key:
-            raise UsageError("an empty API key cannot be stored")
-        self._keys[env_name] = key
-
-    def get(self, env_name: str) -> str | None:
-        return self._keys.get(env_name)
-
-    def forget(self, env_name: str) -> None:
-        self._keys.pop(env_name, None)
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(sorted(self._keys))
-
-    def __contains__(self, env_name: object) -> bool:
-        return env_name in self._keys
-
-    def __repr__(self) -> str:
-        return f"KeyStore(names={list(self.names())!r})"
-
-    def __reduce__(self) -> NoReturn:
-        raise TypeError("KeyStore holds secrets and is never serialised")
-
-
 def resolve_api_key(
     config: ProviderConfig, *, env: Mapping[str, str] | None = None, keys: KeyStore | None = None
 ) -> str:
-    """The key for one request: the key store, then the environment, else ``MISSING_CREDENTIAL``."""
+    """The key for one request: typed, then the environment, then the key taken from the
+    environment at start; else the placeholder (optional keys) or ``MISSING_CREDENTIAL``."""
     name = config.api_key_env
+    refused: str | None = None
     if name:
-        key = keys.get(name) if keys is not None else None
+        key = keys.typed(name) if keys is not None else None
         if not key:
             key = (os.environ if env is None else env).get(name, "").strip()
+            if key and (refused := key_problem(key)) is not None:
+                REDACTOR.add(key)
+                key = None
+        if not key and keys is not None:
+            key = keys.taken(name)
+            refused = refused or keys.refused(name)
         if key:
+            REDACTOR.add(key)
             return key
+    if refused is not None:
+        raise LlmError(
+            LlmFailure(
+                code="MISSING_CREDENTIAL",
+                message=(
+                    f"the key in {name} contains {refused}, so it is not sent: set it again as one "
+                    f"line (or run `%agent key {config.id}`)"
+                ),
+            )
+        )
     if config.api_key_optional:
         return PLACEHOLDER_KEY
     raise LlmError(
@@ -172,10 +186,21 @@ def has_key(
     name = config.api_key_env
     if not name:
         return False
-    return bool(
-        (keys is not None and keys.get(name))
-        or (os.environ if env is None else env).get(name, "").strip()
-    )
+    if keys is not None and keys.get(name):
+        return True
+    key = (os.environ if env is None else env).get(name, "").strip()
+    return bool(key) and key_problem(key) is None
+
+
+def check_base_url(url: str, where: str) -> str:
+    """``url`` when it carries no credentials; else ``UsageError`` (the URL is never printed)."""
+    if url_credentials(url):
+        REDACTOR.add_url(url)
+        raise UsageError(
+            f"{where} has credentials in it (a user:password@ part or a key/token query "
+            "parameter), so it is not used: remove them and put the key in DSH_API_KEY"
+        )
+    return url
 
 
 def config_from_env(
@@ -207,7 +232,9 @@ def config_from_env(
             return None
         config = BUILTIN_PROVIDERS[found[0]]
     if base_url:
-        config = replace(config, base_url=base_url)
+        config = replace(config, base_url=check_base_url(base_url, "DSH_BASE_URL"))
+    elif config.base_url_env and (own := env.get(config.base_url_env, "").strip()):
+        config = replace(config, base_url=check_base_url(own, config.base_url_env))
     if model:
         config = replace(config, model=model)
     if not config.base_url:
@@ -265,8 +292,10 @@ def make_provider(
     keys: KeyStore | None = None,
     env: Mapping[str, str] | None = None,
 ) -> HttpProvider:
-    """The adapter for ``config``. Keys resolve per request from ``keys``, then ``env``/os.environ."""
-    source = key_source(config, env=env, keys=keys)
+    """The adapter for ``config``. Keys resolve per request (``resolve_api_key``) from ``keys`` (the
+    process's ``KEYS`` when not given) and ``env`` (``os.environ`` when not given)."""
+    check_base_url(config.base_url, f"the base URL of provider {config.id!r}")
+    source = key_source(config, env=env, keys=KEYS if keys is None else keys)
     match config.kind:
         case "deepseek" | "openai" | "openai-compatible":
             profile = {"deepseek": DEEPSEEK, "openai": OPENAI, "openai-compatible": GENERIC}[

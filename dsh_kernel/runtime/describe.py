@@ -7,8 +7,13 @@ doc line for callables. It never raises, never imports pandas, polars or numpy (
 one of theirs if its library is already imported: it is looked up in ``sys.modules``), and its
 result is at most ``max_chars`` characters, ending with ``…`` when it was cut.
 
-``resolve_name(namespace, "df.columns")`` looks a name (or a dotted attribute path) up without
-evaluating anything else; ``NameNotFound`` says which part is missing and lists close matches.
+``resolve_name(namespace, "model.coef_")`` looks a name (or a dotted attribute path) up without
+running any code of the objects it passes: attributes are read statically
+(``inspect.getattr_static``) — instance and module dictionaries, slots, class attributes and methods
+— so no property, descriptor, ``__getattr__`` or ``__dir__`` runs; a property is refused with a
+``ValueError`` saying so. Names starting with ``_`` (private and special: ``os.environ._data``,
+``get_ipython.__self__``) are refused outright. ``NameNotFound`` says which part is missing and
+lists close matches.
 
 ``list_variables(namespace)`` gives one ``VariableRow`` per user variable, sorted by name: names
 starting with ``_``, modules, IPython's own names (``In``, ``Out``, ``get_ipython``, ``exit``,
@@ -17,6 +22,7 @@ starting with ``_``, modules, IPython's own names (``In``, ``Out``, ``get_ipytho
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import inspect
 import reprlib
@@ -303,10 +309,23 @@ class NameNotFound(LookupError):
     """``name`` (the full path asked for) has no ``missing`` part; ``suggestions`` are close
     matches among the names that do exist where it was looked up."""
 
-    def __init__(self, name: str, missing: str, suggestions: list[str], *, attribute: bool) -> None:
+    def __init__(
+        self,
+        name: str,
+        missing: str,
+        suggestions: list[str],
+        *,
+        attribute: bool,
+        dynamic: bool = False,
+    ) -> None:
         where = "attribute" if attribute else "variable"
         hint = f"; close matches: {', '.join(suggestions)}" if suggestions else ""
         owner = name.rsplit(".", 1)[0] if attribute else "the notebook namespace"
+        if dynamic:
+            hint += (
+                f" (attributes that {owner}'s __getattr__ would make, like a DataFrame's columns, "
+                f"are not looked up: inspect {owner} itself)"
+            )
         super().__init__(f"no {where} {missing!r} in {owner}{hint}")
         self.name = name
         self.missing = missing
@@ -314,12 +333,19 @@ class NameNotFound(LookupError):
 
 
 def resolve_name(namespace: Mapping[str, object], name: str) -> object:
-    """The value of ``name`` or ``a.b.c`` (attribute access only: nothing is evaluated). Raises
-    ``NameNotFound``, or ``ValueError`` when ``name`` is not a dotted identifier path."""
+    """The value of ``name`` or ``a.b.c``, read statically (module docstring). Raises
+    ``NameNotFound``, or ``ValueError`` when ``name`` is not a dotted identifier path, names a private
+    or special part, or reaches a property."""
     parts = name.strip().split(".")
     if not all(p.isidentifier() for p in parts):
         raise ValueError(
-            f"{name!r} is not a variable name or a dotted attribute path (like df.columns)"
+            f"{name!r} is not a variable name or a dotted attribute path (like model.coef_)"
+        )
+    private = next((p for p in parts if p.startswith("_")), None)
+    if private is not None:
+        raise ValueError(
+            f"{name!r}: {private!r} is a private or special name (it starts with '_'); inspect "
+            "looks at public names only"
         )
     head = parts[0]
     if head not in namespace:
@@ -327,17 +353,60 @@ def resolve_name(namespace: Mapping[str, object], name: str) -> object:
         raise NameNotFound(name, head, _similar(head, visible), attribute=False)
     value = namespace[head]
     for i, part in enumerate(parts[1:], start=1):
+        path = ".".join(parts[: i + 1])
         try:
-            value = getattr(value, part)
+            value = _static_attribute(value, part, path)
         except AttributeError:
-            try:
-                options = [a for a in dir(value) if not a.startswith("_")]
-            except Exception:
-                options = []
+            options = [a for a in _static_names(value) if not a.startswith("_")]
+            dynamic = inspect.getattr_static(type(value), "__getattr__", None) is not None
             raise NameNotFound(
-                ".".join(parts[: i + 1]), part, _similar(part, options), attribute=True
+                path, part, _similar(part, options), attribute=True, dynamic=dynamic
             ) from None
     return value
+
+
+_NO_CODE = (
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.ClassMethodDescriptorType,
+)
+"""Class attributes that are functions: returned as they are (described, never called)."""
+
+
+def _static_attribute(value: object, name: str, path: str) -> object:
+    """``value.name`` without running code of ``value``'s type: see the module docstring."""
+    found: object = inspect.getattr_static(value, name)
+    if isinstance(found, classmethod | staticmethod):
+        return cast("classmethod[Any, Any, Any] | staticmethod[Any, Any]", found).__func__
+    if isinstance(value, type | types.ModuleType) or isinstance(found, _NO_CODE):
+        return found  # what a class or module holds is its value (reading it runs nothing)
+    if isinstance(found, types.MemberDescriptorType):  # a slot: stored, not computed
+        return found.__get__(value, type(value))
+    if inspect.getattr_static(type(found), "__get__", None) is not None:
+        kind = "a property" if isinstance(found, property) else f"the {type(found).__name__}"
+        raise ValueError(
+            f"{path!r} is computed when read (by {kind} of {type_name(value)}), and inspect runs "
+            "no code: inspect the object itself, or read it with the python tool"
+        )
+    return found
+
+
+def _static_names(value: object) -> list[str]:
+    """Attribute names of ``value`` found without calling ``dir`` (which runs ``__dir__``)."""
+    names: set[str] = set()
+    holder = inspect.getattr_static(type(value), "__dict__", None)
+    if isinstance(holder, types.GetSetDescriptorType | types.MemberDescriptorType):
+        with contextlib.suppress(Exception):
+            own = holder.__get__(value, type(value))
+            if isinstance(own, dict):
+                names.update(k for k in cast("dict[object, object]", own) if isinstance(k, str))
+    classes = value.__mro__ if isinstance(value, type) else type(value).__mro__
+    for cls in classes:
+        with contextlib.suppress(Exception):
+            names.update(cls.__dict__)
+    return sorted(names)
 
 
 def _similar(word: str, options: list[str], n: int = 5) -> list[str]:

@@ -25,8 +25,11 @@ on the calling thread (the pipeline calls a sync body on the loop thread: the ke
   with the code as ``rawInput``. There is deliberately no result presenter: the card reads the meta.
 
 ``inspect_tool(namespace)`` — read-only, ``{name?}``: without a name, the variables (name, type,
-shape, short repr; at most 200 rows); with one (or a dotted path like ``df.columns``), its
-``describe_value``. A missing name is ``INVALID_ARGS`` naming it with close matches.
+shape, short repr; at most 200 rows); with one (or a dotted path like ``model.coef_``), its
+``describe_value``. The path is resolved statically (``resolve_name``): no property or
+``__getattr__`` runs, and private and special names (``_x``, ``__x__``) are refused, so this tool,
+which runs without approval, cannot walk to a secret. A missing name, a private name or a property
+is ``INVALID_ARGS`` saying which (with close matches for a missing one).
 """
 
 from __future__ import annotations
@@ -297,8 +300,10 @@ def inspect_tool(namespace: dict[str, object]) -> ToolDefinition:
         description=(
             "Look at the user's live notebook namespace without running code. With no `name`, "
             "list the variables (name, type, shape or length, short repr). With a `name` (or a "
-            "dotted attribute path like `df.columns`), describe that value: type, shape, columns "
-            "and dtypes, and the first rows for DataFrames and arrays, or a size-capped repr."
+            "dotted attribute path like `model.coef_`), describe that value: type, shape, columns "
+            "and dtypes, and the first rows for DataFrames and arrays, or a size-capped repr. "
+            "Attributes are read without running code: properties (like `df.columns`; inspect "
+            "`df` instead) and names starting with `_` are not looked at."
         ),
         parameters={
             "type": "object",

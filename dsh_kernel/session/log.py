@@ -14,6 +14,10 @@ Contract:
   contained. An ``append`` made from inside an observer raises ``ReentrantAppendError`` — schedule it.
 * A session built from a *seed* (resume, fork, replay) writes ``session/end-seed`` before its first
   live event unless the seed already ends with one; ``first_live_seq`` is where live writes began.
+* Nothing secret is written: every appended event's data passes through the redactor
+  (``dsh_kernel.llm.secrets``; injected as ``redactor``, the process-wide one by default), which
+  replaces every piece of a known key or URL credential, in any escaped form, with ``[redacted]``.
+  Seed events were redacted when first written and are kept as they are.
 * ``derive_messages()`` folds ``project_event`` over the current surface; projections are cached per
   seq (events are immutable) and every call returns a fresh list.
 """
@@ -27,6 +31,7 @@ from typing import overload
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.secrets import REDACTOR, Redactor
 from dsh_kernel.llm.types import Message
 from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
@@ -97,9 +102,11 @@ class Session:
         header: SessionHeader,
         seed: Iterable[SessionEvent] = (),
         clock: Clock | None = None,
+        redactor: Redactor = REDACTOR,
     ) -> None:
         self.header = header
         self._clock: Clock | None = clock
+        self._redactor = redactor
         self._events: list[SessionEvent] = []
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
@@ -187,6 +194,10 @@ class Session:
             missing = [k for k in EVENT_CATALOG[type].required if k not in data]
             raise UsageError(f"{type} event is missing data field(s): {', '.join(missing)}")
         copied = lossless_copy_object(data, event_type=type)
+        redactor = self._redactor
+        if type != "assistant/chunk":  # not on the hot path (chunks are scrubbed all the same)
+            redactor.refresh()  # learn a key set in the environment since the last event
+        redactor.scrub(copied)
         seqs = tuple(source_event_seqs) if source_event_seqs is not None else None
         events = self._events
         seq = len(events)

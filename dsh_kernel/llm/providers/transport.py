@@ -14,7 +14,12 @@ the caller's ``finally`` closes the response, which closes the connection at onc
 Classification (``classify_http``) follows the harness table, with 402 and quota/balance/credit/
 billing/spend-limit wording → ``QUOTA`` (never retried, even under a 429), and context-overflow
 wording → ``CONTEXT_WINDOW_EXCEEDED``. Every message built here passes through ``redact`` so an API
-key echoed by a server or proxy never reaches a failure, a log line or a repr.
+key echoed by a server or proxy — whole, escaped, or cut short — never reaches a failure, a log line
+or a repr: the request's own key is replaced exactly, and the process's redactor
+(``dsh_kernel.llm.secrets``) scrubs every piece of every secret it knows.
+
+``request_body`` is how the adapters encode what they send: the body with every known secret
+redacted (a copy is made only when something is), as UTF-8 JSON. The key goes in a header only.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import email.utils
 import json
 import re
 import time
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -33,6 +38,7 @@ import httpx
 from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.providers.base import Timeouts
+from dsh_kernel.llm.secrets import REDACTED, REDACTOR
 from dsh_kernel.llm.types import LlmFailure
 
 ERROR_BODY_LIMIT = 65536
@@ -68,8 +74,18 @@ _TYPE_STATUS: dict[str, int] = {
 
 
 def redact(text: str, secret: str | None) -> str:
-    """``text`` with every occurrence of ``secret`` replaced (servers and proxies do echo keys)."""
-    return text.replace(secret, "[redacted]") if secret else text
+    """``text`` with ``secret`` and every piece of a known secret replaced (servers and proxies do
+    echo keys, and cut their echo short)."""
+    if secret:
+        text = text.replace(secret, REDACTED)
+    return REDACTOR.redact(text)
+
+
+def request_body(body: Mapping[str, object]) -> bytes:
+    """``body`` (a JSON object) as the UTF-8 JSON we send, with every known secret redacted (``body``
+    itself is not changed)."""
+    REDACTOR.refresh()
+    return json.dumps(REDACTOR.scrubbed(cast("JsonObject", body)), ensure_ascii=False).encode()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -111,7 +111,8 @@ def test_resolve_name_reads_attributes_without_evaluating() -> None:
     df = pd.DataFrame({"alpha": [1]})
     ns: dict[str, object] = {"df": df, "df2": 1}
     assert resolve_name(ns, "df") is df
-    assert list(resolve_name(ns, "df.columns")) == ["alpha"]  # type: ignore[call-overload]
+    with pytest.raises(ValueError, match="computed when read"):
+        resolve_name(ns, "df.columns")  # a property: inspect runs no code
     with pytest.raises(NameNotFound) as missing:
         resolve_name(ns, "dff")
     assert str(missing.value) == (
@@ -124,3 +125,44 @@ def test_resolve_name_reads_attributes_without_evaluating() -> None:
         resolve_name(ns, "df['alpha']")
     with pytest.raises(ValueError):
         resolve_name(ns, "__import__('os').system('true')")
+
+
+class _Trap:
+    """Every dynamic hook raises: a static lookup must never run one."""
+
+    __slots__ = ("__dict__", "slot")
+
+    def __init__(self) -> None:
+        self.slot = "in a slot"
+        self.plain = "in the instance dict"
+
+    @property
+    def secret(self) -> str:
+        raise AssertionError("a property ran")
+
+    def __getattr__(self, name: str) -> object:
+        raise AssertionError("__getattr__ ran")
+
+    def __dir__(self) -> list[str]:
+        raise AssertionError("__dir__ ran")
+
+    @classmethod
+    def build(cls) -> None:
+        """Make one."""
+
+
+def test_resolve_name_runs_no_code_of_the_objects_it_passes() -> None:
+    import os
+
+    ns: dict[str, object] = {"t": _Trap(), "os": os, "get_ipython": _Trap().build}
+    assert resolve_name(ns, "t.slot") == "in a slot"
+    assert resolve_name(ns, "t.plain") == "in the instance dict"
+    assert resolve_name(ns, "t.build") is _Trap.__dict__["build"].__func__
+    assert resolve_name(ns, "os.environ") is os.environ
+    with pytest.raises(ValueError, match="computed when read"):
+        resolve_name(ns, "t.secret")
+    with pytest.raises(NameNotFound, match="close matches: plain"):
+        resolve_name(ns, "t.plan")
+    for private in ("os.environ._data", "get_ipython.__self__", "t.__dict__", "_t", "t._x"):
+        with pytest.raises(ValueError, match="private or special name"):
+            resolve_name(ns, private)

@@ -14,6 +14,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from dsh_kernel import Agent
 from dsh_kernel.abort import AbortController
+from dsh_kernel.errors import ToolArgsError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.runtime import (
@@ -280,10 +281,12 @@ def test_inspect_lists_and_describes() -> None:
     assert block.text == (  # type: ignore[union-attr]
         "name | type | shape | value\ndf | pandas.DataFrame | (2, 1) | columns: a\nn | int |  | 3"
     )
-    described = defn.execute({"name": "df.a"}, ctx())
+    described = defn.execute({"name": "df"}, ctx())
     assert isinstance(described, dict)
-    assert described["type"] == "pandas.Series"
-    assert str(described["description"]).startswith("pandas.Series 'a': 2 values, dtype int64")
+    assert described["type"] == "pandas.DataFrame"
+    assert "columns: a (int64)" in str(described["description"])
+    with pytest.raises(ToolArgsError, match="__getattr__ would make"):
+        defn.execute({"name": "df.a"}, ctx())  # a column is made by __getattr__: never run
 
 
 async def test_inspect_missing_name_is_invalid_args_with_close_matches() -> None:

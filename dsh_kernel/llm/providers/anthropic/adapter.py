@@ -14,7 +14,6 @@ The httpx client is injected or created on first use and then owned (``aclose()`
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 
 import httpx
@@ -31,7 +30,7 @@ from dsh_kernel.llm.providers.base import (
     Timeouts,
     model_info_for,
 )
-from dsh_kernel.llm.providers.transport import HttpClient, iter_body, open_stream
+from dsh_kernel.llm.providers.transport import HttpClient, iter_body, open_stream, request_body
 from dsh_kernel.llm.types import (
     FinishChunk,
     FinishError,
@@ -99,7 +98,7 @@ class MessagesProvider:
         http_request = self._client.get().build_request(
             "POST",
             self._url,
-            content=json.dumps(body, ensure_ascii=False).encode(),
+            content=request_body(body),
             headers={
                 "x-api-key": key,
                 "anthropic-version": ANTHROPIC_VERSION,

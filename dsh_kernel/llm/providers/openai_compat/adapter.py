@@ -45,6 +45,7 @@ from dsh_kernel.llm.providers.transport import (
     malformed,
     open_stream,
     read_all,
+    request_body,
 )
 from dsh_kernel.llm.types import (
     FinishChunk,
@@ -109,7 +110,7 @@ class ChatCompletionsProvider:
         http_request = self._client.get().build_request(
             "POST",
             self._url,
-            content=json.dumps(body, ensure_ascii=False).encode(),
+            content=request_body(body),
             headers={
                 "authorization": f"Bearer {key}",
                 "content-type": "application/json",
