@@ -5,6 +5,7 @@ inbox, a tool pipeline with approval, retry by policy, crash repair).
 Public API::
 
     from dsh_kernel import Agent, tool
+    from dsh_kernel import api_key  # a key the kernel holds, for code of your own
     from dsh_kernel.testing import ScriptedProvider, FunctionProvider, text_response, tool_call_response
 """
 
@@ -14,9 +15,10 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from dsh_kernel.agent.agent import Agent
+    from dsh_kernel.llm.keys import api_key
     from dsh_kernel.tools.decorator import tool
 
-__all__ = ["Agent", "__version__", "tool"]
+__all__ = ["Agent", "__version__", "api_key", "tool"]
 
 __version__ = "0.1.0.dev0"
 
@@ -27,6 +29,10 @@ def __getattr__(name: str) -> object:
         from dsh_kernel.agent.agent import Agent
 
         return Agent
+    if name == "api_key":
+        from dsh_kernel.llm.keys import api_key
+
+        return api_key
     if name == "tool":
         from dsh_kernel.tools.decorator import tool
 

@@ -16,7 +16,8 @@ Keys follow their provider. A base URL belongs to the provider it was configured
 ``openai-compatible``). ``switch_provider`` keeps it only when the switch lands on that provider —
 otherwise the target uses its own endpoint (its ``<PROVIDER>_BASE_URL`` variable or the built-in
 one) — and the key sent is always the target's own (``llm/config.py``). A model switch within one
-provider changes nothing else. The host's keys are the process's ``KEYS`` unless it is given a store.
+provider changes nothing else; the model configured at start (``DSH_MODEL``) likewise comes back only
+with the provider the kernel started with. The host's keys are the process's ``KEYS`` unless it is given a store.
 """
 
 from __future__ import annotations
@@ -206,6 +207,8 @@ class AgentHost:
         self.provider_note = ""
         self._open_store()
         self.agent = self._build_agent()
+        self._started_with = self.agent.provider.id
+        """The provider chosen at start: the configured model is its model (``switch_provider``)."""
 
     # --- construction ---------------------------------------------------------------------------
 
@@ -400,10 +403,14 @@ class AgentHost:
             )
         target = provider if provider is not None else self.settings.provider
         base_url = self._base_url_for(target)
+        if model is None and provider is None:
+            model = self.settings.model
+        elif model is None:  # the model configured at start belongs to the provider it started with
+            model = self._configured.model if target == self._started_with else ""
         settings = replace(
             self.settings,
             provider=target,
-            model=model if model is not None else (self.settings.model if provider is None else ""),
+            model=model,
             base_url=base_url,
             base_url_provider=target if base_url else "",
         )

@@ -95,7 +95,10 @@ class AgentMagics(Magics):
                 f"%agent: unknown subcommand {name!r}; the subcommands are "
                 f"{', '.join(subcommands())} (`%agent help` explains them)",
             )
-        host = self.kernel.host
+        try:
+            host = self.kernel.host
+        except DshError as exc:  # the configuration was refused: its one line fails the cell
+            raise command_error(exc.code, redact(f"%agent {name}: {exc.message}")) from exc
         agent = host.agent
         command_id = new_command_id()
         run: JsonObject = {"commandId": command_id, "name": name, "source": {"kind": "user"}}

@@ -9,18 +9,21 @@
 * the credentials inside base URLs (``URL_VARIABLES``, or any URL given to ``add_url``): the
   ``user:password@`` part and the values of ``api_key=``/``key=``/``token=``-like query parameters.
 
-``redact(text)`` replaces, with ``[redacted]``, every run of 8 or more characters of ``text`` that is
-a piece of a secret *in any of its written forms*: as it is, JSON-escaped, ``repr``-escaped (``str``
-and ``bytes``, which is how httpx/h11 quote an "Illegal header value"), URL-encoded, and one escape
-inside another. A piece is any substring of 8+ characters, so a key cut by an echo truncated at N
-characters (a prefix), or by a head-and-tail cap (a suffix), is caught as well as the whole value.
+``redact(text)`` replaces, with ``[redacted]``, every piece of a secret *in any of its written
+forms*: as it is, JSON-escaped, ``repr``-escaped (``str`` and ``bytes``, which is how httpx/h11 quote
+an "Illegal header value"), URL-encoded, and one escape inside another. A piece is the whole value,
+or its first or last 8+ characters: a key cut by an echo truncated at N characters (a prefix), or by
+a head-and-tail cap (a suffix). A run cut at both ends is not recognised — matching any inner
+8 characters would also redact ordinary words that happen to occur inside a key (``deepseek`` in
+``sk-deepseek-test``), and no writer of ours cuts a string at both ends.
 ``scrub(data)`` does the same to every string (and key) of a JSON value, in place, without
 recursion (nesting depth is not limited here). A value shorter than 8 characters is not treated as a
 secret: no provider issues keys that short, and local servers' placeholders (``ollama``) would
 otherwise disappear from every text.
 
-Cost: nothing while no secret is known; otherwise one C-level regex search per string for runs of
-characters that secrets are made of, then a dictionary probe per position of such runs only.
+Cost: nothing while no secret is known; otherwise one C-level regex search per string of 8+
+characters (for the first and last 8 characters of every form), and a little Python per hit —
+about 3 µs per streamed chunk event with three keys known (measured), 20 ms for 1.6 MB of text.
 
 ``RedactingFilter`` is a ``logging.Filter`` that scrubs a record's message, exception text and
 stack; ``install_log_filter`` puts it on the handlers the kernel's log goes through.
@@ -107,44 +110,53 @@ def written_forms(secret: str) -> set[str]:
 
 
 class _Index:
-    """What ``redact`` searches with: an immutable snapshot, swapped whole when a secret is added."""
+    """What ``redact`` searches with: an immutable snapshot, swapped whole when a secret is added.
 
-    __slots__ = ("grams", "runs")
+    Every form contributes its first and its last ``MIN_SECRET`` characters; one regex finds them,
+    and each hit is extended along the form (right from a first piece, left from a last one)."""
+
+    __slots__ = ("ends", "pattern", "starts")
 
     def __init__(self, forms: Iterable[str]) -> None:
-        grams: dict[str, list[tuple[str, int]]] = {}
-        alphabet: set[str] = set()
+        starts: dict[str, list[str]] = {}
+        ends: dict[str, list[str]] = {}
         for form in forms:
-            alphabet.update(form)
-            for i in range(len(form) - MIN_SECRET + 1):
-                grams.setdefault(form[i : i + MIN_SECRET], []).append((form, i))
-        self.grams = grams
-        chars = "".join(re.escape(c) for c in sorted(alphabet))
-        self.runs = re.compile(f"[{chars}]{{{MIN_SECRET},}}")
+            starts.setdefault(form[:MIN_SECRET], []).append(form)
+            ends.setdefault(form[-MIN_SECRET:], []).append(form)
+        self.starts = starts
+        self.ends = ends
+        grams = sorted(starts.keys() | ends.keys(), key=lambda g: (-len(g), g))
+        self.pattern = re.compile("|".join(re.escape(g) for g in grams))
 
     def redact(self, text: str) -> str:
-        grams = self.grams
         out: list[str] | None = None
         last = 0
-        for run in self.runs.finditer(text):
-            start, end = run.span()
-            i = start
-            while i <= end - MIN_SECRET:
-                places = grams.get(text[i : i + MIN_SECRET])
-                if places is None:
-                    i += 1
-                    continue
-                stop = i + MIN_SECRET
-                for form, at in places:  # extend the piece as far as it goes on matching
-                    k = MIN_SECRET
-                    while at + k < len(form) and i + k < end and text[i + k] == form[at + k]:
-                        k += 1
-                    stop = max(stop, i + k)
-                if out is None:
-                    out = []
-                out.append(text[last:i])
-                out.append(REDACTED)
-                last = i = stop
+        search = self.pattern.search
+        hit = search(text)
+        while hit is not None:
+            i = hit.start()
+            gram = hit.group()
+            begin, stop = i, i + MIN_SECRET
+            for form in self.starts.get(gram, ()):  # a first piece: as far right as it matches
+                k = MIN_SECRET
+                while k < len(form) and i + k < len(text) and text[i + k] == form[k]:
+                    k += 1
+                stop = max(stop, i + k)
+            for form in self.ends.get(gram, ()):  # a last piece: as far left as it matches
+                k = MIN_SECRET
+                while (
+                    k < len(form)
+                    and i + MIN_SECRET - k - 1 >= last
+                    and (text[i + MIN_SECRET - k - 1] == form[-k - 1])
+                ):
+                    k += 1
+                begin = min(begin, i + MIN_SECRET - k)
+            if out is None:
+                out = []
+            out.append(text[last:begin])
+            out.append(REDACTED)
+            last = stop
+            hit = search(text, stop)
         if out is None:
             return text
         out.append(text[last:])
@@ -232,8 +244,9 @@ class Redactor:
         return index.redact(text)
 
     def scrub(self, data: JsonValue) -> JsonValue:
-        """Redact every string and object key inside ``data``, **in place**; returns ``data`` (or the
-        redacted string when ``data`` is one)."""
+        """Redact every string and object key inside ``data`` (plain JSON: ``dict``, ``list``,
+        ``str``, as the log's lossless copy makes it), **in place**; returns ``data`` (or the redacted
+        string when ``data`` is one)."""
         if not self._refreshed:
             self.refresh()
         index = self._index
@@ -241,32 +254,35 @@ class Redactor:
             return data
         if isinstance(data, str):
             return index.redact(data) if len(data) >= MIN_SECRET else data
-        stack: list[dict[str, JsonValue] | list[JsonValue]] = []
-        if isinstance(data, dict | list):
-            stack.append(data)
-        while stack:
+        if not isinstance(data, dict | list):
+            return data
+        search, redact = index.pattern.search, index.redact
+        stack: list[dict[str, JsonValue] | list[JsonValue]] = [data]
+        while stack:  # the hot path (every event): cheap type tests, the regex only on long strings
             node = stack.pop()
             if isinstance(node, dict):
                 renamed = False
                 for k, v in node.items():
-                    if isinstance(v, str):
-                        if len(v) >= MIN_SECRET and (r := index.redact(v)) is not v:
-                            node[k] = r  # same key: the dict does not change size
-                    elif isinstance(v, dict | list):
-                        stack.append(cast("dict[str, JsonValue] | list[JsonValue]", v))
-                    if len(k) >= MIN_SECRET and index.redact(k) is not k:
+                    t = type(v)
+                    if t is str:
+                        if len(v) >= MIN_SECRET and search(v):  # type: ignore[arg-type]
+                            node[k] = redact(v)  # type: ignore[arg-type]  # same size: safe
+                    elif t is dict or t is list:
+                        stack.append(v)  # type: ignore[arg-type]
+                    if len(k) >= MIN_SECRET and search(k):
                         renamed = True
                 if renamed:
                     items = list(node.items())
                     node.clear()
-                    node.update((index.redact(k), v) for k, v in items)
+                    node.update((redact(k), v) for k, v in items)
             else:
                 for i, v in enumerate(node):
-                    if isinstance(v, str):
-                        if len(v) >= MIN_SECRET and (r := index.redact(v)) is not v:
-                            node[i] = r
-                    elif isinstance(v, dict | list):
-                        stack.append(cast("dict[str, JsonValue] | list[JsonValue]", v))
+                    t = type(v)
+                    if t is str:
+                        if len(v) >= MIN_SECRET and search(v):  # type: ignore[arg-type]
+                            node[i] = redact(v)  # type: ignore[arg-type]
+                    elif t is dict or t is list:
+                        stack.append(v)  # type: ignore[arg-type]
         return data
 
     def scrubbed(self, data: JsonValue) -> JsonValue:

@@ -186,7 +186,9 @@ def test_providers_notebook_against_the_loopback_fake_server(tmp_path: Path) -> 
         "ANTHROPIC_API_KEY": "sk-ant-test",
     }
     with SseServer(replies) as server:
-        ex = run_notebook("04-providers.ipynb", tmp_path, {"DSH_BASE_URL": server.url, **keys})
+        # each provider's own endpoint is the fake (a base URL belongs to one provider only)
+        urls = {f"{p}_BASE_URL": server.url for p in ("DSH", "DEEPSEEK", "OPENAI", "ANTHROPIC")}
+        ex = run_notebook("04-providers.ipynb", tmp_path, {**urls, **keys})
         requests = server.requests
     assert ex.errors() == []
     assert server.remaining == 0

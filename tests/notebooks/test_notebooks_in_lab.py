@@ -73,7 +73,8 @@ def test_executed_notebook_renders_its_saved_chat_views_in_lab(name: str, tmp_pa
     with SseServer(fake_providers()) as server:
         env = {"DSH_APPROVAL": "auto"} if name.startswith("01") else {}
         if name.startswith("04"):
-            env = {"DSH_BASE_URL": server.url, **KEYS}
+            urls = ("DSH", "DEEPSEEK", "OPENAI", "ANTHROPIC")
+            env = {**{f"{p}_BASE_URL": server.url for p in urls}, **KEYS}
         ex = run_notebook(name, tmp_path / "run", env)
     nbformat.write(ex.nb, ex.workdir / name)
     chat_views = sum(

@@ -1,9 +1,6 @@
 """Security through a real kernel (issue 7, item 5).
 
-* API keys are never persisted: a kernel given a recognisable fake key (environment) and a second one
-  (typed at ``%agent key``) chats, runs tools, meets a server that echoes the key in its errors, runs
-  ``%%sql`` and both exports; then every file under its directory — journals, the database, exports,
-  the saved cell outputs, the kernel's own log, IPython's history — is scanned for both keys.
+* API keys are never persisted: ``tests/reliability/test_secrets.py`` (issue 11).
 * The model cannot widen its permissions through a tool. The read-only tools (``inspect``, ``sql``,
   ``ask_user``) cannot reach the host at all; the ``python`` tool runs arbitrary code in the user's
   process, so approval is the guard: under the default ``ask`` policy, with no one to click, code
@@ -26,10 +23,8 @@ from typing import Any
 import pytest
 
 from tests.reliability.support import (
-    FAKE_KEY,
     FIGURES,
     Call,
-    Scan,
     chat,
     launch,
     loopback_env,
@@ -42,7 +37,7 @@ from tests.reliability.support import (
     verify_log,
 )
 from tests.support.kernel import Execution, Kernel
-from tests.support.sse_server import SseServer, json_reply
+from tests.support.sse_server import SseServer
 
 TYPED_KEY = "sk-dshrel-TYPEDKEY-41b8e0c2d9a7f6e5"
 
@@ -67,64 +62,6 @@ def with_input(k: Kernel, code: str, answer: str) -> Execution:
             break
     reply = k.kc.get_shell_msg(timeout=30)
     return Execution(reply=reply, messages=messages)
-
-
-def test_api_keys_are_never_persisted(tmp_path: Path, server: SseServer) -> None:
-    outputs: list[dict[str, Any]] = []
-
-    def cell(k: Kernel, code: str) -> Execution:
-        ex = k.execute(code, timeout=60)
-        outputs.extend(ex.messages)
-        return ex
-
-    echo = f"Incorrect API key provided: {FAKE_KEY}. You can find your API key at ..."
-    env = loopback_env(server, DSH_API_KEY=FAKE_KEY, DSH_APPROVAL="auto")
-    with launch(tmp_path, env=env) as k:
-        server.script(
-            json_reply(
-                429,
-                {"error": {"message": f"slow down, {FAKE_KEY}"}},
-                headers={"retry-after": "0.01"},
-            ),
-            tool_reply(python_call("import os\nprint(sorted(os.listdir('.'))[:3])", "k1")),
-            text_reply("an answer"),
-            json_reply(401, {"error": {"message": echo, "type": "invalid_request_error"}}),
-        )
-        assert cell(k, "first question").status == "ok"
-        ex = cell(k, "second question")
-        assert ex.content["ename"] == "AUTH" and FAKE_KEY not in json.dumps(ex.content)
-        assert "[redacted]" in ex.content["evalue"]
-        sent = {r.headers.get("authorization") for r in server.requests}
-        assert sent == {f"Bearer {FAKE_KEY}"}, "the test must use the key it scans for"
-        ex = with_input(k, "%agent key openai-compatible", TYPED_KEY)
-        outputs.extend(ex.messages)
-        assert "set for this kernel" in json.dumps(ex.messages, default=str)
-        server.script(text_reply("with the typed key"))
-        assert cell(k, "third question").status == "ok"
-        assert server.requests[-1].headers["authorization"] == f"Bearer {TYPED_KEY}"
-        for code in (
-            "%%sql\nSELECT type, count(*) FROM events GROUP BY ALL",
-            "%%sql\nSELECT * FROM errors",
-            f"%agent export --md {tmp_path / 'export.md'}",
-            f"%agent export --parquet {tmp_path / 'export-parquet'}",
-            "%agent status",
-            "%agent sessions",
-            "%agent cost",
-        ):
-            assert cell(k, code).status == "ok", code
-        verify_log(k)
-    (tmp_path / "outputs.json").write_text(json.dumps(outputs, default=str), encoding="utf-8")
-    assert (tmp_path / "export.md").stat().st_size > 0
-    assert any((tmp_path / "export-parquet").rglob("*.parquet"))
-    assert any((tmp_path / "ipython").rglob("history.sqlite"))
-    for key in (FAKE_KEY, TYPED_KEY):
-        scan = Scan(tmp_path).run(key.encode())
-        assert scan.hits == [], f"{key[:12]}… persisted in {scan.hits}"
-    kinds = {Path(name).suffix for name in scan.seen}
-    assert {".jsonl", ".duckdb", ".md", ".parquet", ".log", ".sqlite", ".json"} <= kinds, kinds
-    FIGURES.append(
-        f"security: 2 fake API keys, 0 found in {len(scan.seen)} files written by the kernel"
-    )
 
 
 # --- permissions -----------------------------------------------------------------------------------

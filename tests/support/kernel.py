@@ -140,13 +140,13 @@ def start_kernel(
 ) -> Iterator[Kernel]:
     """A kernel whose files all live under ``tmp``: kernelspecs, runtime and IPython dirs, the store
     (``store`` or ``tmp/store``) and its stdout/stderr (``tmp/kernel.log``). The inherited
-    environment loses every ``*_API_KEY`` and ``DSH_*`` variable; ``env`` adds the test's own."""
+    environment loses every ``*_API_KEY``, ``*_BASE_URL`` and ``DSH_*`` variable; ``env`` adds the test's own."""
     tmp.mkdir(parents=True, exist_ok=True)
     data = kernelspecs(tmp)
     kernel_env = {
         k: v
         for k, v in os.environ.items()
-        if not k.endswith("_API_KEY") and not k.startswith("DSH_")
+        if not k.endswith(("_API_KEY", "_BASE_URL")) and not k.startswith("DSH_")
     }
     kernel_env.update(
         {
