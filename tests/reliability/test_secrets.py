@@ -110,6 +110,7 @@ def assert_no_leak(rig: Rig) -> int:
     """No key, nor any 8-character piece of one, anywhere but the right provider's auth header.
     Returns how many files were scanned."""
     journal_of(rig.k)  # flush
+    rig.k.python("get_ipython().history_manager.writeout_cache()")  # IPython's history, too
     (rig.tmp / "outputs.json").write_text(json.dumps(rig.outputs, default=str), encoding="utf-8")
     found: dict[str, list[str]] = {}
     files = [p for p in sorted(rig.tmp.rglob("*")) if p.is_file() and not p.is_symlink()]
@@ -255,6 +256,14 @@ for name in ("DEEPSEEK_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "DSH_API
 """Code the user approved runs with the user's authority and can read a key: what it prints is still
 redacted wherever the kernel writes it, in every form it printed it."""
 
+LOG_A_KEY = """%%python
+import logging
+_k = get_ipython().kernel.host.keys.get("DSH_API_KEY")
+get_ipython().kernel.log.warning("dsh: the server said %s", _k)
+logging.getLogger("dsh_kernel.llm").warning("a provider echoed %r", _k)
+"""
+"""Stands for a kernel module that logs an echoed key: the kernel's log handlers redact it."""
+
 
 def test_a_typed_key_and_keys_that_approved_code_prints_are_never_written(rig: Rig) -> None:
     rig.reset()
@@ -272,6 +281,7 @@ def test_a_typed_key_and_keys_that_approved_code_prints_are_never_written(rig: R
     assert results["p2"].count("[redacted]") >= 4 * 6, results["p2"]
     assert rig.cell("%agent approve ask").status == "ok"
     for code in (
+        LOG_A_KEY,
         "%%sql\nSELECT type, data FROM events",
         f"%agent export --md {rig.tmp / 'export.md'}",
         f"%agent export --parquet {rig.tmp / 'export-parquet'}",
