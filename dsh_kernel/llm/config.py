@@ -9,8 +9,8 @@ never code: the built-in profiles only supply a starting id.
 Credentials are referenced by environment-variable name and resolved **per request**
 (``resolve_api_key``): a key typed at ``%agent key``, then the variable in the environment now, then
 the key the kernel moved out of the environment at start (``dsh_kernel.llm.keys``). A key with a
-control character is refused with a one-line error that names the variable, never the key. A missing
-key is ``LlmError(MISSING_CREDENTIAL)`` naming the variable to set. The generic profile's key
+control character is never sent: ``LlmError(INVALID_CREDENTIAL)`` names the variable, never the key.
+A missing key is ``LlmError(MISSING_CREDENTIAL)`` naming the variable to set. The generic profile's key
 (``DSH_API_KEY``) is optional — local servers ignore it, so a placeholder is sent — and deliberately
 not ``OPENAI_API_KEY``, which must never travel to an arbitrary base URL. Every key resolved is handed
 to the redactor (``dsh_kernel.llm.secrets``).
@@ -132,7 +132,8 @@ def resolve_api_key(
     config: ProviderConfig, *, env: Mapping[str, str] | None = None, keys: KeyStore | None = None
 ) -> str:
     """The key for one request: typed, then the environment, then the key taken from the
-    environment at start; else the placeholder (optional keys) or ``MISSING_CREDENTIAL``."""
+    environment at start; else the placeholder (optional keys) or ``MISSING_CREDENTIAL``
+    (``INVALID_CREDENTIAL`` for a key with a control character)."""
     name = config.api_key_env
     refused: str | None = None
     if name:
@@ -151,7 +152,7 @@ def resolve_api_key(
     if refused is not None:
         raise LlmError(
             LlmFailure(
-                code="MISSING_CREDENTIAL",
+                code="INVALID_CREDENTIAL",
                 message=(
                     f"the key in {name} contains {refused}, so it is not sent: set it again as one "
                     f"line (or run `%agent key {config.id}`)"

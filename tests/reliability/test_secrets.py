@@ -323,7 +323,7 @@ def test_a_key_with_a_newline_is_refused_and_never_written(
         if p.is_file() and (hit := leaks(p.read_bytes(), bad))
     }
     assert found == {}, found
-    assert chat.content["ename"] == "MISSING_CREDENTIAL", chat.content
+    assert chat.content["ename"] == "INVALID_CREDENTIAL", chat.content
     assert "DSH_API_KEY contains a control character" in chat.content["evalue"]
     assert server.requests == [], "a request went out with the malformed key"
     assert "control character" in json.dumps(typed.messages, default=str)

@@ -175,7 +175,7 @@ def test_keys_with_control_characters_are_refused_without_being_shown() -> None:
     with pytest.raises(LlmError) as err:
         resolve_api_key(BUILTIN_PROVIDERS["deepseek"], env={}, keys=keys)
     assert (
-        err.value.code == "MISSING_CREDENTIAL" and "control character" in err.value.failure.message
+        err.value.code == "INVALID_CREDENTIAL" and "control character" in err.value.failure.message
     )
     with pytest.raises(LlmError):
         resolve_api_key(BUILTIN_PROVIDERS["openai-compatible"], env={"DSH_API_KEY": NEWLINE})
