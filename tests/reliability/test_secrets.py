@@ -147,7 +147,11 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
 
 def test_read_only_tools_and_unapproved_code_cannot_reach_a_key(rig: Rig, tmp_path: Path) -> None:
     rig.reset()
-    assert rig.cell("%%python\nimport os\nh = get_ipython().kernel.host").status == "ok"
+    setup = (  # the user's own variables: the host, and a key kept in a variable
+        "%%python\nimport os\nh = get_ipython().kernel.host\n"
+        "mykey = h.keys.get('OPENAI_API_KEY') or os.environ['OPENAI_API_KEY']"
+    )
+    assert rig.cell(setup).status == "ok"
     marker = tmp_path / "ran"
     steal = f"import os, pathlib\npathlib.Path({str(marker)!r}).write_text(repr(os.environ))"
     assert "never" in rig.cell("%agent approve never").stdout
@@ -158,6 +162,8 @@ def test_read_only_tools_and_unapproved_code_cannot_reach_a_key(rig: Rig, tmp_pa
         Call("inspect", {"name": "h.agent.provider._api_key"}, "i4"),
         Call("inspect", {"name": "os.environ"}, "i5"),
         Call("inspect", {"name": "h.keys"}, "i6"),
+        Call("inspect", {"name": "mykey"}, "i7"),
+        Call("inspect", {}, "i8"),
         Call("sql", {"sql": "SELECT getenv('DSH_API_KEY') AS k"}, "s1"),
         python_call(steal, "p1"),
     )
@@ -166,6 +172,7 @@ def test_read_only_tools_and_unapproved_code_cannot_reach_a_key(rig: Rig, tmp_pa
     assert results["i5"].startswith("os._Environ")  # public, described: the keys left it at start
     assert "DSH_API_KEY" in results["i6"]  # the store's repr names variables, never keys
     assert "never" in results["p1"] and not marker.exists()
+    assert "[redacted]" in results["i7"] and "mykey | str" in results["i8"]  # described, scrubbed
     check = (
         "%%python\nimport hashlib\nfrom dsh_kernel import api_key\n"
         "print(sorted(n for n in os.environ if n.endswith('_API_KEY')))\n"
