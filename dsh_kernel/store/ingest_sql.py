@@ -19,7 +19,10 @@ step whose chunks in this batch hold no finish, or a single finish as their last
 retry inside the batch have their chunks numbered by a window. ``t_attempts`` is upserted, so a stream
 split across batches merges; its ``start_ms`` (the event before the first chunk, when the request was
 sent) and ``message_count`` (appended messages with content before it) are set once, by the batch that
-saw the attempt begin.
+saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that history, carried
+as ``_ingest_state.message_tokens``). ``est_output_tokens`` is the estimate of the message the attempt
+produced, set by the batch that holds that message. The views use the estimates only where the server
+sent no usage.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ EVENT_COLUMNS = (
 
 LOAD_STATES = """
 SELECT journal, session_id, byte_offset, next_seq, header, open_turn, open_step, chunk_turn,
-       chunk_step, chunk_finishes, error, checked_size, last_ms, messages
+       chunk_step, chunk_finishes, error, checked_size, last_ms, messages, message_tokens
 FROM _ingest_state
 """
 
@@ -48,7 +51,7 @@ SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($17::BIGINT[]) AS h_created, unnest($18::VARCHAR[]) AS h_cwd,
        unnest($19::VARCHAR[]) AS h_notebook, unnest($20::VARCHAR[]) AS h_parent,
        unnest($21::INTEGER[]) AS h_seed, unnest($22::BIGINT[]) AS last_ms,
-       unnest($23::INTEGER[]) AS messages
+       unnest($23::INTEGER[]) AS messages, unnest($24::BIGINT[]) AS message_tokens
 """
 
 DUPLICATE_SESSIONS = """
@@ -150,8 +153,19 @@ JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 _MESSAGE_SHAPE = (
     '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR"}, '
     '"content": [{"type": "VARCHAR", "text": "VARCHAR", "toolCallId": "VARCHAR", "isError": "BOOLEAN", '
-    '"content": [{"type": "VARCHAR", "text": "VARCHAR"}]}]}'
+    '"name": "VARCHAR", "arguments": "VARCHAR", "content": [{"type": "VARCHAR", "text": "VARCHAR"}]}]}'
 )
+
+# The token meter's estimate of one message (dsh_kernel.agent.meter, SPINE §7.6), on the parsed struct:
+# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, a tool result its
+# nested blocks + 4, + 4 per message. dsh_kernel.session.usage.estimate_message_tokens is the same rule
+# in Python (a test holds the three equal).
+_EST_TOKENS = """(4 + coalesce(list_sum([CASE
+    WHEN b.type = 'tool-call'
+        THEN ceil((length(coalesce(b.name, '')) + length(coalesce(b.arguments, ''))) / 4) + 4
+    WHEN b.type = 'tool-result'
+        THEN coalesce(list_sum([ceil(length(coalesce(c.text, '')) / 4) + 4 FOR c IN coalesce(b.content, [])]), 0) + 4
+    ELSE ceil(length(coalesce(b.text, '')) / 4) + 4 END FOR b IN coalesce(m.content, [])]), 0))::INTEGER"""
 
 _MESSAGES = (
     """
@@ -178,7 +192,10 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        coalesce(len(m.content), 0) > 0 AS has_content,
        type = 'tool/result' AND coalesce(list_bool_or([coalesce(b.isError, false) FOR b IN m.content]), false) AS is_error,
        coalesce(TRY_CAST(interrupted AS BOOLEAN), false) AS interrupted,
-       CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op
+       CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op,
+       """
+    + _EST_TOKENS
+    + """ AS est_tokens
 FROM src;
 INSERT INTO t_messages SELECT * FROM _m;
 """
@@ -239,8 +256,9 @@ FROM (
 )
 GROUP BY session_id, turn, step, attempt;
 CREATE OR REPLACE TEMP TABLE _counted AS
-SELECT session_id, seq, row_number() OVER (PARTITION BY session_id ORDER BY seq) AS n
-FROM _m WHERE has_content AND surface_op = 'append';
+SELECT session_id, seq, row_number() OVER w AS n, sum(est_tokens) OVER w AS tokens
+FROM _m WHERE has_content AND surface_op = 'append'
+WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
@@ -261,7 +279,8 @@ WITH det AS (
 starts AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
            CASE WHEN a.first_seq = f.next_seq THEN f.last_ms ELSE p.time_ms END AS start_ms,
-           (coalesce(f.messages, 0) + coalesce(c.n, 0))::INTEGER AS message_count
+           (coalesce(f.messages, 0) + coalesce(c.n, 0))::INTEGER AS message_count,
+           (coalesce(f.message_tokens, 0) + coalesce(c.tokens, 0))::BIGINT AS est_input_tokens
     FROM _att a
     JOIN _files f ON f.session_id = a.session_id
     LEFT JOIN _raw p ON p.session_id = a.session_id AND p.seq = a.first_seq - 1
@@ -269,7 +288,8 @@ starts AS (
 )
 SELECT a.session_id, a.turn, a.step, a.attempt, first_seq, last_seq, first_ms, first_delta_ms, last_ms,
        chunks, finish_seq, finish, error_code, error_message, input_tokens, output_tokens,
-       cache_read_tokens, cache_write_tokens, reasoning_tokens, s.start_ms, s.message_count
+       cache_read_tokens, cache_write_tokens, reasoning_tokens, s.start_ms, s.message_count,
+       s.est_input_tokens, NULL::BIGINT AS est_output_tokens
 FROM _att a
 LEFT JOIN det USING (session_id, turn, step, attempt)
 LEFT JOIN starts s USING (session_id, turn, step, attempt)
@@ -290,7 +310,23 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     cache_write_tokens = coalesce(excluded.cache_write_tokens, t_attempts.cache_write_tokens),
     reasoning_tokens = coalesce(excluded.reasoning_tokens, t_attempts.reasoning_tokens),
     start_ms = coalesce(t_attempts.start_ms, excluded.start_ms),
-    message_count = coalesce(t_attempts.message_count, excluded.message_count);
+    message_count = coalesce(t_attempts.message_count, excluded.message_count),
+    est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens);
+"""
+
+# The estimated output of an attempt: the meter's estimate of the message it produced (a finished
+# answer, or the visible prefix a cancel or crash repair kept). The message may come in a later batch
+# than its chunks, so this updates the attempt wherever it was inserted.
+_ESTIMATES = """
+UPDATE t_attempts SET est_output_tokens = am.est_tokens
+FROM (
+    SELECT m.session_id, m.turn, m.step, m.est_tokens, r.source_event_seqs[1] AS first_chunk
+    FROM _m m JOIN _raw r ON r.session_id = m.session_id AND r.seq = m.seq
+    WHERE m.event_type = 'assistant/message' AND m.surface_op = 'append'
+      AND len(coalesce(r.source_event_seqs, [])) > 0
+) am
+WHERE t_attempts.session_id = am.session_id AND t_attempts.turn = am.turn
+  AND t_attempts.step = am.step AND am.first_chunk BETWEEN t_attempts.first_seq AND t_attempts.last_seq
 """
 
 DERIVE = (
@@ -300,6 +336,7 @@ DERIVE = (
     ("tool calls", _TOOL_CALLS),
     ("tool results", _TOOL_RESULTS),
     ("attempts", _ATTEMPTS),
+    ("estimates", _ESTIMATES),
 )
 
 # The context to carry into the next batch: the open turn and step after the last event, its time,
@@ -319,7 +356,8 @@ last_step AS (
     FROM _steps GROUP BY session_id
 ),
 msgs AS (
-    SELECT session_id, count(*) AS n FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
+    SELECT session_id, count(*) AS n, sum(est_tokens) AS tokens
+    FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
 )
 SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_text,
        CASE WHEN l.session_id IS NULL THEN f.open_turn WHEN l.type = 'turn/end' THEN NULL ELSE l.turn END,
@@ -328,7 +366,8 @@ SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_tex
        coalesce(c.turn, f.chunk_turn), coalesce(c.step, f.chunk_step),
        CASE WHEN c.session_id IS NULL THEN f.chunk_finishes ELSE c.finishes END,
        NULL, f.size, now()::TIMESTAMP, coalesce(l.time_ms, f.last_ms),
-       (coalesce(f.messages, 0) + coalesce(m.n, 0))::INTEGER
+       (coalesce(f.messages, 0) + coalesce(m.n, 0))::INTEGER,
+       (coalesce(f.message_tokens, 0) + coalesce(m.tokens, 0))::BIGINT
 FROM _files f
 LEFT JOIN last_ev l ON l.session_id = f.session_id
 LEFT JOIN last_step c ON c.session_id = f.session_id
@@ -338,7 +377,8 @@ ON CONFLICT (journal) DO UPDATE SET
     header = excluded.header, open_turn = excluded.open_turn, open_step = excluded.open_step,
     chunk_turn = excluded.chunk_turn, chunk_step = excluded.chunk_step,
     chunk_finishes = excluded.chunk_finishes, error = NULL, checked_size = excluded.checked_size,
-    updated_at = excluded.updated_at, last_ms = excluded.last_ms, messages = excluded.messages
+    updated_at = excluded.updated_at, last_ms = excluded.last_ms, messages = excluded.messages,
+    message_tokens = excluded.message_tokens
 """
 
 RECORD_ERRORS = """
