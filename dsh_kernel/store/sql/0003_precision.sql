@@ -172,7 +172,7 @@ att AS (
     SELECT *,
            coalesce(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                     reasoning_tokens) IS NULL
-           AND (finish IN ('stop', 'tool-calls', 'max-tokens')
+           AND (coalesce(finish, '') IN ('stop', 'tool-calls', 'max-tokens')
                 OR (finish IS NULL AND first_delta_ms IS NOT NULL)) AS estimated
     FROM (
         SELECT session_id, turn, step, attempt, first_seq, last_seq, first_ms, first_delta_ms, last_ms,
