@@ -307,6 +307,8 @@ def _run_batch(
             _exec(con, "sessions", q.INSERT_SESSIONS)
             for label, stmt in q.DERIVE:
                 _exec(con, label, stmt)
+            if _exec(con, "silent?", q.SILENT_NEEDED).fetchone() != (0,):
+                _exec(con, "silent calls", q.SILENT)
             _exec(con, "state", q.UPDATE_STATE)
             events = sum(p.lines for p in good)
         if errors:

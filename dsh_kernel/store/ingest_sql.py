@@ -40,6 +40,8 @@ FROM _ingest_state
 
 CREATE_FILES = """
 CREATE OR REPLACE TEMP TABLE _files AS
+SELECT x.*, coalesce(x.h_seed, s.seed_length, 0) AS seed
+FROM (
 SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($3::VARCHAR[]) AS session_id, unnest($4::BIGINT[]) AS next_seq,
        unnest($5::BIGINT[]) AS lines, unnest($6::BIGINT[]) AS new_offset,
@@ -52,6 +54,8 @@ SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($19::VARCHAR[]) AS h_notebook, unnest($20::VARCHAR[]) AS h_parent,
        unnest($21::INTEGER[]) AS h_seed, unnest($22::BIGINT[]) AS last_ms,
        unnest($23::INTEGER[]) AS messages, unnest($24::BIGINT[]) AS message_tokens
+) x
+LEFT JOIN t_sessions s ON s.id = x.session_id AND NOT x.reset
 """
 
 DUPLICATE_SESSIONS = """
@@ -65,7 +69,7 @@ CREATE OR REPLACE TEMP TABLE _raw AS
 SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
        coalesce(r.ignorable, false) AS ignorable, r.surfaceOp AS surface_op,
        r.sourceEventSeqs AS source_event_seqs,
-       json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type']) AS x
+       json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type']) AS x, r.seq < f.seed AS seeded
 FROM read_json({files}, format = 'newline_delimited', columns = """
     + EVENT_COLUMNS
     + """,
@@ -130,7 +134,7 @@ SELECT r.session_id, r.seq, r.type, r.time_ms,
        coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn) AS turn,
        CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
             ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END AS step,
-       r.data, r.ignorable, r.surface_op, r.source_event_seqs
+       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM _raw r LEFT JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq;
 """
 
@@ -139,13 +143,13 @@ _EVENTS = f"""
 INSERT INTO t_events
 SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
        CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
-       data, ignorable, surface_op, source_event_seqs
+       data, ignorable, surface_op, source_event_seqs, seeded
 FROM _raw WHERE NOT {_NEEDS_CONTEXT}
 UNION ALL
 SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
        CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
             ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
-       r.data, r.ignorable, r.surface_op, r.source_event_seqs
+       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
@@ -171,7 +175,7 @@ _MESSAGES = (
     """
 CREATE OR REPLACE TEMP TABLE _m AS
 WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
-    SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op,
+    SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
            CASE WHEN type = 'user/message' THEN json_transform(data, '"""
     + _MESSAGE_SHAPE
     + """')
@@ -195,7 +199,7 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op,
        """
     + _EST_TOKENS
-    + """ AS est_tokens
+    + """ AS est_tokens, seeded
 FROM src;
 INSERT INTO t_messages SELECT * FROM _m;
 """
@@ -204,7 +208,7 @@ INSERT INTO t_messages SELECT * FROM _m;
 _TOOL_CALLS = """
 INSERT INTO t_tool_calls
 SELECT session_id, seq, turn, step, time_ms, data ->> '$.callId', data ->> '$.name', data ->> '$.arguments',
-       coalesce(TRY_CAST(data ->> '$.synthetic' AS BOOLEAN), false)
+       coalesce(TRY_CAST(data ->> '$.synthetic' AS BOOLEAN), false), seeded
 FROM _ev WHERE type = 'tool/call'
 """
 
@@ -312,6 +316,62 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     start_ms = coalesce(t_attempts.start_ms, excluded.start_ms),
     message_count = coalesce(t_attempts.message_count, excluded.message_count),
     est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens);
+"""
+
+# A model call that got no chunk at all — cancelled or crashed while it waited for the first — has no
+# chunk to make its attempt row from. It can only be the last call of a turn that ended aborted or
+# interrupted, so when such a turn/end arrives, its last step is checked: one call per step/start and
+# llm/retry-started, and fewer attempts than that means the last call got nothing. Its row has no
+# chunks; first_seq and last_seq are the seq of the event that closed it (the history sent is the
+# messages before it). Run only for batches that hold such a turn/end (SILENT_NEEDED).
+SILENT_NEEDED = """
+SELECT count(*) FROM _raw
+WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
+"""
+
+SILENT = """
+INSERT INTO t_attempts
+WITH cut AS (
+    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, seq AS end_seq, time_ms AS end_ms
+    FROM _raw WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
+),
+steps AS (
+    SELECT e.session_id, e.turn, e.step,
+           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS expected,
+           arg_max(e.time_ms, e.seq) FILTER (WHERE e.type <> 'step/end') AS mark_ms,
+           min(e.seq) FILTER (WHERE e.type = 'step/end') AS close_seq,
+           min(e.time_ms) FILTER (WHERE e.type = 'step/end') AS close_ms
+    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
+    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started') AND e.step IS NOT NULL
+    GROUP BY e.session_id, e.turn, e.step
+    QUALIFY e.step = max(e.step) OVER (PARTITION BY e.session_id, e.turn)
+),
+made AS (
+    SELECT a.session_id, a.turn, a.step, count(*) AS n
+    FROM t_attempts a SEMI JOIN cut c ON c.session_id = a.session_id AND c.turn = a.turn
+    GROUP BY ALL
+),
+silent AS (
+    SELECT s.session_id, s.turn, s.step, s.expected, s.mark_ms,
+           coalesce(s.close_seq, c.end_seq) AS close_seq, coalesce(s.close_ms, c.end_ms) AS close_ms
+    FROM steps s
+    JOIN cut c USING (session_id, turn)
+    LEFT JOIN made m USING (session_id, turn, step)
+    WHERE coalesce(m.n, 0) < s.expected AND s.mark_ms IS NOT NULL
+),
+hist AS (
+    SELECT s.session_id, s.turn, s.step, count(m.seq) AS n, sum(m.est_tokens) AS tokens
+    FROM silent s
+    LEFT JOIN t_messages m
+        ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
+       AND m.surface_op = 'append'
+    GROUP BY ALL
+)
+SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
+       s.close_ms, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, s.mark_ms,
+       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL
+FROM silent s JOIN hist h USING (session_id, turn, step)
+ON CONFLICT DO NOTHING
 """
 
 # The estimated output of an attempt: the meter's estimate of the message it produced (a finished

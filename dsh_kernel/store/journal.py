@@ -17,7 +17,9 @@ Path: ``Store.journal_path(header)`` (see ``dsh_kernel.store.layout``).
   if it fails again — raised from a checkpoint, this stops the turn before the model or tool runs
   (fail closed);
 * while the file is open the writer holds an advisory ``flock`` on it (POSIX), so a second process
-  cannot append to, or crash-repair, a session that is live elsewhere (``StoreError(SESSION_LIVE)``).
+  cannot append to, or crash-repair, a session that is live elsewhere (``StoreError(SESSION_LIVE)``,
+  after waiting up to ``LOCK_WAIT_S`` for a holder that only needs the lock for an instant). The lock
+  is also how other processes tell a dead writer from a live one (``writer_gone``).
 
 The file is created lazily: a session that never appends leaves nothing behind. A writer attached to a
 session whose file already exists (resume) checks the header id, writes only the events the file does
@@ -27,6 +29,9 @@ not hold yet, and refuses a file with an unrepaired torn tail.
 damage raises ``SessionFormatError`` naming the file and line), cuts a torn tail off the file, and if the
 last turn is open appends the crash-repair closers (``dsh_kernel.session.repair``) to the file, fsynced,
 before returning them with the events. ``read_session(path)`` does the same in memory only.
+``repair_orphan(path)`` is ``load_session`` for a journal that may be live: it takes the lock without
+waiting and repairs only if it got it, so a kernel's journal is never repaired under it; where the
+platform or filesystem cannot lock, it does nothing (ingest uses it: ``dsh_kernel.store.ingest``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,15 @@
--- Migration m0003_precision, second part: the token estimates of rows ingested before m0003 (ingest
--- computes them for every later row, the same way). Shipped: never edit, add a migration instead.
+-- Migration m0003_precision, second part: for the rows ingested before m0003, what ingest computes for
+-- every later row, the same way: the seeded flags, the token estimates, and the attempt rows of calls
+-- that got no chunk. Shipped: never edit, add a migration instead.
 -- The estimate is the token meter's (SPINE §7.6): text and reasoning ceil(chars / 4) + 4, a tool call
 -- (name + arguments) / 4 + 4, a tool result its nested blocks + 4, + 4 per message.
+
+UPDATE t_events SET seeded = true
+FROM t_sessions s WHERE s.id = t_events.session_id AND t_events.seq < s.seed_length;
+UPDATE t_messages SET seeded = true
+FROM t_sessions s WHERE s.id = t_messages.session_id AND t_messages.seq < s.seed_length;
+UPDATE t_tool_calls SET seeded = true
+FROM t_sessions s WHERE s.id = t_tool_calls.session_id AND t_tool_calls.seq < s.seed_length;
 
 UPDATE t_messages SET est_tokens = x.est
 FROM (
@@ -54,3 +62,48 @@ FROM (
     FROM t_messages WHERE has_content AND surface_op = 'append' GROUP BY session_id
 ) x
 WHERE _ingest_state.session_id = x.session_id AND _ingest_state.error IS NULL;
+
+-- Calls that got no chunk: the last call of a turn that ended aborted or interrupted, when its step
+-- has fewer attempts than calls (one per step/start and llm/retry-started).
+INSERT INTO t_attempts
+WITH cut AS (
+    SELECT session_id, turn, seq AS end_seq, time_ms AS end_ms
+    FROM t_events WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
+),
+steps AS (
+    SELECT e.session_id, e.turn, e.step,
+           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS expected,
+           arg_max(e.time_ms, e.seq) FILTER (WHERE e.type <> 'step/end') AS mark_ms,
+           min(e.seq) FILTER (WHERE e.type = 'step/end') AS close_seq,
+           min(e.time_ms) FILTER (WHERE e.type = 'step/end') AS close_ms
+    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
+    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started') AND e.step IS NOT NULL
+    GROUP BY e.session_id, e.turn, e.step
+    QUALIFY e.step = max(e.step) OVER (PARTITION BY e.session_id, e.turn)
+),
+made AS (
+    SELECT a.session_id, a.turn, a.step, count(*) AS n
+    FROM t_attempts a SEMI JOIN cut c ON c.session_id = a.session_id AND c.turn = a.turn
+    GROUP BY ALL
+),
+silent AS (
+    SELECT s.session_id, s.turn, s.step, s.expected, s.mark_ms,
+           coalesce(s.close_seq, c.end_seq) AS close_seq, coalesce(s.close_ms, c.end_ms) AS close_ms
+    FROM steps s
+    JOIN cut c USING (session_id, turn)
+    LEFT JOIN made m USING (session_id, turn, step)
+    WHERE coalesce(m.n, 0) < s.expected AND s.mark_ms IS NOT NULL
+),
+hist AS (
+    SELECT s.session_id, s.turn, s.step, count(m.seq) AS n, sum(m.est_tokens) AS tokens
+    FROM silent s
+    LEFT JOIN t_messages m
+        ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
+       AND m.surface_op = 'append'
+    GROUP BY ALL
+)
+SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
+       s.close_ms, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, s.mark_ms,
+       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL
+FROM silent s JOIN hist h USING (session_id, turn, step)
+ON CONFLICT DO NOTHING;

@@ -9,7 +9,9 @@
 --   * requests keeps a row for a model call cancelled or crashed before its first chunk, and requests and
 --     usage mark estimated counts (the server sent no usage) with estimated = true: their cost is unknown
 --     (NULL) unless the model's prices are all zero, so sessions.cost_complete turns false.
--- The rows ingested before this migration get their estimates from 0003_backfill.sql, run right after.
+-- The t_ tables get the estimate columns and a seeded flag (so no view joins t_sessions for it); ingest
+-- fills them, and inserts the attempt row of a call that got no chunk. 0003_backfill.sql, run right
+-- after, does the same for the rows ingested before this migration.
 
 ALTER TABLE t_messages ADD COLUMN est_tokens INTEGER;
 COMMENT ON COLUMN t_messages.est_tokens IS 'The token meter''s estimate of the message (SPINE §7.6: chars / 4 + 4 per block, + 4).';
@@ -18,13 +20,18 @@ COMMENT ON COLUMN t_attempts.est_input_tokens IS 'Estimated tokens of the histor
 ALTER TABLE t_attempts ADD COLUMN est_output_tokens BIGINT;
 COMMENT ON COLUMN t_attempts.est_output_tokens IS 'Estimated tokens of the message the attempt produced (its answer, or the kept visible prefix).';
 ALTER TABLE _ingest_state ADD COLUMN message_tokens BIGINT;
+ALTER TABLE t_events ADD COLUMN seeded BOOLEAN DEFAULT false;
+COMMENT ON COLUMN t_events.seeded IS 'seq < the session''s seed_length: a fork''s copy of its parent''s event.';
+ALTER TABLE t_messages ADD COLUMN seeded BOOLEAN DEFAULT false;
+COMMENT ON COLUMN t_messages.seeded IS 'A fork''s copy of its parent''s message.';
+ALTER TABLE t_tool_calls ADD COLUMN seeded BOOLEAN DEFAULT false;
+COMMENT ON COLUMN t_tool_calls.seeded IS 'A fork''s copy of its parent''s call.';
 COMMENT ON COLUMN _ingest_state.message_tokens IS 'Sum of t_messages.est_tokens of the appended messages with content ingested so far.';
 
 CREATE OR REPLACE VIEW events AS
-SELECT e.session_id, e.seq, e.type, epoch_ms(e.time_ms) AS time, e.time_ms, e.turn, e.step, e.data,
-       e.ignorable, e.surface_op, e.source_event_seqs, e.seq < coalesce(s.seed_length, 0) AS seeded
-FROM t_events e
-LEFT JOIN t_sessions s ON s.id = e.session_id;
+SELECT session_id, seq, type, epoch_ms(time_ms) AS time, time_ms, turn, step, data, ignorable,
+       surface_op, source_event_seqs, seeded
+FROM t_events;
 COMMENT ON VIEW events IS 'Every event of every session, raw (data as JSON).';
 COMMENT ON COLUMN events.session_id IS 'The session (sessions.session_id).';
 COMMENT ON COLUMN events.seq IS '0-based position in the session log.';
@@ -40,11 +47,10 @@ COMMENT ON COLUMN events.source_event_seqs IS 'Message events only: the seqs thi
 COMMENT ON COLUMN events.seeded IS 'Copied from the parent session by a fork (the same event is in the parent): filter with NOT seeded to count each event once.';
 
 CREATE OR REPLACE VIEW messages AS
-SELECT m.session_id, m.seq, m.turn, m.step, epoch_ms(m.time_ms) AS time, m.event_type AS type, m.role,
-       m.source, m.message_id, m.call_id, m.text, m.reasoning, m.tool_calls, m.has_content, m.is_error,
-       m.interrupted, m.surface_op, m.seq < coalesce(s.seed_length, 0) AS seeded
-FROM t_messages m
-LEFT JOIN t_sessions s ON s.id = m.session_id;
+SELECT session_id, seq, turn, step, epoch_ms(time_ms) AS time, event_type AS type, role, source,
+       message_id, call_id, text, reasoning, tool_calls, has_content, is_error, interrupted, surface_op,
+       seeded
+FROM t_messages;
 COMMENT ON VIEW messages IS 'The conversation: user prompts and context, assistant answers, tool results.';
 COMMENT ON COLUMN messages.seq IS 'seq of the message event (join events on session_id, seq for the raw data).';
 COMMENT ON COLUMN messages.type IS 'user/message, assistant/message or tool/result.';
@@ -62,18 +68,12 @@ COMMENT ON COLUMN messages.surface_op IS 'append, or replace (a compaction or pr
 COMMENT ON COLUMN messages.seeded IS 'Copied from the parent session by a fork: filter with NOT seeded to count each message once.';
 
 CREATE OR REPLACE VIEW tool_calls AS
-WITH asked AS (
-    SELECT session_id, turn, step, data ->> '$.id' AS approval_id, data ->> '$.callId' AS call_id
-    FROM t_events WHERE type = 'approval/asked'
-),
-decided AS (
-    SELECT session_id, data ->> '$.id' AS approval_id FROM t_events WHERE type = 'approval/decided'
-),
-waiting AS (
-    SELECT DISTINCT a.session_id, a.turn, a.step, a.call_id
-    FROM asked a
-    ANTI JOIN decided d ON d.session_id = a.session_id AND d.approval_id = a.approval_id
-    WHERE a.call_id IS NOT NULL
+WITH waiting AS (  -- approval questions with no answer yet, by the call they ask about
+    SELECT session_id, any_value(turn) AS turn, any_value(step) AS step,
+           any_value(data ->> '$.callId') FILTER (WHERE type = 'approval/asked') AS call_id
+    FROM t_events WHERE type IN ('approval/asked', 'approval/decided')
+    GROUP BY session_id, data ->> '$.id'
+    HAVING count(*) FILTER (WHERE type = 'approval/decided') = 0
 )
 SELECT c.session_id, c.turn, c.step, c.call_id, c.name, c.arguments,
        epoch_ms(c.time_ms) AS started_at, epoch_ms(r.time_ms) AS ended_at,
@@ -88,15 +88,14 @@ SELECT c.session_id, c.turn, c.step, c.call_id, c.name, c.arguments,
            ELSE 'failed'
        END AS status,
        coalesce(r.is_error, false) AS is_error, r.error_code, r.error_name, m.text AS result, r.meta,
-       c.synthetic, c.seq AS call_seq, r.seq AS result_seq, c.seq < coalesce(s.seed_length, 0) AS seeded
+       c.synthetic, c.seq AS call_seq, r.seq AS result_seq, c.seeded
 FROM t_tool_calls c
 LEFT JOIN t_tool_results r
     ON r.session_id = c.session_id AND r.call_id = c.call_id AND r.turn = c.turn AND r.step = c.step
    AND r.surface_op = 'append'
 LEFT JOIN t_messages m ON m.session_id = r.session_id AND m.seq = r.seq
-LEFT JOIN waiting w
-    ON w.session_id = c.session_id AND w.turn = c.turn AND w.step = c.step AND w.call_id = c.call_id
-LEFT JOIN t_sessions s ON s.id = c.session_id;
+LEFT JOIN (SELECT DISTINCT * FROM waiting WHERE call_id IS NOT NULL) w
+    ON w.session_id = c.session_id AND w.turn = c.turn AND w.step = c.step AND w.call_id = c.call_id;
 COMMENT ON VIEW tool_calls IS 'One row per tool call that started: arguments, status, duration, result and error code.';
 COMMENT ON COLUMN tool_calls.call_id IS 'The call id the model chose.';
 COMMENT ON COLUMN tool_calls.name IS 'Tool name.';
@@ -129,60 +128,13 @@ WITH hdr AS (
            )::BIGINT AS header_tokens
     FROM t_events WHERE type = 'request/header'
 ),
-marks AS (  -- where a model call begins: a step, or a retry of its call
-    SELECT session_id, turn, step, seq, time_ms FROM t_events
-    WHERE type IN ('step/start', 'llm/retry-started') AND turn IS NOT NULL AND step IS NOT NULL
-),
-bounds AS (
-    SELECT session_id, seq, time_ms FROM t_events
-    WHERE type IN ('step/start', 'step/end', 'turn/end', 'llm/retry-started')
-),
-ends AS (
-    SELECT session_id, turn, any_value(data ->> '$.reason.kind') AS reason
-    FROM t_events WHERE type = 'turn/end' GROUP BY ALL
-),
-silent AS MATERIALIZED (  -- calls that got no chunk at all: cancelled or crashed while waiting for it
-    SELECT m.session_id, m.turn, m.step, m.seq AS mark_seq, m.time_ms AS mark_ms,
-           coalesce(b.seq, m.seq + 1) AS close_seq, coalesce(b.time_ms, m.time_ms) AS close_ms,
-           CASE WHEN p.turn = m.turn AND p.step = m.step THEN p.attempt + 1 ELSE 1 END AS attempt
-    FROM marks m
-    ASOF LEFT JOIN bounds b ON b.session_id = m.session_id AND b.seq > m.seq
-    ASOF LEFT JOIN t_attempts n ON n.session_id = m.session_id AND n.first_seq > m.seq
-    ASOF LEFT JOIN t_attempts p ON p.session_id = m.session_id AND p.first_seq < m.seq
-    LEFT JOIN ends e ON e.session_id = m.session_id AND e.turn = m.turn
-    WHERE (n.first_seq IS NULL OR (b.seq IS NOT NULL AND n.first_seq > b.seq))
-      AND (e.session_id IS NULL OR e.reason IN ('aborted', 'interrupted'))
-),
-silent_attempts AS (
-    SELECT s.session_id, s.turn, s.step, s.attempt::INTEGER AS attempt, s.close_seq AS first_seq,
-           NULL::INTEGER AS last_seq, s.mark_ms AS first_ms, NULL::BIGINT AS first_delta_ms,
-           s.close_ms AS last_ms, 0 AS chunks, NULL::INTEGER AS finish_seq, NULL::VARCHAR AS finish,
-           NULL::VARCHAR AS error_code, NULL::VARCHAR AS error_message, NULL::BIGINT AS input_tokens,
-           NULL::BIGINT AS output_tokens, NULL::BIGINT AS cache_read_tokens,
-           NULL::BIGINT AS cache_write_tokens, NULL::BIGINT AS reasoning_tokens, s.mark_ms AS start_ms,
-           count(m.seq)::INTEGER AS message_count, sum(m.est_tokens)::BIGINT AS est_input_tokens,
-           NULL::BIGINT AS est_output_tokens
-    FROM silent s
-    LEFT JOIN t_messages m
-        ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
-       AND m.surface_op = 'append'
-    GROUP BY ALL
-),
 att AS (
     SELECT *,
            coalesce(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                     reasoning_tokens) IS NULL
            AND (coalesce(finish, '') IN ('stop', 'tool-calls', 'max-tokens')
                 OR (finish IS NULL AND first_delta_ms IS NOT NULL)) AS estimated
-    FROM (
-        SELECT session_id, turn, step, attempt, first_seq, last_seq, first_ms, first_delta_ms, last_ms,
-               chunks, finish_seq, finish, error_code, error_message, input_tokens, output_tokens,
-               cache_read_tokens, cache_write_tokens, reasoning_tokens, start_ms, message_count,
-               est_input_tokens, est_output_tokens
-        FROM t_attempts
-        UNION ALL
-        SELECT * FROM silent_attempts
-    )
+    FROM t_attempts
 )
 SELECT a.session_id,
        row_number() OVER (PARTITION BY a.session_id ORDER BY a.first_seq)::INTEGER AS request,
@@ -198,7 +150,7 @@ SELECT a.session_id,
        CASE WHEN a.estimated THEN 0 ELSE a.cache_read_tokens END AS cache_read_tokens,
        CASE WHEN a.estimated THEN 0 ELSE a.cache_write_tokens END AS cache_write_tokens,
        CASE WHEN a.estimated THEN coalesce(a.est_output_tokens, 0) ELSE a.output_tokens END AS output_tokens,
-       a.reasoning_tokens, a.chunks, a.first_seq, a.last_seq,
+       a.reasoning_tokens, a.chunks, a.first_seq, CASE WHEN a.chunks > 0 THEN a.last_seq END AS last_seq,
        a.first_seq < coalesce(ses.seed_length, 0) AS seeded, a.estimated
 FROM att a
 LEFT JOIN t_sessions ses ON ses.id = a.session_id
@@ -324,7 +276,8 @@ COMMENT ON COLUMN turns.estimated IS 'Some token counts of the turn are estimate
 CREATE OR REPLACE VIEW approvals AS
 WITH asked AS (
     SELECT session_id, seq, turn, step, time_ms, data ->> '$.id' AS approval_id,
-           data ->> '$.toolName' AS tool_name, data ->> '$.callId' AS call_id, data ->> '$.reason' AS reason
+           data ->> '$.toolName' AS tool_name, data ->> '$.callId' AS call_id, data ->> '$.reason' AS reason,
+           seeded
     FROM t_events WHERE type = 'approval/asked'
 ),
 decided AS (
@@ -337,11 +290,10 @@ ended AS (
 SELECT a.session_id, a.approval_id, a.turn, a.step, a.call_id, a.tool_name, a.reason,
        epoch_ms(a.time_ms) AS asked_at, epoch_ms(d.time_ms) AS decided_at, d.time_ms - a.time_ms AS wait_ms,
        coalesce(d.outcome, CASE WHEN e.turn IS NOT NULL THEN 'interrupted' ELSE 'pending' END) AS outcome,
-       a.seq AS asked_seq, d.seq AS decided_seq, a.seq < coalesce(s.seed_length, 0) AS seeded
+       a.seq AS asked_seq, d.seq AS decided_seq, a.seeded
 FROM asked a
 LEFT JOIN decided d ON d.session_id = a.session_id AND d.approval_id = a.approval_id
-LEFT JOIN ended e ON e.session_id = a.session_id AND e.turn = a.turn
-LEFT JOIN t_sessions s ON s.id = a.session_id;
+LEFT JOIN ended e ON e.session_id = a.session_id AND e.turn = a.turn;
 COMMENT ON VIEW approvals IS 'Tool calls that asked for approval, and the answer.';
 COMMENT ON COLUMN approvals.wait_ms IS 'How long the question waited for an answer.';
 COMMENT ON COLUMN approvals.outcome IS 'allowed-once, allowed-always, rejected, cancelled, unavailable, timeout; pending (still waiting), or interrupted (the kernel stopped while it waited: the call never ran).';

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 
 import pandas as pd
@@ -24,7 +25,7 @@ from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import run_sql_file
 from dsh_kernel.store.query import QueryResult, run_query
 from dsh_kernel.store.sessions import fork
-from dsh_kernel.testing import text_response, tool_call_response
+from dsh_kernel.testing import hang, text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
 from .conftest import chat, make_agent, record_rich_session, usage
@@ -114,22 +115,23 @@ async def test_code_runs_list_added_changed_and_removed_names(store: Store) -> N
     assert rows == (("c-py1", ["df"], [], []), ("c-py2", None, None, None))
 
 
-def _estimates(store: Store) -> tuple[list[tuple[object, ...]], ...]:
+def _derived(store: Store) -> tuple[list[tuple[object, ...]], ...]:
+    """What ingest derives beyond 0002: estimates, seeded flags, the rows of calls with no chunk."""
     with open_db(store, read_only=True) as con:
-        return (
-            con.execute(
-                "SELECT session_id, seq, est_tokens FROM t_messages ORDER BY 1, 2"
-            ).fetchall(),
-            con.execute(
-                "SELECT session_id, turn, step, attempt, est_input_tokens, est_output_tokens "
-                "FROM t_attempts ORDER BY 1, 2, 3, 4"
-            ).fetchall(),
-            con.execute("SELECT journal, message_tokens FROM _ingest_state ORDER BY 1").fetchall(),
+        return tuple(
+            con.execute(sql).fetchall()
+            for sql in (
+                "SELECT session_id, seq, est_tokens, seeded FROM t_messages ORDER BY 1, 2",
+                "SELECT * FROM t_attempts ORDER BY 1, 2, 3, 4",
+                "SELECT journal, message_tokens FROM _ingest_state ORDER BY 1",
+                "SELECT session_id, seq FROM t_events WHERE seeded ORDER BY 1, 2",
+                "SELECT session_id, seq FROM t_tool_calls WHERE seeded ORDER BY 1, 2",
+            )
         )
 
 
-async def test_estimates_are_the_same_in_one_pass_in_many_and_from_the_backfill(
-    store: Store, tmp_path: object
+async def test_derived_columns_are_the_same_in_one_pass_in_many_and_from_the_backfill(
+    store: Store,
 ) -> None:
     agent, provider, writer = make_agent(
         store,
@@ -138,29 +140,46 @@ async def test_estimates_are_the_same_in_one_pass_in_many_and_from_the_backfill(
             text_response("It is 5.", reasoning="2 and 3", pieces=3),
             tool_call_response("lookup", {"key": "known"}, call_id="e2"),
             text_response("Found it."),
+            hang(prefix=()),  # turn 3: cancelled before the first chunk
         ],
     )
     await chat(agent, "add 2 and 3")
     writer.flush()
-    ingest(store)  # a first pass after turn 1, a second after turn 2: carried context
+    ingest(store)  # a first pass after turn 1, then more: context carried across passes
     await chat(agent, "look it up")
-    writer.close()
+    writer.flush()
     ingest(store)
-    many = _estimates(store)
-    assert all(r[2] is not None for r in many[0]) and all(r[4] is not None for r in many[1])
-    assert all(r[5] is not None for r in many[1])
+    agent.followup("and now slowly")
+    while len(provider.requests) < 5:  # noqa: ASYNC110 - polling the provider is the point
+        await asyncio.sleep(0.01)
+    agent.cancel()
+    await agent.when_idle()
+    writer.close()
+    child = fork(agent.session.header, list(agent.session.events), 2)
+    fork_agent, _, w2 = make_agent(store, [text_response("Forked.")], session=child)
+    await chat(fork_agent, "in the fork")
+    w2.close()
+    ingest(store)
+    many = _derived(store)
+    silent = [r for r in many[1] if r[9] == 0]  # chunks
+    assert len(silent) == 1 and silent[0][1:4] == (3, 1, 1), many[1]
+    assert many[3] and many[4]  # the fork's copies are seeded
+    assert all(r[2] is not None for r in many[0])
     one = Store.at(store.root.parent / "one")
     shutil.copytree(store.journals_dir, one.journals_dir)
     ingest(one)
-    assert _estimates(one) == many
-    # the migration's backfill, over rows that have no estimates, computes the same
+    assert _derived(one) == many
+    # the migration's backfill, over rows ingested before it (no estimates, nothing seeded, no row
+    # for the call that got no chunk), derives the same
     with open_db(store, read_only=False) as con:
-        con.execute("UPDATE t_messages SET est_tokens = NULL")
+        con.execute("UPDATE t_messages SET est_tokens = NULL, seeded = false")
         con.execute("UPDATE t_attempts SET est_input_tokens = NULL, est_output_tokens = NULL")
+        con.execute("DELETE FROM t_attempts WHERE chunks = 0")
         con.execute("UPDATE _ingest_state SET message_tokens = NULL")
+        con.execute("UPDATE t_events SET seeded = false")
+        con.execute("UPDATE t_tool_calls SET seeded = false")
         run_sql_file(con, "0003_backfill.sql")
-    assert _estimates(store) == many
-    del provider, tmp_path
+    assert _derived(store) == many
 
 
 async def test_usage_without_a_report_is_the_meters_estimate(store: Store) -> None:
