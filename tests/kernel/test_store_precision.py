@@ -169,10 +169,10 @@ def test_a_call_cut_before_its_first_chunk_still_has_its_request_row(
     sid, turn = current(k)
     rows = sql(
         k,
-        "SELECT attempt, chunks, finish, estimated FROM requests "
+        "SELECT attempt, chunks, finish, input_tokens FROM requests "
         f"WHERE session_id = '{sid}' AND turn = {turn}",
     )
-    assert rows == [{"attempt": 1, "chunks": 0, "finish": None, "estimated": False}]
+    assert rows == [{"attempt": 1, "chunks": 0, "finish": None, "input_tokens": None}]
     [t] = sql(k, f"SELECT end_reason FROM turns WHERE session_id = '{sid}' AND turn = {turn}")
     assert t == {"end_reason": "aborted"}
 

@@ -61,9 +61,7 @@ def test_the_text_of_a_cut_stream_is_kept_as_an_interrupted_answer() -> None:
     # what the user saw goes back to the model on resume
     sent = [project_event(e) for e in repaired]
     assert any(m is not None and m.text() == "The answer so far" for m in sent)
-
-
-def test_a_failed_stream_keeps_nothing_and_blank_text_is_not_kept() -> None:
+    # a failed stream keeps nothing (the loop drops it too), nor does blank text
     s = new_session()
     _stream(s, "partial", finish="error")
     assert [p.type for p in closers(list(s.events))] == ["step/end", "turn/end"]
@@ -110,9 +108,7 @@ def test_a_call_waiting_for_its_approval_never_ran() -> None:
     assert result.source_event_seqs == (call_seq,)
     assert (step_end.type, turn_end.type) == ("step/end", "turn/end")
     assert check_invariants(repair(list(s.events))) == []
-
-
-def test_a_call_allowed_before_the_crash_may_have_run() -> None:
+    # once the click allowed it, the body may have run before the crash
     s = new_session()
     _waiting_call(s, decided="allowed-once")
     result = closers(list(s.events))[0]
