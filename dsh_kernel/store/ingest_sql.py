@@ -2,7 +2,10 @@
 
 Temp tables live for one connection: ``_files`` (one row per planned journal, with the context carried
 over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.x`` holds
-``[data.turn, data.step, data.chunk.type]``, extracted in the same statement that reads the lines.
+``[data.turn, data.step, data.chunk.type]``, extracted in the same statement that reads the lines, and
+``_raw.seeded`` is ``seq < seed_length`` (a fork's copy of its parent; ``_files.seed`` comes from the
+header, or from ``t_sessions`` for a continuation), carried into ``t_events``, ``t_messages`` and
+``t_tool_calls`` so no view joins ``t_sessions`` for it.
 
 ``_raw`` keeps only rows whose seq lies in the planned range ``[next_seq, next_seq + lines)``: a journal
 read from its start also yields its header line, possibly a torn last line, or lines appended since the
