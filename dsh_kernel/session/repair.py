@@ -1,26 +1,36 @@
-"""Crash repair (SPINE §6.3): close a trailing open turn without dropping anything.
+"""Crash repair (SPINE §6.3, extended): close a trailing open turn without dropping anything.
 
 A process that dies mid-turn leaves a durable log whose last turn never got its ``turn/end``. The turn
 can be very large and every event in it is already durable, so repair never truncates: it *appends*
 closers, which keep ``seq`` contiguous and reuse the last event's ``time`` (repair invents no time):
 
+0. **the visible prefix of a cut stream** — when the open step's last model call streamed text or
+   reasoning (``assistant/chunk``) and no ``assistant/message`` followed, an ``assistant/message`` with
+   ``interrupted: true`` holding those text and reasoning blocks (assembled by the one
+   ``BlockAssembler``, exactly as a cancel keeps them; tool-call fragments are dropped whole), citing
+   the chunks in ``source_event_seqs``. This goes beyond SPINE §6.3, which closes brackets only, on
+   purpose: what the user saw stream into the cell is never lost to the model (``derive_messages``
+   sends it back on resume, as it does after a Stop). A call whose stream failed (an ``error`` or
+   ``aborted`` finish) keeps nothing, as the live loop does;
 1. a synthetic error ``tool/result`` for each tool-call block of the open step's (not interrupted)
    ``assistant/message`` that has no result yet, in model order:
 
-   * ``TOOL_OUTCOME_UNKNOWN`` (error name ``ToolOutcomeUnknownError``) when the call's ``tool/call`` was
-     logged — the body may have run, so the text tells the model to retry only read-only or
-     idempotent work and otherwise verify state or ask the user; the result cites the ``tool/call``
-     seq in ``source_event_seqs``;
-   * ``TOOL_NOT_STARTED`` (``ToolNotStartedError``) when it was not — nothing ran, retry if still
-     needed; no ``source_event_seqs``;
+   * ``TOOL_NOT_STARTED`` (``ToolNotStartedError``) when the call's ``tool/call`` was not logged, or
+     when it was but its ``approval/asked`` never got an ``approval/decided`` — the body waits for the
+     click, so it never ran; the text says so and to retry if still needed. The approval case cites
+     the ``tool/call`` seq in ``source_event_seqs``, the other has none;
+   * ``TOOL_OUTCOME_UNKNOWN`` (error name ``ToolOutcomeUnknownError``) otherwise — the body may have
+     run, so the text tells the model to retry only read-only or idempotent work and otherwise verify
+     state or ask the user; the result cites the ``tool/call`` seq in ``source_event_seqs``;
 
 2. ``step/end`` if a step is open;
 3. ``turn/end{turn, reason: {kind: "interrupted"}}``.
 
-Only turn, step and tool brackets are closed (never ``compaction/*``: the end-seed rule handles stale
-brackets). A balanced or empty log needs no closers. The result satisfies
-``dsh_kernel.session.invariants`` for every prefix of a valid log, and the closers are deterministic
-(message ids derive from the seq and call id), so repairing the same log twice gives the same events.
+Only turn, step and tool brackets are closed, plus the stream prefix of 0. (never ``compaction/*``:
+the end-seed rule handles stale brackets). A balanced or empty log needs no closers. The result
+satisfies ``dsh_kernel.session.invariants`` for every prefix of a valid log, and the closers are
+deterministic (message ids derive from the seq and call id), so repairing the same log twice gives the
+same events.
 """
 
 from __future__ import annotations
@@ -29,7 +39,12 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.errors import DshError
+from dsh_kernel.ids import MessageId
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.assembler import BlockAssembler
+from dsh_kernel.llm.codec import chunk_from_json, message_to_json
+from dsh_kernel.llm.types import Message, ModelSource
 from dsh_kernel.session.events import SessionEvent, SurfaceOp
 from dsh_kernel.session.invariants import (
     TOOL_NOT_STARTED,
@@ -58,6 +73,11 @@ _NOT_STARTED_TEXT = (
     "Error: the session was interrupted before this tool call started, so it did not run. Retry it "
     "if it is still needed."
 )
+_AWAITING_APPROVAL_TEXT = (
+    "Error: the session was interrupted while this tool call was waiting for the user's approval "
+    "(its tool/call is event {seq}); nobody answered, so it never ran and changed nothing. Retry it "
+    "if it is still needed."
+)
 
 # Synthetic message ids are UUIDs (like every message id) but derived, so repair is deterministic.
 _REPAIR_NAMESPACE = uuid.UUID("8b0c6c1e-4f3a-5d2e-9a71-2f64c0d5e3b9")
@@ -74,15 +94,17 @@ class PendingEvent:
 
 
 def _synthetic_result(
-    *, turn: int, step: int, call_id: str, call_seq: int | None, seq: int
+    *, turn: int, step: int, call_id: str, call_seq: int | None, awaiting: bool, seq: int
 ) -> PendingEvent:
-    started = call_seq is not None
-    text = _OUTCOME_UNKNOWN_TEXT.format(seq=call_seq) if started else _NOT_STARTED_TEXT
-    name, code = (
-        ("ToolOutcomeUnknownError", TOOL_OUTCOME_UNKNOWN)
-        if started
-        else ("ToolNotStartedError", TOOL_NOT_STARTED)
-    )
+    if call_seq is not None and awaiting:
+        text = _AWAITING_APPROVAL_TEXT.format(seq=call_seq)
+        name, code = "ToolNotStartedError", TOOL_NOT_STARTED
+    elif call_seq is not None:
+        text = _OUTCOME_UNKNOWN_TEXT.format(seq=call_seq)
+        name, code = "ToolOutcomeUnknownError", TOOL_OUTCOME_UNKNOWN
+    else:
+        text = _NOT_STARTED_TEXT
+        name, code = "ToolNotStartedError", TOOL_NOT_STARTED
     message: JsonObject = {
         "id": str(uuid.uuid5(_REPAIR_NAMESPACE, f"{seq}:{call_id}")),
         "role": "user",
@@ -109,6 +131,65 @@ def _synthetic_result(
     )
 
 
+class _Stream:
+    """The chunks of the open step's latest model call that no ``assistant/message`` settled."""
+
+    __slots__ = ("model", "provider", "seqs", "values")
+
+    def __init__(self) -> None:
+        self.seqs: list[int] = []
+        self.values: list[JsonValue] = []
+        self.provider = ""
+        self.model = ""
+
+    def reset(self) -> None:
+        self.seqs.clear()
+        self.values.clear()
+
+    def interrupted_message(self, *, turn: int, step: int, seq: int) -> PendingEvent | None:
+        """The visible prefix as an interrupted ``assistant/message``, or ``None`` if nothing shows."""
+        if not self.seqs:
+            return None
+        assembler = BlockAssembler()
+        for value in self.values:
+            try:
+                assembler.push(chunk_from_json(value))
+            except (DshError, ValueError, TypeError):
+                continue  # a chunk this version cannot read shows nothing we could keep
+        visible = assembler.interrupted_blocks()
+        if not visible:
+            return None
+        message = Message(
+            id=MessageId(str(uuid.uuid5(_REPAIR_NAMESPACE, f"{seq}:interrupted"))),
+            role="assistant",
+            content=visible,
+            source=ModelSource(provider=self.provider, model=self.model),
+        )
+        return PendingEvent(
+            type="assistant/message",
+            data={
+                "turn": turn,
+                "step": step,
+                "message": message_to_json(message),
+                "interrupted": True,
+            },
+            surface_op="append",
+            source_event_seqs=tuple(self.seqs),
+        )
+
+
+def _route(ev: SessionEvent, stream: _Stream) -> None:
+    """Remember the provider and model in force (``request/context``, else the header's config)."""
+    data = ev.data
+    if ev.type == "request/header":
+        header = data.get("header")
+        config = header.get("config") if isinstance(header, dict) else None
+        data = config if isinstance(config, dict) else {}
+    provider, model = data.get("provider"), data.get("model")
+    if isinstance(provider, str) and isinstance(model, str):
+        stream.provider, stream.model = provider, model
+
+
 def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:
     """The events that close a trailing open turn of ``events``, in append order (``[]`` if none).
 
@@ -119,27 +200,51 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:
     # Tool-call blocks of the open step awaiting a result: call id -> seq of its tool/call (if any).
     # Insertion order is model order.
     owed: dict[str, int | None] = {}
+    asked: dict[str, str] = {}  # approval id -> call id, for approvals not decided yet
+    stream = _Stream()
     for ev in events:
         t = ev.type
-        if t == "assistant/chunk":
-            continue
         data = ev.data
+        if t == "assistant/chunk":
+            chunk = data.get("chunk")
+            kind = chunk.get("type") if isinstance(chunk, dict) else None
+            if kind == "finish":
+                reason = chunk.get("reason") if isinstance(chunk, dict) else None
+                failed = isinstance(reason, dict) and reason.get("kind") in ("error", "aborted")
+                if failed:
+                    stream.reset()  # a failed call keeps nothing (the loop retries or fails)
+                    continue
+            if open_step is not None:
+                stream.seqs.append(ev.seq)
+                stream.values.append(chunk)
+            continue
         if t == "turn/start":
             turn = data.get("turn")
             open_turn = turn if type(turn) is int else open_turn
             open_step = None
             owed.clear()
+            asked.clear()
+            stream.reset()
         elif t == "turn/end":
             open_turn = open_step = None
             owed.clear()
+            asked.clear()
+            stream.reset()
         elif t == "step/start":
             step = data.get("step")
             open_step = step if type(step) is int else None
             owed.clear()
+            stream.reset()
         elif t == "step/end":
             open_step = None
             owed.clear()
+            stream.reset()
+        elif t in ("llm/retry", "llm/retry-started"):
+            stream.reset()
+        elif t in ("request/context", "request/header"):
+            _route(ev, stream)
         elif t == "assistant/message":
+            stream.reset()
             if open_step is not None and data.get("interrupted") is not True:
                 for cid in message_tool_call_ids(data) or ():
                     owed.setdefault(cid, None)
@@ -147,6 +252,14 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:
             cid = data.get("callId")
             if isinstance(cid, str) and cid in owed and owed[cid] is None:
                 owed[cid] = ev.seq
+        elif t == "approval/asked":
+            aid, cid = data.get("id"), data.get("callId")
+            if isinstance(aid, str) and isinstance(cid, str):
+                asked[aid] = cid
+        elif t == "approval/decided":
+            aid = data.get("id")
+            if isinstance(aid, str):
+                asked.pop(aid, None)
         elif t == "tool/result" and ev.surface_op == "append":
             cid = result_call_id(data)
             if cid is not None:
@@ -155,8 +268,12 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:
     if open_turn is None or not events:
         return []
     next_seq = events[-1].seq + 1
+    awaiting = set(asked.values())
     out: list[PendingEvent] = []
     if open_step is not None:
+        prefix = stream.interrupted_message(turn=open_turn, step=open_step, seq=next_seq)
+        if prefix is not None:
+            out.append(prefix)
         for cid, call_seq in owed.items():
             out.append(
                 _synthetic_result(
@@ -164,6 +281,7 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:
                     step=open_step,
                     call_id=cid,
                     call_seq=call_seq,
+                    awaiting=cid in awaiting,
                     seq=next_seq + len(out),
                 )
             )

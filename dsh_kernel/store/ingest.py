@@ -16,8 +16,26 @@ ingest pass:
    with the first bad line named (found by re-reading that journal in Python with the journal rules);
    it is retried only when its size changes. The others go on;
 4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``,
-   ``t_tool_calls``, ``t_tool_results``, ``t_attempts`` — upserted, so an attempt split across two passes
-   merges) and advances ``_ingest_state``. Everything commits together or not at all.
+   ``t_tool_calls``, ``t_tool_results``, ``t_attempts`` — upserted, so an attempt split across two
+   passes merges; a call that got no chunk gets its row when its turn ends aborted or interrupted —
+   with the token estimates and ``seeded`` flags, see ``ingest_sql``) and advances ``_ingest_state``.
+   Everything commits together or not at all;
+5. *repairs orphans*: every journal of the pass whose ingested events end inside a turn is tried with
+   its advisory lock (``journal.repair_orphan``). A live kernel holds that lock from its first write
+   until it closes the journal, so a journal nobody holds has lost its writer (a killed kernel): its
+   crash-repair closers (``dsh_kernel.session.repair``) are committed to the journal under the lock
+   and ingested at once by a second pass. The store shows a dead session as interrupted at the next
+   ingest by any process, without anyone resuming it (``IngestReport.repaired`` names them).
+
+   Why commit the repair instead of ingesting an in-memory one (SPINE §6.1 ``inspect``): the database
+   is an incremental projection of the journals. Closers that exist only in the database would be rows
+   no journal holds, at seqs the session's own resume would later write again — two truths, and a
+   re-ingest from the journals would lose them. Committed, they are in the journal exactly as
+   ``%agent resume`` writes them (repair is deterministic and idempotent), ingest stays a plain
+   projection, and every reader (the journal fallback, an export, another machine) sees the same log.
+   The lock keeps it safe: of two processes ingesting at once only one can hold it, and the other then
+   finds the turn closed; a live writer is never touched. Where the lock cannot tell (no ``flock`` on
+   the platform or filesystem) nothing is repaired and the session stays open until resumed.
 
 A journal that shrank, or whose header line changed, is re-ingested from scratch (its rows are deleted
 first). A header naming a session id already ingested from another journal is refused.
@@ -25,9 +43,10 @@ first). A header naming a session id already ingested from another journal is re
 ``ingest(store)`` opens the database read-write for one pass (``dsh_kernel.store.db``); when another
 process holds it past the timeout it returns ``status="deferred"`` — the journals still hold the data and
 the next pass (by anyone) picks it up. When no journal changed since this process's last pass (same
-sizes, same database file) it returns ``up-to-date`` without opening the database at all: journals
-are append-only, so a changed journal always changes size. ``ingest_into(con, store)`` runs a pass on an open connection (the
-in-memory journal fallback of ``dsh_kernel.store.query`` uses it).
+sizes, same database file, and every journal it left mid-turn still locked by its writer) it returns
+``up-to-date`` without opening the database at all: journals are append-only, so a changed journal
+always changes size. ``ingest_into(con, store)`` runs a pass on an open connection (the in-memory
+journal fallback of ``dsh_kernel.store.query`` uses it, so it repairs orphans too).
 """
 
 from __future__ import annotations
@@ -41,7 +60,7 @@ from typing import Literal
 
 import duckdb
 
-from dsh_kernel.errors import StoreError
+from dsh_kernel.errors import SessionFormatError, StoreError
 from dsh_kernel.store import ingest_sql as q
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, open_db
 from dsh_kernel.store.ingest_plan import (
@@ -53,6 +72,7 @@ from dsh_kernel.store.ingest_plan import (
     locate_damage,
     plan_journal,
 )
+from dsh_kernel.store.journal import repair_orphan, writer_gone
 from dsh_kernel.store.layout import Store
 
 __all__ = ["MAX_BATCH_BYTES", "IngestReport", "JournalIssue", "ingest", "ingest_into", "set_price"]
@@ -71,6 +91,8 @@ class IngestReport:
     issues: tuple[JournalIssue, ...] = ()
     notice: str | None = None
     """Why the pass was deferred (DuckDB's lock message, naming the holder's PID)."""
+    repaired: tuple[str, ...] = ()
+    """Journals whose writer was gone mid-turn: crash repair was committed to them in this pass."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +103,8 @@ class _Seen:
     db_file: tuple[int, int, int]
     sizes: dict[str, int]
     issues: tuple[JournalIssue, ...]
+    still_open: tuple[Path, ...]
+    """Journals that ended inside a turn: if one's writer is gone since, there is repair to do."""
 
 
 _seen: dict[Path, _Seen] = {}
@@ -105,7 +129,9 @@ def _nothing_new(store: Store) -> _Seen | None:
         known = seen.sizes.get(store.relative(path), -1)
         if known < 0 or file_size(path) != known:
             return None
-    return seen if count == len(seen.sizes) else None
+    if count != len(seen.sizes) or any(writer_gone(p) for p in seen.still_open):
+        return None
+    return seen
 
 
 def ingest(
@@ -127,10 +153,16 @@ def ingest(
     try:
         with open_db(store, read_only=False, timeout_s=timeout_s) as con:
             sizes: dict[str, int] = {}
-            report = ingest_into(con, store, journals, sizes=sizes)
+            still_open: list[Path] = []
+            report = ingest_into(con, store, journals, sizes=sizes, still_open=still_open)
         identity = _db_identity(store)
         if journals is None and identity is not None:
-            _seen[store.db_path] = _Seen(db_file=identity, sizes=sizes, issues=report.issues)
+            _seen[store.db_path] = _Seen(
+                db_file=identity,
+                sizes=sizes,
+                issues=report.issues,
+                still_open=tuple(still_open),
+            )
         return report
     except DatabaseBusy as exc:
         return IngestReport(
@@ -144,18 +176,49 @@ def ingest_into(
     journals: list[Path] | None = None,
     *,
     sizes: dict[str, int] | None = None,
+    still_open: list[Path] | None = None,
 ) -> IngestReport:
-    """One pass on an open connection. ``sizes`` (if given) receives, per journal, the size now
-    fully accounted for (``-1`` when a partial line remains)."""
+    """One pass on an open connection, then the crash repair of orphaned journals (see the module
+    docstring). ``sizes`` (if given) receives, per journal, the size now fully accounted for (``-1``
+    when a partial line remains); ``still_open`` receives the journals whose last turn is still open
+    (live sessions mid-turn)."""
     started = time.perf_counter()
     seen: dict[str, int] = {} if sizes is None else sizes
     # Rows are keyed by (session_id, seq), never by position: let DuckDB load and insert in parallel.
     con.execute("SET preserve_insertion_order = false")
-    states = load_states(con)
     issues: list[JournalIssue] = []
-    errors: list[ErrorRecord] = []  # plan, journal, message, size, sid
-    events = touched = 0
     paths = list(store.iter_journals()) if journals is None else journals
+    touched: set[str] = set()
+    events = _pass(con, store, paths, seen, issues, touched)
+    repaired = _repair_orphans(con, store, paths)
+    if repaired:
+        events += _pass(con, store, repaired, seen, issues, touched)
+    if still_open is not None:
+        still_open.extend(_open_journals(con, store, paths))
+    status: Literal["ingested", "up-to-date"] = "ingested" if touched else "up-to-date"
+    return IngestReport(
+        status=status,
+        events=events,
+        journals=len(touched),
+        elapsed_s=time.perf_counter() - started,
+        issues=tuple(issues),
+        repaired=tuple(store.relative(p) for p in repaired),
+    )
+
+
+def _pass(
+    con: duckdb.DuckDBPyConnection,
+    store: Store,
+    paths: list[Path],
+    seen: dict[str, int],
+    issues: list[JournalIssue],
+    touched: set[str],
+) -> int:
+    """Plan, load and commit ``paths`` in batches; returns the events ingested and adds the journals
+    that took events to ``touched``."""
+    states = load_states(con)
+    errors: list[ErrorRecord] = []  # plan, journal, message, size, sid
+    events = 0
     with tempfile.TemporaryDirectory(prefix="dsh-ingest-") as tmp:
         batch: list[Plan] = []
         batch_bytes = 0
@@ -166,23 +229,38 @@ def ingest_into(
             batch.append(plan)
             batch_bytes += plan.new_offset - plan.body_start
             if batch_bytes >= MAX_BATCH_BYTES:
-                n, t = _run_batch(con, batch, issues, errors)
-                events, touched = events + n, touched + t
+                events += _run_batch(con, batch, issues, errors, touched)
                 _account(batch, seen)
                 batch, batch_bytes = [], 0
                 _clear_scratch(Path(tmp))
         if batch or errors:
-            n, t = _run_batch(con, batch, issues, errors)
-            events, touched = events + n, touched + t
+            events += _run_batch(con, batch, issues, errors, touched)
             _account(batch, seen)
-    status: Literal["ingested", "up-to-date"] = "ingested" if touched else "up-to-date"
-    return IngestReport(
-        status=status,
-        events=events,
-        journals=touched,
-        elapsed_s=time.perf_counter() - started,
-        issues=tuple(issues),
-    )
+    return events
+
+
+def _open_journals(con: duckdb.DuckDBPyConnection, store: Store, paths: list[Path]) -> list[Path]:
+    """The journals of ``paths`` whose ingested events end inside a turn (healthy ones only)."""
+    rows = con.execute(
+        "SELECT journal FROM _ingest_state WHERE open_turn IS NOT NULL AND error IS NULL"
+    ).fetchall()
+    names = {str(r[0]) for r in rows}
+    return [p for p in paths if store.relative(p) in names]
+
+
+def _repair_orphans(con: duckdb.DuckDBPyConnection, store: Store, paths: list[Path]) -> list[Path]:
+    """Commit crash repair to every journal of ``paths`` that ends inside a turn while nobody holds
+    its lock: its writer died. A live writer's lock makes ``repair_orphan`` leave it alone."""
+    repaired: list[Path] = []
+    for path in _open_journals(con, store, paths):
+        try:
+            if repair_orphan(path):
+                repaired.append(path)
+                _log.info("%s: its writer is gone; crash repair closed its open turn", path)
+        except (SessionFormatError, OSError) as exc:
+            # Damage is reported by ingest itself; a read-only store cannot be repaired from here.
+            _log.warning("%s: could not commit crash repair: %s", path, exc)
+    return repaired
 
 
 def _account(batch: list[Plan], seen: dict[str, int]) -> None:
@@ -217,8 +295,10 @@ def _run_batch(
     batch: list[Plan],
     issues: list[JournalIssue],
     errors: list[ErrorRecord],
-) -> tuple[int, int]:
-    """Load, validate, derive and commit one batch. Returns (events ingested, journals touched)."""
+    touched: set[str],
+) -> int:
+    """Load, validate, derive and commit one batch. Returns the events ingested; adds the journals
+    that took events to ``touched`` once committed."""
     con.execute("BEGIN TRANSACTION")
     try:
         good = _load_and_validate(con, batch, issues, errors) if batch else []
@@ -229,6 +309,8 @@ def _run_batch(
             _exec(con, "sessions", q.INSERT_SESSIONS)
             for label, stmt in q.DERIVE:
                 _exec(con, label, stmt)
+            if _exec(con, "silent?", q.SILENT_NEEDED).fetchone() != (0,):
+                _exec(con, "silent calls", q.SILENT)
             _exec(con, "state", q.UPDATE_STATE)
             events = sum(p.lines for p in good)
         if errors:
@@ -241,7 +323,8 @@ def _run_batch(
         con.execute("ROLLBACK")
         raise
     errors.clear()
-    return events, len(good) if batch else 0
+    touched.update(p.journal for p in good)
+    return events
 
 
 def _load_and_validate(
@@ -320,6 +403,7 @@ def _create_files(con: duckdb.DuckDBPyConnection, plans: list[Plan]) -> None:
             [x.seed_length if x else None for x in h],
             [s.last_ms if s else None for s in st],
             [s.messages if s else None for s in st],
+            [s.message_tokens if s else None for s in st],
         ],
     )
 

@@ -48,6 +48,7 @@ class JournalState:
     checked_size: int | None
     last_ms: int | None
     messages: int | None
+    message_tokens: int | None
 
 
 @dataclass(slots=True)
@@ -96,6 +97,7 @@ def load_states(con: duckdb.DuckDBPyConnection) -> dict[str, JournalState]:
             checked_size=r[11],
             last_ms=r[12],
             messages=r[13],
+            message_tokens=r[14],
         )
         for r in rows
     }

@@ -2,7 +2,10 @@
 
 Temp tables live for one connection: ``_files`` (one row per planned journal, with the context carried
 over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.x`` holds
-``[data.turn, data.step, data.chunk.type]``, extracted in the same statement that reads the lines.
+``[data.turn, data.step, data.chunk.type]``, extracted in the same statement that reads the lines, and
+``_raw.seeded`` is ``seq < seed_length`` (a fork's copy of its parent; ``_files.seed`` comes from the
+header, or from ``t_sessions`` for a continuation), carried into ``t_events``, ``t_messages`` and
+``t_tool_calls`` so no view joins ``t_sessions`` for it.
 
 ``_raw`` keeps only rows whose seq lies in the planned range ``[next_seq, next_seq + lines)``: a journal
 read from its start also yields its header line, possibly a torn last line, or lines appended since the
@@ -19,7 +22,10 @@ step whose chunks in this batch hold no finish, or a single finish as their last
 retry inside the batch have their chunks numbered by a window. ``t_attempts`` is upserted, so a stream
 split across batches merges; its ``start_ms`` (the event before the first chunk, when the request was
 sent) and ``message_count`` (appended messages with content before it) are set once, by the batch that
-saw the attempt begin.
+saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that history, carried
+as ``_ingest_state.message_tokens``). ``est_output_tokens`` is the estimate of the message the attempt
+produced, set by the batch that holds that message. The views use the estimates only where the server
+sent no usage.
 """
 
 from __future__ import annotations
@@ -31,12 +37,14 @@ EVENT_COLUMNS = (
 
 LOAD_STATES = """
 SELECT journal, session_id, byte_offset, next_seq, header, open_turn, open_step, chunk_turn,
-       chunk_step, chunk_finishes, error, checked_size, last_ms, messages
+       chunk_step, chunk_finishes, error, checked_size, last_ms, messages, message_tokens
 FROM _ingest_state
 """
 
 CREATE_FILES = """
 CREATE OR REPLACE TEMP TABLE _files AS
+SELECT x.*, coalesce(x.h_seed, s.seed_length, 0) AS seed
+FROM (
 SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($3::VARCHAR[]) AS session_id, unnest($4::BIGINT[]) AS next_seq,
        unnest($5::BIGINT[]) AS lines, unnest($6::BIGINT[]) AS new_offset,
@@ -48,7 +56,9 @@ SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($17::BIGINT[]) AS h_created, unnest($18::VARCHAR[]) AS h_cwd,
        unnest($19::VARCHAR[]) AS h_notebook, unnest($20::VARCHAR[]) AS h_parent,
        unnest($21::INTEGER[]) AS h_seed, unnest($22::BIGINT[]) AS last_ms,
-       unnest($23::INTEGER[]) AS messages
+       unnest($23::INTEGER[]) AS messages, unnest($24::BIGINT[]) AS message_tokens
+) x
+LEFT JOIN t_sessions s ON s.id = x.session_id AND NOT x.reset
 """
 
 DUPLICATE_SESSIONS = """
@@ -62,7 +72,7 @@ CREATE OR REPLACE TEMP TABLE _raw AS
 SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
        coalesce(r.ignorable, false) AS ignorable, r.surfaceOp AS surface_op,
        r.sourceEventSeqs AS source_event_seqs,
-       json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type']) AS x
+       json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type']) AS x, r.seq < f.seed AS seeded
 FROM read_json({files}, format = 'newline_delimited', columns = """
     + EVENT_COLUMNS
     + """,
@@ -127,7 +137,7 @@ SELECT r.session_id, r.seq, r.type, r.time_ms,
        coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn) AS turn,
        CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
             ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END AS step,
-       r.data, r.ignorable, r.surface_op, r.source_event_seqs
+       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM _raw r LEFT JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq;
 """
 
@@ -136,13 +146,13 @@ _EVENTS = f"""
 INSERT INTO t_events
 SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
        CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
-       data, ignorable, surface_op, source_event_seqs
+       data, ignorable, surface_op, source_event_seqs, seeded
 FROM _raw WHERE NOT {_NEEDS_CONTEXT}
 UNION ALL
 SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
        CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
             ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
-       r.data, r.ignorable, r.surface_op, r.source_event_seqs
+       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
@@ -150,14 +160,25 @@ JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 _MESSAGE_SHAPE = (
     '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR"}, '
     '"content": [{"type": "VARCHAR", "text": "VARCHAR", "toolCallId": "VARCHAR", "isError": "BOOLEAN", '
-    '"content": [{"type": "VARCHAR", "text": "VARCHAR"}]}]}'
+    '"name": "VARCHAR", "arguments": "VARCHAR", "content": [{"type": "VARCHAR", "text": "VARCHAR"}]}]}'
 )
+
+# The token meter's estimate of one message (dsh_kernel.agent.meter, SPINE §7.6), on the parsed struct:
+# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, a tool result its
+# nested blocks + 4, + 4 per message. dsh_kernel.session.usage.estimate_message_tokens is the same rule
+# in Python (a test holds the three equal).
+_EST_TOKENS = """(4 + coalesce(list_sum([CASE
+    WHEN b.type = 'tool-call'
+        THEN ceil((length(coalesce(b.name, '')) + length(coalesce(b.arguments, ''))) / 4) + 4
+    WHEN b.type = 'tool-result'
+        THEN coalesce(list_sum([ceil(length(coalesce(c.text, '')) / 4) + 4 FOR c IN coalesce(b.content, [])]), 0) + 4
+    ELSE ceil(length(coalesce(b.text, '')) / 4) + 4 END FOR b IN coalesce(m.content, [])]), 0))::INTEGER"""
 
 _MESSAGES = (
     """
 CREATE OR REPLACE TEMP TABLE _m AS
 WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
-    SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op,
+    SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
            CASE WHEN type = 'user/message' THEN json_transform(data, '"""
     + _MESSAGE_SHAPE
     + """')
@@ -178,7 +199,10 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        coalesce(len(m.content), 0) > 0 AS has_content,
        type = 'tool/result' AND coalesce(list_bool_or([coalesce(b.isError, false) FOR b IN m.content]), false) AS is_error,
        coalesce(TRY_CAST(interrupted AS BOOLEAN), false) AS interrupted,
-       CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op
+       CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op,
+       """
+    + _EST_TOKENS
+    + """ AS est_tokens, seeded
 FROM src;
 INSERT INTO t_messages SELECT * FROM _m;
 """
@@ -187,7 +211,7 @@ INSERT INTO t_messages SELECT * FROM _m;
 _TOOL_CALLS = """
 INSERT INTO t_tool_calls
 SELECT session_id, seq, turn, step, time_ms, data ->> '$.callId', data ->> '$.name', data ->> '$.arguments',
-       coalesce(TRY_CAST(data ->> '$.synthetic' AS BOOLEAN), false)
+       coalesce(TRY_CAST(data ->> '$.synthetic' AS BOOLEAN), false), seeded
 FROM _ev WHERE type = 'tool/call'
 """
 
@@ -239,8 +263,9 @@ FROM (
 )
 GROUP BY session_id, turn, step, attempt;
 CREATE OR REPLACE TEMP TABLE _counted AS
-SELECT session_id, seq, row_number() OVER (PARTITION BY session_id ORDER BY seq) AS n
-FROM _m WHERE has_content AND surface_op = 'append';
+SELECT session_id, seq, row_number() OVER w AS n, sum(est_tokens) OVER w AS tokens
+FROM _m WHERE has_content AND surface_op = 'append'
+WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
@@ -261,7 +286,8 @@ WITH det AS (
 starts AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
            CASE WHEN a.first_seq = f.next_seq THEN f.last_ms ELSE p.time_ms END AS start_ms,
-           (coalesce(f.messages, 0) + coalesce(c.n, 0))::INTEGER AS message_count
+           (coalesce(f.messages, 0) + coalesce(c.n, 0))::INTEGER AS message_count,
+           (coalesce(f.message_tokens, 0) + coalesce(c.tokens, 0))::BIGINT AS est_input_tokens
     FROM _att a
     JOIN _files f ON f.session_id = a.session_id
     LEFT JOIN _raw p ON p.session_id = a.session_id AND p.seq = a.first_seq - 1
@@ -269,7 +295,8 @@ starts AS (
 )
 SELECT a.session_id, a.turn, a.step, a.attempt, first_seq, last_seq, first_ms, first_delta_ms, last_ms,
        chunks, finish_seq, finish, error_code, error_message, input_tokens, output_tokens,
-       cache_read_tokens, cache_write_tokens, reasoning_tokens, s.start_ms, s.message_count
+       cache_read_tokens, cache_write_tokens, reasoning_tokens, s.start_ms, s.message_count,
+       s.est_input_tokens, NULL::BIGINT AS est_output_tokens
 FROM _att a
 LEFT JOIN det USING (session_id, turn, step, attempt)
 LEFT JOIN starts s USING (session_id, turn, step, attempt)
@@ -290,7 +317,79 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     cache_write_tokens = coalesce(excluded.cache_write_tokens, t_attempts.cache_write_tokens),
     reasoning_tokens = coalesce(excluded.reasoning_tokens, t_attempts.reasoning_tokens),
     start_ms = coalesce(t_attempts.start_ms, excluded.start_ms),
-    message_count = coalesce(t_attempts.message_count, excluded.message_count);
+    message_count = coalesce(t_attempts.message_count, excluded.message_count),
+    est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens);
+"""
+
+# A model call that got no chunk at all — cancelled or crashed while it waited for the first — has no
+# chunk to make its attempt row from. It can only be the last call of a turn that ended aborted or
+# interrupted, so when such a turn/end arrives, its last step is checked: one call per step/start and
+# llm/retry-started, and fewer attempts than that means the last call got nothing. Its row has no
+# chunks; first_seq and last_seq are the seq of the event that closed it (the history sent is the
+# messages before it). Run only for batches that hold such a turn/end (SILENT_NEEDED).
+SILENT_NEEDED = """
+SELECT count(*) FROM _raw
+WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
+"""
+
+SILENT = """
+INSERT INTO t_attempts
+WITH cut AS (
+    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, seq AS end_seq, time_ms AS end_ms
+    FROM _raw WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
+),
+steps AS (
+    SELECT e.session_id, e.turn, e.step,
+           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS expected,
+           arg_max(e.time_ms, e.seq) FILTER (WHERE e.type <> 'step/end') AS mark_ms,
+           min(e.seq) FILTER (WHERE e.type = 'step/end') AS close_seq,
+           min(e.time_ms) FILTER (WHERE e.type = 'step/end') AS close_ms
+    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
+    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started') AND e.step IS NOT NULL
+    GROUP BY e.session_id, e.turn, e.step
+    QUALIFY e.step = max(e.step) OVER (PARTITION BY e.session_id, e.turn)
+),
+made AS (
+    SELECT a.session_id, a.turn, a.step, count(*) AS n
+    FROM t_attempts a SEMI JOIN cut c ON c.session_id = a.session_id AND c.turn = a.turn
+    GROUP BY ALL
+),
+silent AS (
+    SELECT s.session_id, s.turn, s.step, s.expected, s.mark_ms,
+           coalesce(s.close_seq, c.end_seq) AS close_seq, coalesce(s.close_ms, c.end_ms) AS close_ms
+    FROM steps s
+    JOIN cut c USING (session_id, turn)
+    LEFT JOIN made m USING (session_id, turn, step)
+    WHERE coalesce(m.n, 0) < s.expected AND s.mark_ms IS NOT NULL
+),
+hist AS (
+    SELECT s.session_id, s.turn, s.step, count(m.seq) AS n, sum(m.est_tokens) AS tokens
+    FROM silent s
+    LEFT JOIN t_messages m
+        ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
+       AND m.surface_op = 'append'
+    GROUP BY ALL
+)
+SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
+       s.close_ms, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, s.mark_ms,
+       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL
+FROM silent s JOIN hist h USING (session_id, turn, step)
+ON CONFLICT DO NOTHING
+"""
+
+# The estimated output of an attempt: the meter's estimate of the message it produced (a finished
+# answer, or the visible prefix a cancel or crash repair kept). The message may come in a later batch
+# than its chunks, so this updates the attempt wherever it was inserted.
+_ESTIMATES = """
+UPDATE t_attempts SET est_output_tokens = am.est_tokens
+FROM (
+    SELECT m.session_id, m.turn, m.step, m.est_tokens, r.source_event_seqs[1] AS first_chunk
+    FROM _m m JOIN _raw r ON r.session_id = m.session_id AND r.seq = m.seq
+    WHERE m.event_type = 'assistant/message' AND m.surface_op = 'append'
+      AND len(coalesce(r.source_event_seqs, [])) > 0
+) am
+WHERE t_attempts.session_id = am.session_id AND t_attempts.turn = am.turn
+  AND t_attempts.step = am.step AND am.first_chunk BETWEEN t_attempts.first_seq AND t_attempts.last_seq
 """
 
 DERIVE = (
@@ -300,6 +399,7 @@ DERIVE = (
     ("tool calls", _TOOL_CALLS),
     ("tool results", _TOOL_RESULTS),
     ("attempts", _ATTEMPTS),
+    ("estimates", _ESTIMATES),
 )
 
 # The context to carry into the next batch: the open turn and step after the last event, its time,
@@ -319,7 +419,8 @@ last_step AS (
     FROM _steps GROUP BY session_id
 ),
 msgs AS (
-    SELECT session_id, count(*) AS n FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
+    SELECT session_id, count(*) AS n, sum(est_tokens) AS tokens
+    FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
 )
 SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_text,
        CASE WHEN l.session_id IS NULL THEN f.open_turn WHEN l.type = 'turn/end' THEN NULL ELSE l.turn END,
@@ -328,7 +429,8 @@ SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_tex
        coalesce(c.turn, f.chunk_turn), coalesce(c.step, f.chunk_step),
        CASE WHEN c.session_id IS NULL THEN f.chunk_finishes ELSE c.finishes END,
        NULL, f.size, now()::TIMESTAMP, coalesce(l.time_ms, f.last_ms),
-       (coalesce(f.messages, 0) + coalesce(m.n, 0))::INTEGER
+       (coalesce(f.messages, 0) + coalesce(m.n, 0))::INTEGER,
+       (coalesce(f.message_tokens, 0) + coalesce(m.tokens, 0))::BIGINT
 FROM _files f
 LEFT JOIN last_ev l ON l.session_id = f.session_id
 LEFT JOIN last_step c ON c.session_id = f.session_id
@@ -338,7 +440,8 @@ ON CONFLICT (journal) DO UPDATE SET
     header = excluded.header, open_turn = excluded.open_turn, open_step = excluded.open_step,
     chunk_turn = excluded.chunk_turn, chunk_step = excluded.chunk_step,
     chunk_finishes = excluded.chunk_finishes, error = NULL, checked_size = excluded.checked_size,
-    updated_at = excluded.updated_at, last_ms = excluded.last_ms, messages = excluded.messages
+    updated_at = excluded.updated_at, last_ms = excluded.last_ms, messages = excluded.messages,
+    message_tokens = excluded.message_tokens
 """
 
 RECORD_ERRORS = """

@@ -17,7 +17,9 @@ Path: ``Store.journal_path(header)`` (see ``dsh_kernel.store.layout``).
   if it fails again — raised from a checkpoint, this stops the turn before the model or tool runs
   (fail closed);
 * while the file is open the writer holds an advisory ``flock`` on it (POSIX), so a second process
-  cannot append to, or crash-repair, a session that is live elsewhere (``StoreError(SESSION_LIVE)``).
+  cannot append to, or crash-repair, a session that is live elsewhere (``StoreError(SESSION_LIVE)``,
+  after waiting up to ``LOCK_WAIT_S`` for a holder that only needs the lock for an instant). The lock
+  is also how other processes tell a dead writer from a live one (``writer_gone``).
 
 The file is created lazily: a session that never appends leaves nothing behind. A writer attached to a
 session whose file already exists (resume) checks the header id, writes only the events the file does
@@ -27,6 +29,9 @@ not hold yet, and refuses a file with an unrepaired torn tail.
 damage raises ``SessionFormatError`` naming the file and line), cuts a torn tail off the file, and if the
 last turn is open appends the crash-repair closers (``dsh_kernel.session.repair``) to the file, fsynced,
 before returning them with the events. ``read_session(path)`` does the same in memory only.
+``repair_orphan(path)`` is ``load_session`` for a journal that may be live: it takes the lock without
+waiting and repairs only if it got it, so a kernel's journal is never repaired under it; where the
+platform or filesystem cannot lock, it does nothing (ingest uses it: ``dsh_kernel.store.ingest``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ import logging
 import os
 import stat
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple, Protocol
@@ -63,7 +69,9 @@ __all__ = [
     "attach_journal",
     "load_session",
     "read_session",
+    "repair_orphan",
     "store_dir",
+    "writer_gone",
 ]
 
 _log = logging.getLogger(__name__)
@@ -315,19 +323,56 @@ def _append(fd: int, data: bytes) -> None:
         raise
 
 
-def _lock_exclusive(fd: int, path: Path) -> None:
+LOCK_WAIT_S = 2.0
+"""How long taking a journal's lock waits for another process that holds it only briefly (an ingest
+committing crash repair, or probing whether the writer is gone) before calling the session live."""
+
+
+def _lock_exclusive(fd: int, path: Path, *, wait_s: float = LOCK_WAIT_S) -> None:
     if _fcntl is None or not stat.S_ISREG(os.fstat(fd).st_mode):
         return  # no flock on this platform, or not a regular file (nothing to protect)
+    deadline = time.monotonic() + wait_s
+    delay = 0.01
+    while True:
+        try:
+            _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
+            return
+        except BlockingIOError as exc:
+            if time.monotonic() >= deadline:
+                raise StoreError(
+                    f"session journal {path} is open for writing in another process (a live "
+                    "kernel); open it read-only, or stop that kernel first",
+                    code="SESSION_LIVE",
+                ) from exc
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+        except OSError:
+            return  # the filesystem has no flock (some network mounts): single writer by convention
+
+
+def _try_lock(fd: int) -> bool:
+    """Take the journal lock if nobody holds it. False when a writer holds it — and also when this
+    platform or filesystem cannot tell (no flock): then the writer may be alive, so never repair."""
+    if _fcntl is None:
+        return False
     try:
         _fcntl.flock(fd, _fcntl.LOCK_EX | _fcntl.LOCK_NB)
-    except BlockingIOError as exc:
-        raise StoreError(
-            f"session journal {path} is open for writing in another process (a live kernel); "
-            "open it read-only, or stop that kernel first",
-            code="SESSION_LIVE",
-        ) from exc
+    except OSError:  # BlockingIOError: held; anything else: no flock here
+        return False
+    return True
+
+
+def writer_gone(path: str | os.PathLike[str]) -> bool:
+    """Whether nobody holds ``path``'s journal lock right now (its writer, if any, is gone). Takes the
+    lock for an instant; ``False`` when the file is missing or locking cannot tell."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
-        pass  # the filesystem has no flock (some network mounts): single writer by convention
+        return False
+    try:
+        return _try_lock(fd)
+    finally:
+        os.close(fd)
 
 
 # --- loading -----------------------------------------------------------------------------------------
@@ -375,30 +420,54 @@ def load_session(path: str | os.PathLike[str]) -> LoadedSession:
     fd = os.open(p, os.O_RDWR)
     try:
         _lock_exclusive(fd, p)
-        with open(fd, "rb", closefd=False) as f:
-            data = f.read()
-        lines, torn_bytes = _decode(data, str(p))
-        loaded = read_journal(lines, name=str(p))
-        keep = len(data)
-        if torn_bytes:
-            keep = data.rfind(b"\n") + 1
-        elif loaded.torn_tail:  # the last line, terminated or not
-            keep = data.rfind(b"\n", 0, len(data) - 1 if data.endswith(b"\n") else len(data)) + 1
-        if keep != len(data):
-            _log.warning("%s: dropped a torn last line (%d bytes)", p, len(data) - keep)
-            os.ftruncate(fd, keep)
-        events = repair(loaded.events)
-        added = events[len(loaded.events) :]
-        prefix = b"" if keep == 0 or data[keep - 1 : keep] == b"\n" else b"\n"
-        if added or prefix:
-            payload = prefix + "".join(encode_event(e) + "\n" for e in added).encode("utf-8")
-            os.lseek(fd, 0, os.SEEK_END)
-            _append(fd, payload)
-        if added or prefix or keep != len(data):
-            os.fsync(fd)
-        return LoadedSession(loaded.header, tuple(events), bool(added))
+        return _repair_locked(fd, p)
     finally:
         os.close(fd)
+
+
+def repair_orphan(path: str | os.PathLike[str]) -> bool:
+    """Commit crash repair to ``path`` if its writer is gone: take the journal lock without waiting
+    and, only if that succeeds, do what ``load_session`` does. Returns True when closers (or a cut
+    torn tail) were written. A journal whose lock is held (a live kernel) or cannot be taken on this
+    platform is left alone (False). Idempotent: a repaired journal needs nothing more. Raises
+    ``SessionFormatError`` for a damaged journal."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        if not _try_lock(fd):
+            return False
+        return _repair_locked(fd, p, report_cut=True).repaired
+    finally:
+        os.close(fd)
+
+
+def _repair_locked(fd: int, p: Path, *, report_cut: bool = False) -> LoadedSession:
+    with open(fd, "rb", closefd=False) as f:
+        data = f.read()
+    lines, torn_bytes = _decode(data, str(p))
+    loaded = read_journal(lines, name=str(p))
+    keep = len(data)
+    if torn_bytes:
+        keep = data.rfind(b"\n") + 1
+    elif loaded.torn_tail:  # the last line, terminated or not
+        keep = data.rfind(b"\n", 0, len(data) - 1 if data.endswith(b"\n") else len(data)) + 1
+    if keep != len(data):
+        _log.warning("%s: dropped a torn last line (%d bytes)", p, len(data) - keep)
+        os.ftruncate(fd, keep)
+    events = repair(loaded.events)
+    added = events[len(loaded.events) :]
+    prefix = b"" if keep == 0 or data[keep - 1 : keep] == b"\n" else b"\n"
+    if added or prefix:
+        payload = prefix + "".join(encode_event(e) + "\n" for e in added).encode("utf-8")
+        os.lseek(fd, 0, os.SEEK_END)
+        _append(fd, payload)
+    changed = bool(added or prefix or keep != len(data))
+    if changed:
+        os.fsync(fd)
+    return LoadedSession(loaded.header, tuple(events), changed if report_cut else bool(added))
 
 
 # --- wiring --------------------------------------------------------------------------------------------

@@ -107,3 +107,13 @@ def m0002_views(con: duckdb.DuckDBPyConnection) -> None:
     """The public views: sessions, turns, messages, events, tool_calls, requests, usage, approvals,
     code_runs, errors."""
     run_sql_file(con, "0002_views.sql")
+
+
+@migration
+def m0003_precision(con: duckdb.DuckDBPyConnection) -> None:
+    """Views that say exactly what happened: `seeded` on every view with rows a fork copied;
+    `code_runs.names_added`, `names_changed` and `names_removed`; `waiting` and `interrupted` tool-call
+    statuses; requests cut before their first chunk; estimated token counts (and unknown costs) where
+    the server sent no usage, with the estimates backfilled for rows ingested before."""
+    run_sql_file(con, "0003_precision.sql")
+    run_sql_file(con, "0003_backfill.sql")

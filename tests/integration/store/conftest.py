@@ -66,7 +66,9 @@ def _python_meta(args: JsonObject, value: JsonValue) -> JsonValue:
         "code": args.get("code"),
         "stdout": value.get("stdout"),
         "stderr": "",
-        "namesChanged": value.get("names"),
+        "namesAdded": value.get("names"),  # the shape of the real python tool's meta
+        "namesChanged": [],
+        "namesRemoved": [],
     }
 
 

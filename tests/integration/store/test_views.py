@@ -66,11 +66,9 @@ async def test_tool_calls_code_runs_and_errors(store: Store) -> None:
     ) == [(0,)]
     runs = rows(
         store,
-        "SELECT call_id, code, stdout, names_changed, status FROM code_runs ORDER BY call_seq",
+        "SELECT call_id, code, stdout, names_added, status FROM code_runs ORDER BY call_seq",
     )
-    assert runs[0][:3] == ("c-py1", "df = 1", "ran 6 chars\n") and json.loads(str(runs[0][3])) == [
-        "df"
-    ]
+    assert runs[0] == ("c-py1", "df = 1", "ran 6 chars\n", ["df"], "done")
     assert runs[1] == (
         "c-py2",
         "raise 1/0",

@@ -1,0 +1,121 @@
+"""Usage the server did not send is estimated with the token meter's heuristic, never counted as zero,
+and its cost is unknown (issue 12, item 9)."""
+
+from __future__ import annotations
+
+from dsh_kernel.agent.meter import message_tokens
+from dsh_kernel.ids import CallId, MessageId
+from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.types import (
+    Message,
+    ModelInfo,
+    ModelSource,
+    ReasoningBlock,
+    TextBlock,
+    ToolCallBlock,
+    ToolResultBlock,
+    ToolSource,
+    UserSource,
+)
+from dsh_kernel.session.usage import UsageTotals, estimate_message_tokens, usage_totals
+from tests.unit.session.scripts import new_session
+
+MESSAGES = (
+    Message(
+        id=MessageId("m1"),
+        role="user",
+        content=(TextBlock(text="What is in the frame? " * 7),),
+        source=UserSource(),
+    ),
+    Message(
+        id=MessageId("m2"),
+        role="assistant",
+        content=(
+            ReasoningBlock(text="look at the columns first", signature="sig"),
+            TextBlock(text="Let me look."),
+            ToolCallBlock(id=CallId("c1"), name="python", arguments='{"code": "df.head()"}'),
+        ),
+        source=ModelSource(provider="p", model="m"),
+    ),
+    Message(
+        id=MessageId("m3"),
+        role="user",
+        content=(
+            ToolResultBlock(
+                tool_call_id=CallId("c1"),
+                content=(TextBlock(text="   a  b\n0  1  2"), TextBlock(text="(1 row)")),
+                is_error=False,
+            ),
+        ),
+        source=ToolSource(call_id=CallId("c1")),
+    ),
+    Message(
+        id=MessageId("m4"),
+        role="assistant",
+        content=(),
+        source=ModelSource(provider="p", model="m"),
+    ),
+)
+
+
+def test_the_logged_form_is_estimated_exactly_as_the_meter_estimates_the_message() -> None:
+    for m in MESSAGES:
+        assert estimate_message_tokens(message_to_json(m)) == message_tokens(m)
+
+
+def _chunk(turn: int, step: int, chunk: dict[str, object]) -> dict[str, object]:
+    return {"turn": turn, "step": step, "chunk": chunk}
+
+
+def test_a_finished_call_without_usage_is_estimated_and_its_cost_unknown() -> None:
+    s = new_session()
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    prompt = message_to_json(MESSAGES[0])
+    s.append("user/message", prompt, surface_op="append")
+    c1 = s.append("assistant/chunk", _chunk(1, 1, {"type": "text-delta", "index": 0, "text": "Hi"}))
+    s.append("assistant/chunk", _chunk(1, 1, {"type": "finish", "reason": {"kind": "stop"}}))
+    answer = message_to_json(
+        Message(
+            id=MessageId("a1"),
+            role="assistant",
+            content=(TextBlock(text="Hi"),),
+            source=ModelSource(provider="p", model="m"),
+        )
+    )
+    s.append(
+        "assistant/message",
+        {"turn": 1, "step": 1, "message": answer},
+        surface_op="append",
+        source_event_seqs=[c1.seq],
+    )
+    s.append("step/end", {"turn": 1, "step": 1})
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    totals = usage_totals(s.events)
+    assert totals.requests == 1 and totals.estimated_requests == 1
+    assert totals.input_tokens == estimate_message_tokens(prompt) == message_tokens(MESSAGES[0])
+    assert totals.output_tokens == estimate_message_tokens(answer) > 0
+    priced = ModelInfo(input_price_per_mtok=1.0, output_price_per_mtok=2.0)
+    assert totals.cost(priced) is None
+    text = totals.describe(priced)
+    assert "estimated for 1 request" in text and "cost unknown" in text and "$" not in text
+    free = ModelInfo(input_price_per_mtok=0.0, output_price_per_mtok=0.0)
+    assert totals.cost(free) == 0.0
+
+
+def test_reported_usage_is_not_estimated_and_a_failed_call_has_no_counts() -> None:
+    s = new_session()
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    s.append("user/message", message_to_json(MESSAGES[0]), surface_op="append")
+    fail = {"kind": "error", "failure": {"code": "RATE_LIMIT", "message": "slow down"}}
+    s.append("assistant/chunk", _chunk(1, 1, {"type": "finish", "reason": fail}))
+    s.append("llm/retry-started", {"retryId": "r", "turn": 1, "step": 1, "retry": 1})
+    s.append(
+        "assistant/chunk",
+        _chunk(1, 1, {"type": "usage", "usage": {"inputTokens": 40, "outputTokens": 3}}),
+    )
+    s.append("assistant/chunk", _chunk(1, 1, {"type": "finish", "reason": {"kind": "stop"}}))
+    totals = usage_totals(s.events)
+    assert totals == UsageTotals(requests=2, input_tokens=40, output_tokens=3)
+    assert totals.cost(ModelInfo(input_price_per_mtok=1.0, output_price_per_mtok=1.0)) is not None
