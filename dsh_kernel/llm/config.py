@@ -112,7 +112,7 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
         base_url="https://api.anthropic.com",
         api_key_env=KEY_VARIABLES["anthropic"],
         base_url_env=URL_VARIABLES["anthropic"],
-        model="claude-sonnet-4-5",
+        model="claude-sonnet-5-5",
     ),
     "openai-compatible": ProviderConfig(
         id="openai-compatible",

@@ -208,7 +208,7 @@ def test_providers_notebook_against_the_loopback_fake_server(tmp_path: Path) -> 
     assert sent == [
         ("/chat/completions", "deepseek-flash"),
         ("/chat/completions", "gpt-5-mini"),
-        ("/v1/messages", "claude-sonnet-4-5"),
+        ("/v1/messages", "claude-sonnet-5-5"),
         ("/chat/completions", "llama3.2"),
         ("/chat/completions", "Qwen/Qwen2.5-7B-Instruct"),
         ("/chat/completions", "local"),
