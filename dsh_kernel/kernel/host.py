@@ -18,6 +18,16 @@ otherwise the target uses its own endpoint (its ``<PROVIDER>_BASE_URL`` variable
 one) — and the key sent is always the target's own (``llm/config.py``). A model switch within one
 provider changes nothing else; the model configured at start (``DSH_MODEL``) likewise comes back only
 with the provider the kernel started with. The host's keys are the process's ``KEYS`` unless it is given a store.
+
+Sessions know their notebook: a new session's header carries the path jupyter-server gives the kernel
+in ``JPY_SESSION_NAME`` (``notebook_path``), so the store can find a notebook's sessions again.
+
+No empty sessions. A new session's journal is attached when its first turn starts (the agent's
+``session_start`` hook, emitted before ``turn/start``); until then the session lives in memory only,
+with the ``command/run``/``command/done`` events of the ``%agent`` commands run before it (and a
+``%agent title``). The journal writer then writes them first, in order, with the turn. A kernel that
+never chats therefore leaves no journal and no ``sessions`` row. A resumed or forked session already
+has events and is journaled at once.
 """
 
 from __future__ import annotations
@@ -34,7 +44,7 @@ from dsh_kernel.abort import USER_CANCEL, AbortSignal
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
 from dsh_kernel.errors import DshError, ToolError, UsageError
-from dsh_kernel.ids import ApprovalRequestId, CallId
+from dsh_kernel.ids import ApprovalRequestId, CallId, new_session_id
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KEYS,
@@ -47,7 +57,8 @@ from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
 from dsh_kernel.llm.secrets import KEY_VARIABLES
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.session.log import Session
+from dsh_kernel.session.events import SessionHeader
+from dsh_kernel.session.log import Session, wall_clock_ms
 from dsh_kernel.store.journal import JournalWriter, attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.sql_tool import sql_tool
@@ -124,6 +135,12 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         store=pick(base.store, "DSH_STORE"),
         system_prompt=base.system_prompt,
     )
+
+
+def notebook_path() -> str | None:
+    """The notebook this kernel serves, as jupyter-server names it (``JPY_SESSION_NAME``); ``None``
+    when the kernel was started without a server (a console, nbclient without the variable)."""
+    return os.environ.get("JPY_SESSION_NAME", "").strip() or None
 
 
 def base_url_owner(provider: str, model: str) -> str:
@@ -205,6 +222,9 @@ class AgentHost:
         self.store: Store | None = None
         self.journal: JournalWriter | None = None
         self.provider_note = ""
+        self.notebook = notebook_path()
+        self._hinted = False
+        """Whether this kernel already had its chance to say an earlier session exists."""
         self._open_store()
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
@@ -224,6 +244,15 @@ class AgentHost:
     def _build_agent(self, session: Session | None = None) -> Agent:
         provider, model, note = choose_provider(self.settings, self.keys)
         self.provider_note = note
+        if session is None:
+            session = Session(
+                header=SessionHeader(
+                    id=new_session_id(),
+                    created_at=wall_clock_ms(),
+                    cwd=os.getcwd(),
+                    notebook=self.notebook,
+                )
+            )
         agent = Agent(
             provider=provider,
             model=model,
@@ -261,10 +290,24 @@ class AgentHost:
         self.store = store
 
     def _attach_journal(self, agent: Agent) -> None:
+        """Journal ``agent``'s session: at once when it has events (resumed, forked), else when its
+        first turn starts (see "No empty sessions" in the module docstring)."""
         if self.journal is not None:
             with contextlib.suppress(Exception):
                 self.journal.close()
             self.journal = None
+        if self.store is None:
+            return
+        if not agent.session.events:
+            agent.hooks.session_start.on(lambda _start: self._first_turn(agent))
+            return
+        self._journal_now(agent)
+
+    def _first_turn(self, agent: Agent) -> None:
+        if agent is self.agent and self.journal is None:
+            self._journal_now(agent)
+
+    def _journal_now(self, agent: Agent) -> None:
         if self.store is None:
             return
         try:
@@ -276,8 +319,46 @@ class AgentHost:
     def store_description(self) -> str:
         if self.store is None:
             return "none (in memory only)"
-        journal = f"; journal {self.journal.path}" if self.journal is not None else ""
+        journal = (
+            f"; journal {self.journal.path}"
+            if self.journal is not None
+            else "; this session is written at its first turn"
+        )
         return f"{self.store.root}{journal}"
+
+    def earlier_session_hint(self) -> str | None:
+        """Once per kernel, for its first chat cell: one line saying this notebook has an earlier
+        session and how to continue it — when this session is the kernel's first (no turns, and no
+        ``%agent new|resume|fork|replay`` ran),
+        the kernel knows its notebook, and the provider is not ``replay`` (a replayed notebook must
+        read the same every run). ``None`` otherwise, and on any store failure (a hint never fails
+        a cell)."""
+        if self._hinted:
+            return None
+        self._hinted = True
+        agent = self.agent
+        store, notebook = self.store, self.notebook
+        if (
+            store is None
+            or notebook is None
+            or agent.session.last_turn
+            or agent.provider.id == "replay"
+        ):
+            return None
+        from dsh_kernel.store.sessions import latest_notebook_session
+
+        try:
+            earlier = latest_notebook_session(store, notebook, exclude=agent.session.id)
+        except (DshError, OSError) as exc:
+            _log.warning("dsh: could not look for this notebook's earlier sessions: %s", exc)
+            return None
+        if earlier is None:
+            return None
+        turns = f"{earlier.turns} turn{'s' if earlier.turns != 1 else ''}"
+        return (
+            f"This notebook has an earlier session {earlier.id[:8]} ({turns}); this cell starts a "
+            "new one — run `%agent resume` to continue the earlier one instead."
+        )
 
     def flush(self) -> None:
         if self.journal is not None:
@@ -434,5 +515,6 @@ class AgentHost:
         return url if url and owner == provider else ""
 
     def new_session(self, session: Session | None = None) -> Agent:
+        self._hinted = True  # the user chose a session (new, resume, fork, replay): no hint
         self.agent = self._build_agent(session)
         return self.agent

@@ -12,6 +12,10 @@ wrong model): the magic raises a ``CommandError`` whose ``ename`` is the stable 
 and whose ``evalue`` is ``%agent <subcommand>: <what was wrong and what to do>``; the traceback is
 that one line.
 
+**Session ids** are taken whole or as a unique prefix (the 8 characters a footer shows; the store's
+``find_journal``); a prefix two sessions share fails with ``SESSION_AMBIGUOUS``. ``%agent resume``
+with no id resumes this notebook's most recently active session with a turn.
+
 **Arguments** are split by ``split_args``: shell-like, but an apostrophe inside a word is a letter
 (``%agent search don't`` searches for ``don't``), and quotes group words only when they open a word
 and close at the end of one (``%agent export --md "my notes.md"``).
@@ -27,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import StdinNotImplementedError
 from IPython.core.magic import Magics, line_magic, magics_class
 
-from dsh_kernel.errors import DshError, UsageError, command_error
+from dsh_kernel.errors import DshError, StoreError, UsageError, command_error
 from dsh_kernel.ids import new_command_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import redact
@@ -56,9 +60,11 @@ HELP = """\
   %agent tools                   the tools the agent can call, with their approval mode
   %agent new                     start a new session (the old one stays in the store)
   %agent sessions                sessions in the store (title, created, notebook, turns, tokens, cost)
-  %agent resume <session-id>     continue a stored session
+  %agent resume [session-id]     continue a stored session (an id or its first characters;
+                                 with none, this notebook's latest session)
   %agent fork <turn>             a new session with this session's turns up to <turn>
-  %agent replay <session-id>     answer from a recorded session (deterministic, offline)
+  %agent replay <session-id>     answer from a recorded session (deterministic, offline; an id
+                                 or its first characters)
   %agent search <text>           search messages, tool arguments and results in the store
   %agent export [--parquet|--md] [--force] [path]
                                  export sessions as Parquet, or this session as Markdown
@@ -244,19 +250,40 @@ class AgentMagics(Magics):
         return "\n".join(lines)
 
     def _cmd_resume(self, args: list[str]) -> str:
-        from dsh_kernel.store.sessions import resume
+        from dsh_kernel.store.sessions import latest_notebook_session, resume
 
-        if len(args) != 1:
-            raise UsageError("usage: %agent resume <session-id> (see %agent sessions)")
+        if len(args) > 1:
+            raise UsageError(
+                "usage: %agent resume [session-id] (an id or its first characters, see %agent "
+                "sessions; with none, this notebook's latest session)"
+            )
         host = self.kernel.host
-        if args[0] == host.agent.session.id:
+        current = host.agent.session.id
+        store = self._store()
+        if not args:
+            if host.notebook is None:
+                raise UsageError(
+                    "this kernel was not told its notebook's path (JPY_SESSION_NAME is unset), so "
+                    "give a session id: %agent resume <id> (see %agent sessions)"
+                )
+            live = [host.journal] if host.journal else []
+            latest = latest_notebook_session(store, host.notebook, exclude=current, live=live)
+            if latest is None:
+                raise StoreError(
+                    f"resume: no earlier session of {host.notebook} with a turn in the store",
+                    code="SESSION_NOT_FOUND",
+                )
+            session_id = latest.id
+        elif current.startswith(args[0]) and not _names_other(store, args[0], current):
             # Its journal is held open by this kernel; loading it again would look like another
             # process holding it. Nothing to do: new messages already continue it.
             return (
-                f"session {args[0]} is this kernel's current session already; new messages "
+                f"session {current} is this kernel's current session already; new messages "
                 "continue it"
             )
-        session = resume(self._store(), args[0])
+        else:
+            session_id = store.resolve_id(args[0])
+        session = resume(store, session_id)
         agent = host.new_session(session)
         return (
             f"resumed session {agent.session.id}: {agent.session.last_turn} turns; new messages "
@@ -283,15 +310,16 @@ class AgentMagics(Magics):
             raise UsageError("usage: %agent replay <session-id>")
         host = self.kernel.host
         store = self._store()
-        provider = ReplayProvider.from_store(store, args[0])
-        model = _recorded_model(store, args[0]) or "replay"
+        recorded = store.resolve_id(args[0])
+        provider = ReplayProvider.from_store(store, recorded)
+        model = _recorded_model(store, recorded) or "replay"
         agent = host.new_session()
         agent.set_route(provider=provider, model=model)
         host.provider_note = (
-            f"replay of session {args[0]} ({len(provider.attempts)} recorded model calls)"
+            f"replay of session {recorded} ({len(provider.attempts)} recorded model calls)"
         )
         return (
-            f"new session {agent.session.id} answering from the recording of {args[0]}; run the "
+            f"new session {agent.session.id} answering from the recording of {recorded}; run the "
             "notebook's chat cells in order"
         )
 
@@ -402,6 +430,15 @@ def _closing_quote(line: str, quote: str, start: int) -> int | None:
             return at
         at = line.find(quote, at + 1)
     return None
+
+
+def _names_other(store: Store, prefix: str, current: str) -> bool:
+    """Whether ``prefix`` also names a stored session other than ``current`` (the current session
+    may have no journal yet; it is written at its first turn)."""
+    try:
+        return store.resolve_id(prefix) != current
+    except StoreError as exc:
+        return exc.code == "SESSION_AMBIGUOUS"
 
 
 def _recorded_model(store: Store, session_id: str) -> str | None:

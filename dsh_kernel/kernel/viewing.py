@@ -7,6 +7,11 @@ text, cards, approval buttons, Stop, steer); at the end ``update_display`` gives
 conversation everywhere — JupyterLab with no kernel and no saved widget state, nbconvert, GitHub,
 nbviewer, a console client — with no "model not found" widget errors.
 
+The first chat cell of a kernel may show one more line above the view while its turn runs: that this
+notebook has an earlier session and how to continue it (``AgentHost.earlier_session_hint``). It is a
+display of its own that the finished turn blanks, so it is seen live but never saved (nbclient, nor a
+notebook saved from JupyterLab after the turn, has it).
+
 While the turn runs, the view's Stop and Send are also heard on ipykernel's shell channel thread
 (``kernel.busy``), so they work while the agent's ``python`` code holds the main thread.
 """
@@ -48,7 +53,12 @@ class CellView:
         self._unwatch = watch(kernel, self.view, on_steer=self._steer)
         host.view = self.view
         self.display_id = uuid.uuid4().hex
+        self.hint_id: str | None = None
         if not silent:
+            hint = host.earlier_session_hint()
+            if hint:
+                self.hint_id = uuid.uuid4().hex
+                display_raw({"text/plain": hint}, display_id=self.hint_id)
             display_raw(self._bundle(None), display_id=self.display_id)
 
     def _steer(self, text: str) -> None:
@@ -73,6 +83,8 @@ class CellView:
             # state); the text/plain copy serves console clients.
             final: dict[str, Any] = {"text/plain": static["text/markdown"], **static}
             update_raw(final, display_id=self.display_id)
+            if self.hint_id is not None:  # live only: the saved notebook never holds the hint
+                update_raw({"text/plain": ""}, display_id=self.hint_id)
 
 
 def open_view(host: AgentHost, message_id: str, *, silent: bool, kernel: object = None) -> CellView:

@@ -138,6 +138,10 @@ class Session:
     def events(self) -> EventList:
         return EventList(self._events)
 
+    def __bool__(self) -> bool:
+        # A session is a value even with no events yet: ``session or default`` must keep it.
+        return True
+
     def __len__(self) -> int:
         return len(self._events)
 

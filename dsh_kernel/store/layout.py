@@ -9,7 +9,9 @@ else ``~/.local/share/dsh-kernel``)::
 
 The date directory is the session's *creation* date in UTC (``SessionHeader.created_at``), so a journal's
 path follows from its header alone and never moves; a session resumed days later keeps appending to the
-same file. Session ids are UUIDs; an id that could escape its directory is refused.
+same file. Session ids are UUIDs; an id that could escape its directory is refused. Wherever an id is
+taken (``find_journal``, ``resolve_id``) a unique prefix of it is enough; a prefix two sessions share is
+``StoreError(SESSION_AMBIGUOUS)``.
 
 ``Store`` is a plain value (paths only): nothing here opens the database. ``Store.check_writable()`` is the
 start-up probe the kernel uses to say clearly, once, that the store cannot be written (chat then runs in
@@ -91,16 +93,34 @@ class Store:
         return path.relative_to(self.root).as_posix()
 
     def find_journal(self, session_id: str) -> Path:
-        """The journal of ``session_id``; ``StoreError(SESSION_NOT_FOUND)`` if there is none."""
+        """The journal of ``session_id``, which may be a unique prefix of the id (people type the
+        8 characters a footer shows). ``StoreError`` ``SESSION_NOT_FOUND`` if no id starts with it,
+        ``SESSION_AMBIGUOUS`` (naming the candidates) if several do and none is exactly it."""
         sid = check_session_id(session_id)
+        matches: dict[str, Path] = {}
         if self.journals_dir.is_dir():
-            matches = sorted(self.journals_dir.glob(f"*/{sid}{JOURNAL_SUFFIX}"))
-            if matches:
-                return matches[0]
+            for path in sorted(self.journals_dir.glob(f"*/{sid}*{JOURNAL_SUFFIX}")):
+                matches.setdefault(path.name.removesuffix(JOURNAL_SUFFIX), path)
+        if sid in matches:
+            return matches[sid]
+        if len(matches) == 1:
+            return next(iter(matches.values()))
+        if not matches:
+            raise StoreError(
+                f"no session id starts with {session_id!r} in {self.journals_dir}",
+                code="SESSION_NOT_FOUND",
+            )
+        ids = sorted(matches)
+        shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
         raise StoreError(
-            f"no journal for session {session_id!r} in {self.journals_dir}",
-            code="SESSION_NOT_FOUND",
+            f"{len(ids)} sessions start with {session_id!r} ({shown}); type more of the id",
+            code="SESSION_AMBIGUOUS",
         )
+
+    def resolve_id(self, session_id: str) -> str:
+        """The full id of the one stored session ``session_id`` names (a unique prefix or the
+        whole id); raises as ``find_journal`` does."""
+        return self.find_journal(session_id).name.removesuffix(JOURNAL_SUFFIX)
 
     def iter_journals(self) -> Iterator[Path]:
         """Every journal file, oldest date directory first."""

@@ -3,7 +3,10 @@
 These are the Python API behind the ``%agent`` subcommands (the kernel only wires them):
 
 * ``list_sessions(store)`` — ``SessionSummary`` rows from the ``sessions`` view, newest first;
-* ``resolve_session_id(store, prefix)`` — the full id from the few characters a person types;
+* ``resolve_session_id(store, prefix)`` — the full id from the few characters a person types (every
+  function here that takes a stored session's id takes a unique prefix of it too);
+* ``latest_notebook_session(store, notebook)`` — the notebook's most recently active session with a
+  turn (``%agent resume`` with no id, and the hint after a restart);
 * ``resume(store, session_id)`` — ``load_session`` (crash repair committed to the journal) and a live
   ``Session`` seeded with the whole log; attach a journal writer and new turns continue the same file;
 * ``fork(header, events, turn)`` — a new ``Session`` whose seed is the prefix up to the end of ``turn``
@@ -80,6 +83,10 @@ def list_sessions(
         [limit],
         live=live,
     )
+    return _summaries(result)
+
+
+def _summaries(result: QueryResult) -> list[SessionSummary]:
     out: list[SessionSummary] = []
     for r in result.rows:
         created = r[2]
@@ -106,22 +113,31 @@ def resolve_session_id(store: Store, prefix: str) -> str:
     wanted = prefix.strip()
     if not wanted or any(c in wanted for c in "/\\*?[]"):
         raise StoreError(f"not a session id: {prefix!r}", code="SESSION_NOT_FOUND")
-    ids = sorted({p.stem for p in store.iter_journals() if p.stem.startswith(wanted)})
-    if not ids:
-        raise StoreError(
-            f"no session id starts with {wanted!r} in {store.root}", code="SESSION_NOT_FOUND"
-        )
-    if len(ids) > 1 and wanted not in ids:
-        shown = ", ".join(ids[:5]) + (" …" if len(ids) > 5 else "")
-        raise StoreError(
-            f"{len(ids)} sessions start with {wanted!r} ({shown}); type more of the id",
-            code="SESSION_AMBIGUOUS",
-        )
-    return wanted if wanted in ids else ids[0]
+    return store.resolve_id(wanted)
+
+
+def latest_notebook_session(
+    store: Store,
+    notebook: str,
+    *,
+    exclude: str | None = None,
+    live: Sequence[JournalWriter] = (),
+) -> SessionSummary | None:
+    """The session of ``notebook`` (its path, as the server gave it) active most recently, with at
+    least one turn, other than ``exclude``; ``None`` when the store has none."""
+    result = run_query(
+        store,
+        "SELECT session_id, title, created, notebook, turns, total_tokens, cost, parent_session "
+        "FROM sessions WHERE notebook = ? AND turns > 0 AND session_id IS DISTINCT FROM ? "
+        "ORDER BY last_active DESC NULLS LAST, created DESC LIMIT 1",
+        [notebook, exclude],
+        live=live,
+    )
+    return _summaries(result)[0] if result.rows else None
 
 
 def resume(store: Store, session_id: str, *, clock: Clock | None = None) -> Session:
-    """A live session continuing ``session_id``: its journal is loaded (and repaired on disk if the
+    """A live session continuing ``session_id`` (or the session a unique prefix of it names): its journal is loaded (and repaired on disk if the
     last turn was left open), and the whole log becomes the seed. Attach a ``JournalWriter`` (e.g.
     ``attach_journal``) to keep journaling into the same file."""
     loaded = load_session(store.find_journal(session_id))
