@@ -16,10 +16,12 @@ the kernel can test their own tools and prompts the same way.
   * ``raise_after(chunks, error)`` — stream ``chunks``, then raise ``error``.
 
   Every stream yields to the event loop before each chunk (``await asyncio.sleep(0)``), so a
-  cancellation can land mid-stream. Running out of script raises ``UsageError`` at the ``stream()``
-  call: a test that makes more model calls than it scripted is a broken test. (Through
-  ``stream_call`` that error is folded into ``finish{error, UNKNOWN}`` whose message names the
-  exhaustion; ``assert_consumed()`` and ``remaining`` say how much of the script was used.)
+  cancellation can land mid-stream. Running out of script records the request, then raises
+  ``UsageError`` ("script exhausted after N requests") at the ``stream()`` call: a test that makes
+  more model calls than it scripted is a broken test, so the error is never turned into a model
+  failure. ``stream_call`` lets it propagate (no ``finish`` chunk, no retry); an ``Agent`` ends that
+  turn with ``turn/end{error: {code: "USAGE", message}}``, keeps the exception as ``last_error``
+  and goes idle. ``assert_consumed()`` and ``remaining`` say how much of the script was used.
   ``cancellations`` counts the streams whose cancellation landed inside the provider (mid-stream
   or while hanging).
 - ``FunctionProvider`` computes every response from the request with one function.

@@ -8,6 +8,11 @@ event *before* the live list changes, so the inbox is a projection of the log: `
 rebuilds it from the splices after the session's seed, and queued prompts survive a restart.
 Message ids are unique across both lists. Cancellations (``remove``/``clear``) carry
 ``outcome: "canceled"``; a claim is a pure deletion with no outcome.
+
+A claim returns its messages in the order they were queued (the seq of the splice that inserted
+each; a message spliced in where one was removed, as ``replace`` does, keeps that one's place),
+so context ``inject``-ed before a follow-up enters the log and the request before that
+follow-up's prompt, not after it.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class Inbox:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._lists: dict[Target, list[Message]] = {"next-turn": [], "next-step": []}
+        self._queued_at: dict[str, int] = {}  # message id → seq of the splice that queued it
         self.on_inserted: list[Callable[[Message, Target], None]] = []
         self.on_discarded: list[Callable[[Message, Target], None]] = []
 
@@ -81,9 +87,10 @@ class Inbox:
             data["removedCount"] = removed_count
         if outcome is not None:
             data["outcome"] = outcome
-        self._session.append("agent/inbox/spliced", data)
+        seq = self._session.append("agent/inbox/spliced", data).seq
         removed = lst[start : start + removed_count]
         lst[start : start + removed_count] = list(inserted)
+        self._requeued(removed, inserted, seq)
         if outcome == "canceled":
             for m in removed:
                 for fn in self.on_discarded:
@@ -127,18 +134,26 @@ class Inbox:
     def claim(self, target: Target) -> list[Message]:
         """Take all of ``next-step``, plus the first ``next-turn`` message when ``target`` is
         ``next-turn``. Logged as pure deletions."""
+        order = dict(self._queued_at)  # the splices below forget the claimed messages' places
         claimed: list[Message] = []
         if target == "next-turn" and self._lists["next-turn"]:
             claimed += self.splice("next-turn", 0, 1)
         if self._lists["next-step"]:
             claimed += self.splice("next-step", 0, len(self._lists["next-step"]))
-        return claimed
+        return sorted(claimed, key=lambda m: order.get(m.id, 0))
+
+    def _requeued(self, removed: Sequence[Message], inserted: Sequence[Message], seq: int) -> None:
+        # A message that takes the place of a removed one (a replacement) keeps its place in line.
+        places = [self._queued_at.pop(m.id, seq) for m in removed]
+        for i, m in enumerate(inserted):
+            self._queued_at[m.id] = places[i] if i < len(places) else seq
 
     # --- durability ----------------------------------------------------------------------------------
 
     def replay(self, events: Sequence[SessionEvent], start_seq: int = 0) -> None:
         """Rebuild the live lists from the splices logged at or after ``start_seq``."""
         self._lists = {"next-turn": [], "next-step": []}
+        self._queued_at = {}
         for ev in events[start_seq:]:
             if ev.type != "agent/inbox/spliced":
                 continue
@@ -151,4 +166,6 @@ class Inbox:
             if not isinstance(inserted, list):
                 continue
             lst = self._lists["next-turn" if target == "next-turn" else "next-step"]
-            lst[start : start + removed] = [message_from_json(m) for m in inserted]
+            messages = [message_from_json(m) for m in inserted]
+            self._requeued(lst[start : start + removed], messages, ev.seq)
+            lst[start : start + removed] = messages

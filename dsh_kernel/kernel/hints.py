@@ -1,7 +1,8 @@
 """What to tell a person when a turn fails: one line of advice per stable failure code.
 
-The kernel's error reply for a failed chat cell is ``ename = <code>`` and
-``evalue = "<code>: <message> — <advice>"``; no traceback of our internals is ever shown.
+The kernel's error reply for a failed chat cell is ``ename = <code>``,
+``evalue = "<message> — <advice>"`` and the one-line traceback ``"<code>: <evalue>"``
+(``DshKernel.error_reply``), so the code shows once; no traceback of our internals is ever shown.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ ADVICE: dict[str, str] = {
     "STREAM_CLOSED": "the connection closed mid-answer; run the cell again",
     "MALFORMED_RESPONSE": "the provider sent something that is not valid streaming JSON; a "
     "proxy or local server may be incompatible — see docs/troubleshooting.md",
-    "EMPTY_RESPONSE": "the model returned nothing, even after retries; rephrase or retry",
+    "EMPTY_RESPONSE": "no answer came even after retries; rephrase the prompt or run the cell "
+    "again",
     "CONTEXT_WINDOW_EXCEEDED": "the conversation is longer than the model's context window; "
     "start a new session with `%agent new` or fork an earlier turn with `%agent fork <turn>`",
     "INVALID_REQUEST": "the provider refused the request; `%%sql SELECT * FROM errors` shows "
@@ -49,5 +51,8 @@ def advice(code: str) -> str:
 
 
 def describe_failure(code: str, message: str) -> str:
-    """``"<code>: <message> — <advice>"``, the evalue of a failed chat cell."""
-    return f"{code}: {message} — {advice(code)}"
+    """``"<message> — <advice>"``, the evalue of a failed cell. The code is not repeated: the reply
+    carries it as ``ename`` and the traceback line prefixes it; a message that already starts with
+    ``"<code>: "`` loses that prefix, and an empty one leaves the advice alone."""
+    message = message.strip().removeprefix(f"{code}: ").strip()
+    return f"{message} — {advice(code)}" if message else advice(code)

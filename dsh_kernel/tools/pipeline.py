@@ -4,25 +4,29 @@
 
 1. **Visibility** — a tool the registry does not show → ``UNKNOWN_TOOL``.
 2. **Already aborted** → ``ABORTED_BEFORE_DISPATCH`` ("tool call aborted before dispatch").
-3. **Pre-execute hooks** in order; the first that decides wins: ``deny`` refuses, ``ask`` requires
+3. **Validate the arguments** (``INVALID_ARGS``: invalid JSON or nesting deeper than 64 levels says
+   so; at most 10 problems are listed). This is earlier than SPINE §4.3, which validates in the
+   body after ``pre-execute``, on purpose: the approver is a person reading the card, so only a call
+   that could run is shown for approval, and a malformed call gets ``INVALID_ARGS`` (which the model
+   can correct) under every policy, never ``DENIED``. Hooks and guards see the validated object.
+4. **Pre-execute hooks** in order; the first that decides wins: ``deny`` refuses, ``ask`` requires
    approval, ``allow`` skips the policy's ``ask``. Then the **approval policy**: ``never`` refuses
    even when a hook allowed (it is the user's hard setting), ``ask`` requires approval.
-4. **Approval** when required; only ``allowed-once``/``allowed-always`` proceed; everything else
+5. **Approval** when required; only ``allowed-once``/``allowed-always`` proceed; everything else
    (rejected, timeout, unavailable, no approval service) is ``DENIED`` with a message telling the
    model what happened and what the user can change. ``cancelled`` by an abort is ``ABORTED``.
-5. **Guards** (registry) — a returned reason is ``DENIED``.
-6. **Dispatch** under the tool's ``timeout_ms`` (``TIMEOUT``): validate the arguments
-   (``INVALID_ARGS``: invalid JSON or nesting deeper than 64 levels says so; at most 10 problems are
-   listed), run the body, check that the value is lossless JSON and matches ``output_schema``
-   (``INVALID_TOOL_OUTPUT``, naming the JSON path), then ``render`` and ``presentation_meta``.
-7. **Post-execute hooks** on success: ``accept`` may replace the content *or* the value (a new value
+6. **Guards** (registry) — a returned reason is ``DENIED``.
+7. **Dispatch** under the tool's ``timeout_ms`` (``TIMEOUT``): run the body, check that the value is
+   lossless JSON and matches ``output_schema`` (``INVALID_TOOL_OUTPUT``, naming the JSON path), then
+   ``render`` and ``presentation_meta``.
+8. **Post-execute hooks** on success: ``accept`` may replace the content *or* the value (a new value
    is re-checked and re-rendered); ``block`` turns the outcome into a ``BLOCKED`` error.
-8. **Late abort** — a success while the signal is aborted becomes ``ABORTED`` ("tool call aborted").
-9. **Normalise** — any exception becomes ``Error: <message>`` content with ``ToolFailure(message,
+9. **Late abort** — a success while the signal is aborted becomes ``ABORTED`` ("tool call aborted").
+10. **Normalise** — any exception becomes ``Error: <message>`` content with ``ToolFailure(message,
    name, code)``: a ``DshError``'s own code, ``TOOL_FAILED`` (message prefixed with the type name) for
    anything else.
-10. **Finalise** — ``finalize_content`` exactly once per outcome; its failure is logged, never fatal.
-11. **Cap** — every result, success or error, leaves through ``dsh_kernel.tools.bounds.capped``:
+11. **Finalise** — ``finalize_content`` exactly once per outcome; its failure is logged, never fatal.
+12. **Cap** — every result, success or error, leaves through ``dsh_kernel.tools.bounds.capped``:
     at most 100 kB of text, cut with a marker. A name the model sent is quoted cut to 100 characters.
 
 Cancellation: a ``CancelledError`` that arrives while ``signal`` is aborted is converted into the
@@ -81,8 +85,8 @@ _log = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreExecuteInput:
     call: ToolCall
-    args: JsonValue
-    """Parsed arguments, or the raw text when it was not valid JSON. Not yet validated."""
+    args: JsonObject
+    """The arguments, already validated against the tool's parameters (step 3)."""
     definition: ToolDefinition
     signal: AbortSignal
 
@@ -303,14 +307,15 @@ class ToolRuntime:
     ) -> ToolResult:
         if signal.aborted:
             return _aborted(True)
-        refusal = await self._authorise(defn, call, args, signal)
+        obj = _validated(defn, call, args)  # before approval: see step 3 of the module docstring
+        refusal = await self._authorise(defn, call, obj, signal)
         if refusal is not None:
             return refusal
-        reason = self.registry.check_guards(call, args)
+        reason = self.registry.check_guards(call, obj)
         if reason is not None:
             return _denied(reason or f"call to '{defn.name}' denied by a guard")
 
-        obj, value = await self._dispatch(defn, call, args, ctx, body_ctl)
+        value = await self._dispatch(defn, obj, ctx, body_ctl)
         if signal.aborted:
             return _aborted(False)
         result = self._success(defn, obj, value)
@@ -322,7 +327,7 @@ class ToolRuntime:
         return result
 
     async def _authorise(
-        self, defn: ToolDefinition, call: ToolCall, args: JsonValue, signal: AbortSignal
+        self, defn: ToolDefinition, call: ToolCall, args: JsonObject, signal: AbortSignal
     ) -> ToolResult | None:
         hook_decision: PreDecision | None = None
         for hook in self.hooks.pre_execute:
@@ -387,19 +392,13 @@ class ToolRuntime:
                 return _denied(f"approval for this call to '{defn.name}' was cancelled.")
 
     async def _dispatch(
-        self,
-        defn: ToolDefinition,
-        call: ToolCall,
-        args: JsonValue,
-        ctx: ToolContext,
-        body_ctl: AbortController,
-    ) -> tuple[JsonObject, JsonValue]:
+        self, defn: ToolDefinition, args: JsonObject, ctx: ToolContext, body_ctl: AbortController
+    ) -> JsonValue:
         timeout_s = defn.timeout_ms / 1000 if defn.timeout_ms is not None else None
         timer = asyncio.timeout(timeout_s)
         try:
             async with timer:
-                obj = _validated(defn, call, args)
-                out = defn.execute(obj, ctx)
+                out = defn.execute(args, ctx)
                 if inspect.isawaitable(out):
                     out = await out
         except TimeoutError as exc:
@@ -413,7 +412,7 @@ class ToolRuntime:
             ) from exc
         finally:
             ctx.close()
-        return obj, out
+        return out
 
     def _success(self, defn: ToolDefinition, args: JsonObject, value: JsonValue) -> ToolResult:
         _check_output(defn, value)

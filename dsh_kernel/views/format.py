@@ -228,6 +228,7 @@ def end_notice(model: TurnModel) -> EndNotice | None:
             err = model.error
             code = err.code if err is not None else "UNKNOWN"
             message = err.message if err is not None else "the turn failed"
+            message = message.removeprefix(f"{code}: ")  # the code shows once
             hint = ERROR_HINTS.get(code, "Run the cell again; `%agent status` shows the setup.")
             return EndNotice(level="error", title=f"{code}: {message}", hint=hint)
         case "aborted":

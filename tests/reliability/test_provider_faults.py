@@ -201,7 +201,9 @@ def run_case(k: Kernel, srv: SseServer, case: Case, *, answer: str = "recovered-
     if case.outcome == "error":
         assert ex.status == "error", ex.content
         assert ex.content["ename"] == case.code
-        assert case.code in ex.content["evalue"] and len(ex.content["evalue"]) > 40
+        evalue = ex.content["evalue"]
+        assert len(evalue) > 40 and ex.content["traceback"] == [f"{case.code}: {evalue}"]
+        assert ex.content["traceback"][0].count(case.code) == 1, ex.content["traceback"]
         assert end["kind"] == "error" and end["error"]["code"] == case.code
     else:
         assert ex.status == "ok", ex.content

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Iterable
 
 import pytest
 
+from dsh_kernel.agent.agent import Agent
 from dsh_kernel.errors import LlmError, UsageError
 from dsh_kernel.ids import CallId
 from dsh_kernel.llm.assembler import BlockAssembler
@@ -87,6 +88,26 @@ async def test_exhausted_script_raises_usage_error_and_records_the_request() -> 
     with pytest.raises(UsageError, match="script exhausted after 1 requests"):
         provider.stream(request())
     assert len(provider.requests) == 2
+
+
+async def test_exhaustion_propagates_through_stream_call_and_ends_the_agent_turn() -> None:
+    """What the module docstring says running out of script does."""
+    provider = ScriptedProvider([text_response("only")])
+    await collect(stream_call(provider, request()))
+    with pytest.raises(UsageError, match="script exhausted after 1 requests"):
+        await collect(stream_call(provider, request()))  # not folded into a finish chunk
+    agent = Agent(provider=ScriptedProvider([text_response("one")]), model="m")
+    for prompt in ("first", "second"):
+        agent.followup(prompt)
+        await agent.when_idle()
+    assert isinstance(agent.last_error, UsageError) and agent.status == "idle"
+    ends = [e.data for e in agent.session.events if e.type == "turn/end"]
+    assert ends[0]["reason"] == {"kind": "completed"}
+    error = ends[1]["reason"]["error"]  # type: ignore[index]
+    assert error == {
+        "code": "USAGE",
+        "message": "ScriptedProvider: script exhausted after 1 requests",
+    }
 
 
 def test_assert_consumed_fails_with_leftovers() -> None:

@@ -8,9 +8,10 @@ import pytest
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.hooks import Enter, Next, PreStep, PreStepDecision, Reject, TurnStopping
+from dsh_kernel.agent.inbox import Inbox
 from dsh_kernel.agent.retry import RetryPolicy
 from dsh_kernel.errors import LlmError
-from dsh_kernel.ids import new_message_id
+from dsh_kernel.ids import new_message_id, new_session_id
 from dsh_kernel.llm.types import LlmFailure, Message, TextBlock, TokenUsage, UserSource
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
@@ -290,7 +291,47 @@ async def test_inject_waits_for_wake_and_cancel_idle_clears_inbox() -> None:
     agent.inject("context B")
     await run(agent, "question")
     texts = [m.text() for m in provider.requests[0].messages]
-    assert texts == ["question", "context B"]
+    assert texts == ["context B", "question"]  # queued first, so it enters first
+
+
+async def test_context_injected_before_a_followup_enters_before_its_prompt() -> None:
+    provider = ScriptedProvider([text_response("ok")])
+    agent = Agent(provider=provider, model="m1")
+    agent.inject("context before")
+    agent.followup("the question")
+    agent.inject("context after")
+    await agent.when_idle()
+    logged = [m.data["content"][0]["text"] for m in of_type(agent.session.events, "user/message")]
+    assert logged == ["context before", "the question", "context after"]
+    sent = [m.text() for m in provider.requests[0].messages]
+    assert sent == logged
+
+
+def _message(text: str) -> Message:
+    return Message(
+        id=new_message_id(), role="user", content=(TextBlock(text=text),), source=UserSource()
+    )
+
+
+def test_inbox_claims_in_queue_order_after_a_replay_and_a_replace() -> None:
+    session = Session(header=SessionHeader(id=new_session_id(), created_at=0))
+    inbox = Inbox(session)
+    before = _message("context before")
+    inbox.append("next-step", before)
+    inbox.append("next-turn", _message("first prompt"))
+    inbox.append("next-turn", _message("second prompt"))
+    inbox.append("next-step", _message("context after"))
+    revised = _message("context before, revised")
+    assert inbox.replace(before.id, revised)
+    restarted = Inbox(session)
+    restarted.replay(session.events)
+    for box in (inbox, restarted):
+        assert [m.text() for m in box.claim("next-turn")] == [
+            "context before, revised",
+            "first prompt",
+            "context after",
+        ]
+        assert [m.text() for m in box.claim("next-turn")] == ["second prompt"]
 
 
 async def test_pre_step_reject_blocks_turn() -> None:

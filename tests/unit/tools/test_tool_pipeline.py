@@ -358,6 +358,58 @@ async def test_no_approval_service_is_denied() -> None:
     assert probe.bodies == 0
 
 
+# Arguments are validated before anyone is asked (a deliberate departure from SPINE §4.3): a person
+# approving reads the card, so a call that could never run is not shown, and the model is told
+# INVALID_ARGS (which it can fix) rather than DENIED, whatever the policy or the approver.
+MALFORMED = ['{"n": 1,, }', '{"n": "one"}', '{"m": 2}', "[1, 2]"]
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
+@pytest.mark.parametrize("answer", ["allowed-once", "rejected", "nonsense"])
+async def test_invalid_arguments_are_never_shown_for_approval(raw: str, answer: str) -> None:
+    probe = Probe()
+    human = Human(answer)
+    seen: list[PreExecuteInput] = []
+    rt = runtime(
+        make(probe),
+        policy=ApprovalPolicy("ask"),
+        approval=ApprovalService(human),
+        hooks=ToolHooks(pre_execute=[pre(HookAsk(reason="check"), seen)]),
+    )
+    result = await run(rt, call(raw))
+    assert code(result) == "INVALID_ARGS", text(result)
+    assert human.asked == [] and seen == []
+    assert probe.bodies == 0 and probe.finalized == [result]
+
+
+@pytest.mark.parametrize("raw", MALFORMED)
+@pytest.mark.parametrize("policy", [ApprovalPolicy("ask"), ApprovalPolicy("never")])
+async def test_invalid_arguments_are_invalid_args_with_nobody_to_ask(
+    raw: str, policy: ApprovalPolicy
+) -> None:
+    probe = Probe()
+    result = await run(runtime(make(probe), policy=policy), call(raw))
+    assert code(result) == "INVALID_ARGS", text(result)
+    assert "invalid arguments" in text(result)
+    assert probe.bodies == 0
+
+
+async def test_a_valid_call_is_still_asked_with_its_arguments() -> None:
+    probe = Probe()
+    human = Human("rejected")
+    seen: list[PreExecuteInput] = []
+    rt = runtime(
+        make(probe),
+        policy=ApprovalPolicy("ask"),
+        approval=ApprovalService(human),
+        hooks=ToolHooks(pre_execute=[pre(None, seen)]),
+    )
+    result = await run(rt, call('{"n": 3}'))
+    assert code(result) == "DENIED"
+    assert [r.arguments for r in human.asked] == ['{"n": 3}']
+    assert [i.args for i in seen] == [{"n": 3}]
+
+
 async def test_allowed_always_runs_and_updates_the_policy() -> None:
     probe = Probe()
     policy = ApprovalPolicy("ask")
