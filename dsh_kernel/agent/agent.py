@@ -132,11 +132,15 @@ class Agent:
         self.reasoning_effort = reasoning_effort
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.session = session or Session(
-            header=SessionHeader(
-                id=new_session_id(), created_at=(clock or wall_clock_ms)(), cwd=os.getcwd()
-            ),
-            clock=clock,
+        self.session = (
+            session
+            if session is not None
+            else Session(
+                header=SessionHeader(
+                    id=new_session_id(), created_at=(clock or wall_clock_ms)(), cwd=os.getcwd()
+                ),
+                clock=clock,
+            )
         )
         self.hooks = AgentHooks()
         self.inbox = Inbox(self.session)
