@@ -19,15 +19,15 @@ from tests.support.kernel import Kernel, start_kernel
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import chat_chunk, sse
 
-# DeepSeek's usage shape: 1M cache hits, 1M misses, 0.5M out
+# DeepSeek's usage shape: 0.3M cache hits, 0.3M misses, 0.1M out
 USAGE = {
-    "prompt_tokens": 2_000_000,
-    "prompt_cache_hit_tokens": 1_000_000,
-    "prompt_cache_miss_tokens": 1_000_000,
-    "completion_tokens": 500_000,
+    "prompt_tokens": 600_000,
+    "prompt_cache_hit_tokens": 300_000,
+    "prompt_cache_miss_tokens": 300_000,
+    "completion_tokens": 100_000,
 }
-LIST_COST = 1.0 * 0.15 + 1.0 * 0.003 + 0.5 * 0.60  # deepseek-flash off-peak list price: $0.4530
-USER_COST = 1.0 * 1.0 + 1.0 * 1.0 + 0.5 * 2.0  # set_price(1, 2): cache hits at the input price
+LIST_COST = 0.3 * 0.15 + 0.3 * 0.003 + 0.1 * 0.60  # deepseek-flash off-peak list price: $0.1059
+USER_COST = 0.3 * 1.0 + 0.3 * 1.0 + 0.1 * 2.0  # set_price(1, 2): cache hits at the input price
 
 
 def reply(text: str) -> Any:
@@ -103,7 +103,7 @@ def test_set_price_wins_in_the_footer_agent_cost_and_sql(rig: tuple[Kernel, SseS
     k.execute("%agent new")
     set_price(k, "deepseek-flash", 1.0, 2.0)
     footer = turn(k, server, "priced")
-    assert f"${USER_COST:.2f}" in footer, footer
+    assert f"${USER_COST:.4f}" in footer, footer
     assert k.execute("%agent cost").stdout.strip().endswith(f"${USER_COST:.4f}")
     assert sql_costs(k) == [pytest.approx(USER_COST)]
 
