@@ -61,6 +61,8 @@ from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session, wall_clock_ms
 from dsh_kernel.store.journal import JournalWriter, attach_journal
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.prices import UserPrice, priced, read_prices
+from dsh_kernel.store.prices import generation as price_generation
 from dsh_kernel.store.sql_tool import sql_tool
 from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy, ApprovalRequest
 from dsh_kernel.tools.builtin.ask_user import Answer, Question, ask_user_tool
@@ -220,6 +222,8 @@ class AgentHost:
         """Clicks that came while their approval still waited for the view to be drawn."""
         self.store_warning: str | None = None
         self.store: Store | None = None
+        self._prices: dict[tuple[str, str], UserPrice] = {}
+        self._prices_generation = -1
         self.journal: JournalWriter | None = None
         self.provider_note = ""
         self.notebook = notebook_path()
@@ -469,8 +473,25 @@ class AgentHost:
         return True
 
     def model_info(self, provider: str, model: str) -> ModelInfo | None:
+        """The provider's metadata for ``model`` with the one price source laid over it: a price set
+        with ``set_price`` (the store's ``prices`` table), else the catalogue's list price."""
         p = self.agent.providers.get(provider)
-        return p.model_info(model) if p is not None else None
+        if p is None:
+            return None
+        return priced(p.model_info(model), self._user_prices().get((provider, model)))
+
+    def _user_prices(self) -> dict[tuple[str, str], UserPrice]:
+        """The ``prices`` table, re-read after a ``set_price`` in this process (kept on a failure)."""
+        gen = price_generation()
+        if self.store is None or gen == self._prices_generation:
+            return self._prices
+        try:
+            self._prices = read_prices(self.store)
+        except Exception:  # a busy or unreadable store: keep the prices already known
+            _log.warning("could not read the prices table", exc_info=True)
+            return self._prices
+        self._prices_generation = gen
+        return self._prices
 
     # --- commands ---------------------------------------------------------------------------------
 

@@ -365,8 +365,10 @@ class AgentMagics(Magics):
     def _cmd_cost(self, args: list[str]) -> str:
         from dsh_kernel.session.usage import usage_totals
 
-        agent = self.kernel.host.agent
-        return "this session: " + usage_totals(agent.session.events).describe(agent.model_info)
+        host = self.kernel.host
+        agent = host.agent
+        info = host.model_info(agent.provider.id, agent.model)
+        return "this session: " + usage_totals(agent.session.events).describe(info)
 
 
 def subcommands() -> list[str]:

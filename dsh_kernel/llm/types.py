@@ -379,8 +379,18 @@ class ModelInfo:
     default_max_tokens: int | None = None
     reasoning_efforts: tuple[str, ...] = ()
     default_reasoning_effort: str | None = None
+    max_output_tokens: int | None = None
+    """The most output one response may have (the provider's cap; ``default_max_tokens`` is what we ask)."""
+    images: bool | None = None
+    """Whether the model takes image input; ``None`` when not known."""
     input_price_per_mtok: float | None = None
     cached_input_price_per_mtok: float | None = None
+    """Cache-hit input; ``None`` means the input price."""
+    cache_write_price_per_mtok: float | None = None
+    """Cache-write input; ``None`` means the input price."""
     output_price_per_mtok: float | None = None
+    prices_as_of: str | None = None
+    """When the prices were last verified (ISO date) for catalogue list prices; ``None`` for a price
+    the user set (``dsh_kernel.store.set_price``) or an unknown one."""
     label: str | None = None
     """A description shown beside the model id (e.g. that the offline demo is not a real model)."""

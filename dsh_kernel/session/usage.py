@@ -48,22 +48,24 @@ class UsageTotals:
         return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
 
     def cost(self, info: ModelInfo) -> float | None:
-        """Dollars, when the model's prices are known (cache writes are billed as input) and no count
-        is estimated — estimated counts make the cost unknown, unless every price is zero."""
-        if info.input_price_per_mtok is None or info.output_price_per_mtok is None:
+        """Dollars, when the model's prices are known and no count is estimated — estimated counts
+        make the cost unknown, unless every price is zero. Cache reads and writes without a price of
+        their own are billed as input (as SQL's ``usage.cost``)."""
+        inp, out = info.input_price_per_mtok, info.output_price_per_mtok
+        if inp is None or out is None:
             return None
-        cached = (
-            info.cached_input_price_per_mtok
-            if info.cached_input_price_per_mtok is not None
-            else info.input_price_per_mtok
-        )
-        free = info.input_price_per_mtok == 0 and info.output_price_per_mtok == 0 and cached == 0
+        cached = info.cached_input_price_per_mtok
+        write = info.cache_write_price_per_mtok
+        cached = cached if cached is not None else inp
+        write = write if write is not None else inp
+        free = inp == 0 and out == 0 and cached == 0 and write == 0
         if self.estimated_requests and not free:
             return None
         return (
-            (self.input_tokens + self.cache_write_tokens) * info.input_price_per_mtok
+            self.input_tokens * inp
+            + self.cache_write_tokens * write
             + self.cache_read_tokens * cached
-            + self.output_tokens * info.output_price_per_mtok
+            + self.output_tokens * out
         ) / 1_000_000
 
     def describe(self, info: ModelInfo | None = None) -> str:
@@ -82,7 +84,7 @@ class UsageTotals:
             return text + f", ${cost:.4f}"
         if k:
             return text + ", cost unknown (estimated counts)"
-        return text + ", cost unknown (no price configured)"
+        return text + ", price unknown (set one with dsh_kernel.store.set_price)"
 
 
 def _int(value: object) -> int:

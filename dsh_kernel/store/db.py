@@ -38,6 +38,7 @@ import duckdb
 from dsh_kernel.errors import StoreError
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import migrate
+from dsh_kernel.store.prices import refresh_list_prices
 
 Setting = str | bool | int | float | list[str]
 BASE_CONFIG: dict[str, Setting] = {
@@ -123,6 +124,7 @@ def open_db(
         try:
             if not read_only:
                 migrate(con)
+                refresh_list_prices(con)
             yield con
         finally:
             con.close()

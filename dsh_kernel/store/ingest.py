@@ -431,7 +431,10 @@ def set_price(
     cache_write_per_mtok: float | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> None:
-    """Record (or replace) a model's prices per million tokens; ``usage.cost`` uses them."""
+    """Record (or replace) a model's prices per million tokens; ``usage.cost``, the footer and
+    ``%agent cost`` use them in place of the catalogue's list price (``0, 0`` is a real price)."""
+    from dsh_kernel.store.prices import bump
+
     with open_db(store, read_only=False, timeout_s=timeout_s) as con:
         con.execute(
             "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?, ?, ?)",
@@ -444,3 +447,4 @@ def set_price(
                 output_per_mtok,
             ],
         )
+    bump()

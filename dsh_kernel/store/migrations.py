@@ -117,3 +117,11 @@ def m0003_precision(con: duckdb.DuckDBPyConnection) -> None:
     the server sent no usage, with the estimates backfilled for rows ingested before."""
     run_sql_file(con, "0003_precision.sql")
     run_sql_file(con, "0003_backfill.sql")
+
+
+@migration
+def m0004_list_prices(con: duckdb.DuckDBPyConnection) -> None:
+    """One price source: the `list_prices` table (the model catalogue, refreshed by the kernel), the
+    `price_book` view (the user's price, else the list price) and `usage.cost` and
+    `usage.price_source` from it."""
+    run_sql_file(con, "0004_list_prices.sql")

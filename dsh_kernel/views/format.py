@@ -144,15 +144,18 @@ def tokens(n: int) -> str:
 
 
 def cost(model: TurnModel, info: ModelInfo | None) -> float | None:
-    """The turn's cost in the price's currency, or ``None`` when no price is configured."""
+    """The turn's cost in the price's currency, or ``None`` when the price is unknown. Cache reads
+    and writes without a price of their own are billed as input (as SQL's ``usage.cost``)."""
     if info is None or info.input_price_per_mtok is None or info.output_price_per_mtok is None:
         return None
     u = model.usage
+    inp = info.input_price_per_mtok
     cached = info.cached_input_price_per_mtok
-    cached_price = cached if cached is not None else info.input_price_per_mtok
+    write = info.cache_write_price_per_mtok
     total = (
-        (u.input_tokens + u.cache_write_tokens) * info.input_price_per_mtok
-        + u.cache_read_tokens * cached_price
+        u.input_tokens * inp
+        + u.cache_write_tokens * (write if write is not None else inp)
+        + u.cache_read_tokens * (cached if cached is not None else inp)
         + u.output_tokens * info.output_price_per_mtok
     )
     return total / 1_000_000
@@ -184,6 +187,8 @@ def footer_parts(
     price = cost(model, info)
     if price is not None:
         parts.append(f"${price:.4f}" if price < 1 else f"${price:.2f}")
+    elif u.requests and info is not None and info.label is None:
+        parts.append("price unknown")  # never $0 for a model without a price
     if model.ttft_ms is not None:
         parts.append(f"first token {duration(model.ttft_ms)}")
     if model.total_ms is not None:

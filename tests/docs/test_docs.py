@@ -158,7 +158,7 @@ def test_configuration_doc_price_example_prices_requests(
     monkeypatch.setenv("DSH_STORE", str(tmp_path / "store"))
     exec(compile(snippet, "configuration.md", "exec"), {})
     result = run_query(Store.default(), "SELECT provider, model, output_per_mtok FROM prices")
-    assert list(result.rows) == [("deepseek", "deepseek-flash", 1.10)]
+    assert list(result.rows) == [("deepseek", "deepseek-flash", 1.20)]
 
 
 async def test_troubleshooting_queries_run_and_find_the_retry(tmp_path: Path) -> None:

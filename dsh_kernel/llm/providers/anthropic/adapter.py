@@ -14,10 +14,13 @@ The httpx client is injected or created on first use and then owned (``aclose()`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import replace
+from types import MappingProxyType
 
 import httpx
 
+from dsh_kernel.llm.catalogue import ANTHROPIC_EFFORTS, ANTHROPIC_MODELS
 from dsh_kernel.llm.provider import PreparedCall, apply_defaults
 from dsh_kernel.llm.providers.anthropic.serialize import DEFAULT_MAX_TOKENS, serialize_request
 from dsh_kernel.llm.providers.anthropic.sse import MessagesEventReader
@@ -40,14 +43,17 @@ from dsh_kernel.llm.types import (
     StreamChunk,
 )
 
-ANTHROPIC_EFFORTS = ("off", "low", "medium", "high")
-
 ANTHROPIC_MODEL = ModelInfo(
     context_window=200_000,
     default_max_tokens=DEFAULT_MAX_TOKENS,
     reasoning_efforts=ANTHROPIC_EFFORTS,
 )
-"""Metadata for every model id: the catalogue is empty, ids are configuration."""
+"""Metadata for a model id the catalogue does not list (ids are configuration): no prices."""
+
+CATALOGUE: Mapping[str, ModelInfo] = MappingProxyType(
+    {m: replace(i, default_max_tokens=DEFAULT_MAX_TOKENS) for m, i in ANTHROPIC_MODELS.items()}
+)
+"""``dsh_kernel.llm.catalogue``'s Anthropic models, asking for the adapter's default output cap."""
 
 
 class MessagesProvider:
@@ -83,7 +89,7 @@ class MessagesProvider:
         return self._id
 
     def model_info(self, model: str) -> ModelInfo:
-        return model_info_for(model, {}, ANTHROPIC_MODEL, self._defaults)
+        return model_info_for(model, CATALOGUE, ANTHROPIC_MODEL, self._defaults)
 
     def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
         return apply_defaults(config, self.model_info(config.model))

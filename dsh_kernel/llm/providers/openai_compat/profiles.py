@@ -1,7 +1,7 @@
 """Dialects of the OpenAI-compatible wire: DeepSeek, OpenAI, and any other compatible server.
 
 One adapter speaks Chat Completions; a ``ChatProfile`` says what differs between the servers that
-accept it — the model catalogue (advisory; unknown ids pass through), which field carries the output
+accept it — the model catalogue (``dsh_kernel.llm.catalogue``; advisory, unknown ids pass through), which field carries the output
 cap, whether thinking is a toggle plus an effort (DeepSeek), and whether ``reasoning_content`` is
 passed back on assistant turns (mandatory on DeepSeek after tool calls, rejected by some others).
 
@@ -16,10 +16,15 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
 
+from dsh_kernel.llm.catalogue import (
+    DEEPSEEK_EFFORTS,
+    DEEPSEEK_FALLBACK,
+    DEEPSEEK_MODELS,
+    OPENAI_MODELS,
+)
 from dsh_kernel.llm.types import ModelInfo
 
-DEEPSEEK_EFFORTS = ("off", "low", "high", "max")
-"""``off`` disables thinking; the others enable it with that ``reasoning_effort`` (WIRE §3.2)."""
+__all__ = ["DEEPSEEK", "DEEPSEEK_EFFORTS", "GENERIC", "OPENAI", "ChatProfile"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -39,28 +44,17 @@ class ChatProfile:
     path: str = "/chat/completions"
 
 
-_DEEPSEEK_MODEL = ModelInfo(
-    context_window=1_000_000,
-    default_max_tokens=256_000,
-    reasoning_efforts=DEEPSEEK_EFFORTS,
-    default_reasoning_effort="high",
-)
-
 DEEPSEEK = ChatProfile(
     name="DeepSeek",
-    catalogue=MappingProxyType(
-        {
-            "deepseek-flash": _DEEPSEEK_MODEL,
-            "deepseek-v4-pro": _DEEPSEEK_MODEL,
-            "deepseek-v4-flash": _DEEPSEEK_MODEL,
-        }
-    ),
-    fallback=_DEEPSEEK_MODEL,
+    catalogue=DEEPSEEK_MODELS,
+    fallback=DEEPSEEK_FALLBACK,
     thinking_toggle=True,
     reasoning_passback=True,
 )
 
-OPENAI = ChatProfile(name="OpenAI", max_tokens_field="max_completion_tokens")
+OPENAI = ChatProfile(
+    name="OpenAI", catalogue=OPENAI_MODELS, max_tokens_field="max_completion_tokens"
+)
 
 GENERIC = ChatProfile(name="OpenAI-compatible server")
 """vLLM, Ollama ``/v1``, llama.cpp, LM Studio, OpenRouter, LiteLLM: nothing assumed."""

@@ -1,0 +1,119 @@
+"""Prices the user set (``set_price``), read back for the footer and ``%agent cost``.
+
+``set_price`` (``dsh_kernel.store.ingest``) writes a row of the ``prices`` table and bumps
+``generation()``, so a process that caches the table (the kernel host) re-reads it only after a
+change made in this process; a price set from another process is seen at the next kernel start.
+``read_prices`` returns every row; ``refresh_list_prices`` keeps the ``list_prices`` table (SQL's
+view of the catalogue, ``usage.cost`` falls back to it) equal to ``dsh_kernel.llm.catalogue``; ``priced`` lays one over a ``ModelInfo``: a user's price wins
+(every field, ``None`` cache prices meaning the input price, as in SQL), then the catalogue's list
+price, else the price is unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import duckdb
+
+from dsh_kernel.llm.catalogue import CATALOGUE
+from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.store.layout import Store
+
+_generation = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserPrice:
+    """One ``prices`` row, USD (or any currency) per million tokens."""
+
+    input_per_mtok: float | None
+    cached_input_per_mtok: float | None
+    cache_write_per_mtok: float | None
+    output_per_mtok: float | None
+
+
+def generation() -> int:
+    """How many times ``set_price`` ran in this process."""
+    return _generation
+
+
+def bump() -> None:
+    global _generation
+    _generation += 1
+
+
+def read_prices(store: Store, *, timeout_s: float = 2.0) -> dict[tuple[str, str], UserPrice]:
+    """Every ``prices`` row by ``(provider, model)``; empty when the database does not exist yet."""
+    from dsh_kernel.store.db import open_db  # db imports this module
+
+    if not store.db_path.exists():
+        return {}
+    with open_db(store, read_only=True, timeout_s=timeout_s) as con:
+        rows = con.execute(
+            "SELECT provider, model, input_per_mtok, cached_input_per_mtok, "
+            "cache_write_per_mtok, output_per_mtok FROM prices"
+        ).fetchall()
+    return {
+        (str(r[0]), str(r[1])): UserPrice(
+            input_per_mtok=r[2],
+            cached_input_per_mtok=r[3],
+            cache_write_per_mtok=r[4],
+            output_per_mtok=r[5],
+        )
+        for r in rows
+    }
+
+
+def priced(info: ModelInfo, price: UserPrice | None) -> ModelInfo:
+    """``info`` with the user's ``price`` (if any) in place of its list prices."""
+    if price is None:
+        return info
+    return replace(
+        info,
+        input_price_per_mtok=price.input_per_mtok,
+        cached_input_price_per_mtok=price.cached_input_per_mtok,
+        cache_write_price_per_mtok=price.cache_write_per_mtok,
+        output_price_per_mtok=price.output_per_mtok,
+        prices_as_of=None,
+    )
+
+
+ListRow = tuple[str, str, float | None, float | None, float | None, float | None, str | None]
+
+
+def list_rows() -> list[ListRow]:
+    """The catalogue as ``list_prices`` rows, keyed by the provider ids ``deepseek``, ``openai`` and
+    ``anthropic`` (a provider configured under another id has no SQL list price)."""
+    return sorted(
+        (
+            family,
+            model,
+            i.input_price_per_mtok,
+            i.cached_input_price_per_mtok,
+            i.cache_write_price_per_mtok,
+            i.output_price_per_mtok,
+            i.prices_as_of,
+        )
+        for family, models in CATALOGUE.items()
+        for model, i in models.items()
+    )
+
+
+def refresh_list_prices(con: duckdb.DuckDBPyConnection) -> None:
+    """Make ``list_prices`` equal the catalogue (a no-op when it already is). Never touches
+    ``prices``: a price the user set stays."""
+    want = list_rows()
+    have = con.execute(
+        "SELECT provider, model, input_per_mtok, cached_input_per_mtok, cache_write_per_mtok, "
+        "output_per_mtok, strftime(prices_as_of, '%Y-%m-%d') FROM list_prices ORDER BY provider, model"
+    ).fetchall()
+    if [tuple(r) for r in have] == want:
+        return
+    con.execute("BEGIN TRANSACTION")
+    try:
+        con.execute("DELETE FROM list_prices")
+        con.executemany("INSERT INTO list_prices VALUES (?, ?, ?, ?, ?, ?, ?::DATE)", want)
+        con.execute("COMMIT")
+    except BaseException:
+        con.execute("ROLLBACK")
+        raise
