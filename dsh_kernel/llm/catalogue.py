@@ -9,7 +9,7 @@ legacy-but-served models only, retired ones are left out.
 The catalogue is advisory. Model ids are configuration (``dsh_kernel.llm.config``) and an id it
 does not list passes through with the provider's fallback (no prices: "price unknown", never $0).
 A price recorded with ``dsh_kernel.store.set_price`` wins over a list price here (see
-``dsh_kernel.kernel.prices``).
+``dsh_kernel.store.prices``).
 
 Simplifications, said once:
 
