@@ -72,8 +72,9 @@ class UsageTotals:
         cost = self.cost(info) if info is not None else None
         text = (
             f"{self.requests} request{'s' if self.requests != 1 else ''}: "
-            f"{self.total_input_tokens:,} tokens in ({self.cache_read_tokens:,} cached), "
-            f"{self.output_tokens:,} out ({self.reasoning_tokens:,} reasoning)"
+            f"{self.input_tokens:,} in, {self.cache_read_tokens:,} cached"
+            + (f", {self.cache_write_tokens:,} cache write" if self.cache_write_tokens else "")
+            + f", {self.output_tokens:,} out ({self.reasoning_tokens:,} reasoning)"
         )
         k = self.estimated_requests
         if k:

@@ -171,13 +171,17 @@ def footer_parts(
         parts.append(f"{name} — {label}" if label else name)
     u = model.usage
     if u.requests:
-        inp = f"in {tokens(u.total_input_tokens)}"
+        # One meaning per label, as in SQL: "in" is uncached input (``usage.input_tokens``),
+        # "cached" the cache reads, "cache write" the tokens written to the cache.
+        parts.append(f"in {tokens(u.input_tokens)}")
         if u.cache_read_tokens:
-            inp += f" (cached {tokens(u.cache_read_tokens)})"
+            parts.append(f"cached {tokens(u.cache_read_tokens)}")
+        if u.cache_write_tokens:
+            parts.append(f"cache write {tokens(u.cache_write_tokens)}")
         out = f"out {tokens(u.output_tokens)}"
         if u.reasoning_tokens:
             out += f" (reasoning {tokens(u.reasoning_tokens)})"
-        parts += [inp, out]
+        parts.append(out)
     window = model.context_window or (info.context_window if info is not None else None)
     if u.context_tokens is not None:
         ctx = f"context {tokens(u.context_tokens)}"

@@ -215,7 +215,8 @@ def test_footer_cost_and_context() -> None:
     assert cost(model, ModelInfo()) is None
     assert footer_parts(model, session_id="abcdef0123", info=info) == [
         "deepseek:deepseek-chat",
-        "in 25.2k (cached 24.0k)",
+        "in 1,200",  # uncached, as SQL's usage.input_tokens
+        "cached 24.0k",
         "out 345 (reasoning 120)",
         "context 25.6k / 128.0k (20%)",
         "$0.0532",
