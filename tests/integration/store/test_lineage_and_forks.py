@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-import pandas as pd
-
 from dsh_kernel.agent.meter import message_tokens
 from dsh_kernel.llm.codec import message_from_json
 from dsh_kernel.session.usage import usage_totals
@@ -26,33 +24,16 @@ from dsh_kernel.store.migrations import run_sql_file
 from dsh_kernel.store.query import QueryResult, run_query
 from dsh_kernel.store.sessions import fork
 from dsh_kernel.testing import hang, text_response, tool_call_response
-from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
-from .conftest import chat, make_agent, record_rich_session, usage
-from .test_queries_doc import doc_queries, publish
+from .conftest import chat, make_agent
+from .test_queries_doc import doc_queries, owners, record_documented_sessions
 
 SEEDED_VIEWS = ("events", "messages", "tool_calls", "approvals", "code_runs", "errors", "requests")
 SEEDED_VIEWS += ("usage", "turns")
 
 
 async def _record(store: Store) -> None:
-    async def refuse(rid: object, request: ApprovalRequest) -> object:
-        return "rejected"
-
-    other, _, w1 = make_agent(
-        store,
-        [
-            tool_call_response("publish", {"text": "x"}, usage=usage()),
-            text_response("ok", usage=usage()),
-        ],
-        answerer=refuse,
-        extra_tools=[publish],
-        approval=ApprovalPolicy("ask"),
-    )
-    await chat(other, "publish x")
-    w1.close()
-    agent, writer = await record_rich_session(store)
-    writer.close()
+    other, agent = await record_documented_sessions(store)
     set_price(store, provider="scripted", model="m1", input_per_mtok=0.5, output_per_mtok=2.0)
     # a fork of each session, copying everything and adding nothing: a second copy of every row
     for a in (other, agent):
@@ -63,14 +44,11 @@ async def _record(store: Store) -> None:
 
 
 def _answers(store: Store) -> dict[str, list[QueryResult]]:
-    owners = pd.DataFrame(
-        {"tool": ["add", "lookup", "python", "publish"], "team": ["a", "b", "c", "d"]}
-    )
     out: dict[str, list[QueryResult]] = {}
     for heading, sql in doc_queries():
         if "last_active" in sql or "FROM sessions" in sql:
             continue  # about one session, or one row per session: a fork is a session of its own
-        out.setdefault(heading, []).append(run_query(store, sql, namespace={"owners": owners}))
+        out.setdefault(heading, []).append(run_query(store, sql, namespace={"owners": owners()}))
     return out
 
 

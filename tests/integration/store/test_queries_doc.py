@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dsh_kernel import tool
+from dsh_kernel import Agent, tool
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.store.ingest import set_price
 from dsh_kernel.store.layout import Store
@@ -43,7 +43,10 @@ def publish(text: str) -> str:
     return "published"
 
 
-async def test_every_documented_query(store: Store) -> None:
+async def record_documented_sessions(store: Store) -> tuple[Agent, Agent]:
+    """The two sessions the documented queries are run over: one whose ``publish`` call a person
+    rejected, and the rich session (tools, failures, reasoning, two turns); both journals closed."""
+
     async def refuse(rid: object, request: ApprovalRequest) -> object:
         return "rejected"
 
@@ -61,6 +64,18 @@ async def test_every_documented_query(store: Store) -> None:
     w1.close()
     agent, writer = await record_rich_session(store)
     writer.close()
+    return other, agent
+
+
+def owners() -> pd.DataFrame:
+    """The notebook DataFrame the documented join query uses."""
+    return pd.DataFrame(
+        {"tool": ["add", "lookup", "python", "publish"], "team": ["a", "b", "c", "d"]}
+    )
+
+
+async def test_every_documented_query(store: Store) -> None:
+    _, agent = await record_documented_sessions(store)
     set_price(
         store,
         provider="scripted",
@@ -69,15 +84,11 @@ async def test_every_documented_query(store: Store) -> None:
         output_per_mtok=2.0,
         cached_input_per_mtok=0.05,
     )
-    owners = pd.DataFrame(
-        {"tool": ["add", "lookup", "python", "publish"], "team": ["a", "b", "c", "d"]}
-    )
-
     queries = doc_queries()
     assert len(queries) >= 12
     results: dict[str, list[QueryResult]] = {}
     for heading, sql in queries:
-        r = run_query(store, sql, namespace={"owners": owners})
+        r = run_query(store, sql, namespace={"owners": owners()})
         assert r.row_count > 0, f"{heading!r} returned no rows"
         results.setdefault(heading, []).append(r)
 
