@@ -216,6 +216,25 @@ class Agent:
         if model is not None:
             self.model = model
 
+    def set_reasoning(self, effort: str | None) -> None:
+        """Set the reasoning effort of the next requests (``None``: the model's default), checked
+        against the current model first: ``LlmError(UNSUPPORTED_REASONING_EFFORT)`` for one it
+        does not take. Logged as a header change with the next request."""
+        self.provider.prepare_call(
+            LlmCallConfig(provider=self.provider.id, model=self.model, reasoning_effort=effort)
+        )
+        self.reasoning_effort = effort
+
+    def effective_reasoning(self) -> tuple[str | None, bool]:
+        """``(the effort the next request sends, whether it is the model's default)``; raises as
+        ``set_reasoning`` when the effort set is one the current model does not take."""
+        prepared = self.provider.prepare_call(
+            LlmCallConfig(
+                provider=self.provider.id, model=self.model, reasoning_effort=self.reasoning_effort
+            )
+        )
+        return prepared.config.reasoning_effort, "reasoningEffort" in prepared.adapter_defaults
+
     # --- delivery ----------------------------------------------------------------------------------
 
     def _as_message(self, message: str | Message) -> Message:

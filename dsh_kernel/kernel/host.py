@@ -37,25 +37,26 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
 from dsh_kernel.abort import USER_CANCEL, AbortSignal
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
-from dsh_kernel.errors import DshError, ToolError, UsageError
+from dsh_kernel.errors import DshError, LlmError, ToolError, UsageError
 from dsh_kernel.ids import ApprovalRequestId, CallId, new_session_id
+from dsh_kernel.kernel.settings import (
+    HostSettings,
+    base_url_owner,
+    choose_provider,
+    notebook_path,
+    settings_from_env,
+)
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KEYS,
     KeyStore,
-    ProviderConfig,
-    config_from_env,
-    make_provider,
 )
-from dsh_kernel.llm.provider import Provider
-from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
-from dsh_kernel.llm.secrets import KEY_VARIABLES
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session, wall_clock_ms
@@ -82,121 +83,12 @@ NOTEBOOK_GUIDE = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HostSettings:
-    """Resolved configuration (kernel traitlets first, then environment variables)."""
-
-    provider: str = ""
-    model: str = ""
-    base_url: str = ""
-    base_url_provider: str = ""
-    """The provider ``base_url`` was configured for (see the module docstring)."""
-    approval: str = ""
-    approval_timeout: float | None = 300.0
-    headless_approval_timeout: float = 10.0
-    store: str = ""
-    system_prompt: str = ""
-
-
-def settings_from_env(base: HostSettings) -> HostSettings:
-    """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
-    ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
-    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``. ``%agent`` overrides both at run time."""
-    env = os.environ
-
-    def pick(current: str, name: str) -> str:
-        return env.get(name, "").strip() or current
-
-    timeout = base.approval_timeout
-    raw = env.get("DSH_APPROVAL_TIMEOUT", "").strip()
-    if raw:
-        try:
-            timeout = float(raw) if raw.lower() not in ("none", "inf", "0") else None
-        except ValueError as exc:
-            raise UsageError(
-                f"DSH_APPROVAL_TIMEOUT={raw!r} is not a number of seconds (or 'none')"
-            ) from exc
-    headless = base.headless_approval_timeout
-    raw = env.get("DSH_HEADLESS_APPROVAL_TIMEOUT", "").strip()
-    if raw:
-        try:
-            headless = float(raw)
-        except ValueError as exc:
-            raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
-    provider = pick(base.provider, "DSH_PROVIDER")
-    model = pick(base.model, "DSH_MODEL")
-    base_url = pick(base.base_url, "DSH_BASE_URL")
-    return HostSettings(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        base_url_provider=base_url_owner(provider, model) if base_url else "",
-        approval=pick(base.approval, "DSH_APPROVAL"),
-        approval_timeout=timeout,
-        headless_approval_timeout=headless,
-        store=pick(base.store, "DSH_STORE"),
-        system_prompt=base.system_prompt,
-    )
-
-
-def notebook_path() -> str | None:
-    """The notebook this kernel serves, as jupyter-server names it (``JPY_SESSION_NAME``); ``None``
-    when the kernel was started without a server (a console, nbclient without the variable)."""
-    return os.environ.get("JPY_SESSION_NAME", "").strip() or None
-
-
-def base_url_owner(provider: str, model: str) -> str:
-    """The provider a base URL configured beside ``provider`` and ``model`` belongs to."""
-    if provider:
-        return provider
-    prefix, sep, rest = model.partition(":")
-    if sep and rest and prefix in BUILTIN_PROVIDERS:
-        return prefix
-    return "openai-compatible"
-
-
 def _hidden_names(shell: object) -> frozenset[str]:
     """Names IPython put in the namespace itself (``open``, ``In``, ``exit`` …), not the user."""
     hidden: object = getattr(shell, "user_ns_hidden", None)
     if not isinstance(hidden, dict):
         return frozenset()
     return frozenset(k for k in cast("dict[object, object]", hidden) if isinstance(k, str))
-
-
-def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, str, str]:
-    """``(provider, model, how it was chosen)``."""
-    if settings.provider == "offline":
-        p = OfflineProvider()
-        return p, settings.model or p.default_model, f"{OFFLINE_LABEL} (DSH_PROVIDER=offline)"
-    # The route comes from ``settings`` alone: the environment's DSH_BASE_URL must not follow a
-    # provider switch to a provider it was not configured for.
-    route = ("DSH_PROVIDER", "DSH_MODEL", "DSH_BASE_URL")
-    env = {k: v for k, v in os.environ.items() if k not in route}
-    if settings.provider:
-        env["DSH_PROVIDER"] = settings.provider
-    if settings.model:
-        env["DSH_MODEL"] = settings.model
-    if settings.base_url:
-        env["DSH_BASE_URL"] = settings.base_url
-    config = config_from_env(env, keys=keys)
-    if config is None:
-        p = OfflineProvider()
-        names = [KEY_VARIABLES[pid] for pid in ("deepseek", "openai", "anthropic")]
-        refused = [
-            f"{n} was refused: it contains {keys.refused(n)}" for n in names if keys.refused(n)
-        ]
-        return (
-            p,
-            p.default_model,
-            f"{OFFLINE_LABEL}: no API key found ({', '.join(names)})"
-            + (f"; {'; '.join(refused)}" if refused else ""),
-        )
-    return make_provider(config, keys=keys), config.model, _describe_config(config, settings)
-
-
-def _describe_config(config: ProviderConfig, settings: HostSettings) -> str:
-    why = "configured" if settings.provider or settings.base_url else f"{config.api_key_env} is set"
-    return f"{config.id} ({config.base_url}, model {config.model}; {why})"
 
 
 class AgentHost:
@@ -266,6 +158,17 @@ class AgentHost:
             answerer=self._answer_approval,
             approval_timeout_s=None,
         )
+        if self.settings.reasoning:
+            try:
+                agent.set_reasoning(self.settings.reasoning)
+            except LlmError as exc:
+                raise LlmError(
+                    replace(
+                        exc.failure,
+                        message=f"the configured reasoning effort (DSH_REASONING or "
+                        f"c.DshKernel.reasoning): {exc.failure.message}",
+                    )
+                ) from exc
         agent.system_prompt.add(PromptSection(name="notebook", order=50, text=NOTEBOOK_GUIDE))
         agent.runtime_context.add(self._variables_context)
         agent.runtime_context.add(self._approval_context(agent))
@@ -498,6 +401,60 @@ class AgentHost:
     def set_approval(self, mode: ApprovalMode, tool: str | None = None) -> None:
         self.agent.set_approval(mode, tool)
 
+    def set_reasoning(self, effort: str | None) -> str:
+        """Set the effort of the next requests (``None``: the model's default); it stays for later
+        sessions of this kernel (``%agent new``, ``resume``) while their model takes it."""
+        self.agent.set_reasoning(effort)
+        self.settings = replace(self.settings, reasoning=effort or "")
+        return self.reasoning_text()
+
+    def reasoning_text(self) -> str:
+        """The effort the next request sends, and what the model takes (``%agent status``)."""
+        agent = self.agent
+        info = agent.model_info
+        try:
+            effort, default = agent.effective_reasoning()
+        except LlmError as exc:
+            return f"{agent.reasoning_effort} — {exc.failure.message}"
+        if effort is None:
+            text = "not sent (the model's own default applies)"
+        else:
+            why = "the model's default" if default else "set"
+            text = f"{effort} ({why})"
+        if info.reasoning_efforts:
+            text += f"; {agent.model} takes {', '.join(info.reasoning_efforts)}"
+        elif info.label is None:  # not the offline demo model, which does not reason
+            text += f"; efforts are passed to {agent.provider.id} as given"
+        if info.reasoning_note:
+            text += f" — {info.reasoning_note}"
+        return text
+
+    def _keep_reasoning(self) -> str:
+        """After a route change the effort set stays if the new model takes it, else the model's
+        default applies; the returned note says so (``""`` when nothing changed)."""
+        effort = self.agent.reasoning_effort
+        if effort is None:
+            return ""
+        try:
+            self.agent.set_reasoning(effort)
+        except LlmError:
+            self.agent.reasoning_effort = None
+            self.settings = replace(self.settings, reasoning="")
+            now, _ = self.agent.effective_reasoning()
+            return (
+                f" (it does not take reasoning effort {effort!r}: its default applies, "
+                f"{now or 'none sent'})"
+            )
+        return ""
+
+    def switch_model(self, model: str) -> str:
+        """A model of the current provider for the next request, kept for later sessions."""
+        agent = self.agent
+        agent.set_route(model=model)
+        if agent.provider.id in BUILTIN_PROVIDERS:
+            self.settings = replace(self.settings, model=f"{agent.provider.id}:{model}")
+        return f"{agent.provider.id}:{model}" + self._keep_reasoning()
+
     def switch_provider(self, provider: str | None = None, model: str | None = None) -> str:
         if provider is not None and provider != "offline" and provider not in BUILTIN_PROVIDERS:
             raise UsageError(
@@ -520,7 +477,7 @@ class AgentHost:
         self.settings = settings
         self.agent.set_route(provider=new_provider, model=new_model)
         self.provider_note = note
-        return note
+        return note + self._keep_reasoning()
 
     def _base_url_for(self, provider: str) -> str:
         """The base URL configured for ``provider``: the one given at start, else a ``DSH_BASE_URL``

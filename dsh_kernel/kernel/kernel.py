@@ -82,6 +82,11 @@ class DshKernel(IPythonKernel):
     ).tag(config=True)
     store = Unicode("", help="The session store directory. Env: DSH_STORE.").tag(config=True)
     system_prompt = Unicode("", help="The persona part of the system prompt.").tag(config=True)
+    reasoning = Unicode(
+        "",
+        help="Reasoning effort, one the model takes (e.g. off, low, high); empty: the model's "
+        "default. Env: DSH_REASONING.",
+    ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
@@ -123,7 +128,8 @@ class DshKernel(IPythonKernel):
     @property
     def host(self) -> AgentHost:
         if self._host is None:
-            from dsh_kernel.kernel.host import AgentHost, HostSettings
+            from dsh_kernel.kernel.host import AgentHost
+            from dsh_kernel.kernel.settings import HostSettings
 
             assert self.shell is not None
             self._host = AgentHost(
@@ -136,6 +142,7 @@ class DshKernel(IPythonKernel):
                     headless_approval_timeout=self.headless_approval_timeout,
                     store=self.store,
                     system_prompt=self.system_prompt,
+                    reasoning=self.reasoning,
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,

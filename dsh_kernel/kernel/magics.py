@@ -54,6 +54,9 @@ HELP = """\
   %agent status                  provider, model, session, tokens, approval policy, store
   %agent model <id|provider:id>  switch the model (and provider) for the next request
   %agent provider <name>         switch provider: deepseek, openai, anthropic, openai-compatible, offline
+  %agent reasoning [<effort>|default]
+                                 the reasoning effort (off, low, high, … as the model takes);
+                                 with none, the effort in force and the model's choices
   %agent key <provider>          type an API key (hidden; kept in memory only)
   %agent approve ask|auto|never [tool]
                                  approval for tools that change things (default: ask)
@@ -153,6 +156,7 @@ class AgentMagics(Magics):
             f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
             f"{len(agent.session.events)} events)",
             f"context:  {measure(agent.session, context_window=info.context_window).describe()}",
+            f"reasoning: {host.reasoning_text()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
             f"store:    {host.store_description()}",
         ]
@@ -169,9 +173,19 @@ class AgentMagics(Magics):
 
         if sep and (provider in BUILTIN_PROVIDERS or provider == "offline"):
             return "now using " + self.kernel.host.switch_provider(provider, model)
+        return "now using " + self.kernel.host.switch_model(spec)
+
+    def _cmd_reasoning(self, args: list[str]) -> str:
         host = self.kernel.host
-        host.agent.set_route(model=spec)
-        return f"now using {host.agent.provider.id}:{spec}"
+        if not args:
+            return "reasoning: " + host.reasoning_text()
+        if len(args) != 1:
+            raise UsageError(
+                "usage: %agent reasoning [<effort>|default] (`%agent reasoning` lists the efforts "
+                "this model takes)"
+            )
+        effort = None if args[0] == "default" else args[0]
+        return "reasoning: " + host.set_reasoning(effort)
 
     def _cmd_provider(self, args: list[str]) -> str:
         if len(args) != 1:

@@ -22,11 +22,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.abort import USER_CANCEL
+from dsh_kernel.errors import LlmError
 from dsh_kernel.kernel._ipy import display_raw, update_raw
 from dsh_kernel.kernel.busy import watch
 from dsh_kernel.views import TurnView, ViewControls
 
 if TYPE_CHECKING:
+    from dsh_kernel.agent.agent import Agent
     from dsh_kernel.kernel.host import AgentHost
 
 
@@ -47,6 +49,7 @@ class CellView:
             session_id=agent.session.id,
             tools=agent.registry.get,
             model_info=host.model_info,
+            reasoning_effort=_effort_in_force(agent),
         )
         self._dispose = agent.session.subscribe(self.view.observe)
         # Stop and Send must work while the agent's code holds the main thread (kernel.busy).
@@ -91,3 +94,11 @@ def open_view(host: AgentHost, message_id: str, *, silent: bool, kernel: object 
     """The cell's live view; with ``kernel`` (the running ipykernel), its Stop and Send also work
     while the agent's code holds the main thread."""
     return CellView(host, message_id, silent=silent, kernel=kernel)
+
+
+def _effort_in_force(agent: Agent) -> str | None:
+    """The effort the turn's first request will send (its header, if it logs one, then says)."""
+    try:
+        return agent.effective_reasoning()[0]
+    except LlmError:  # an effort this model does not take: the turn fails and says so
+        return None

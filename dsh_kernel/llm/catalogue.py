@@ -18,22 +18,46 @@ Simplifications, said once:
 * **Anthropic Haiku 5.5** is priced per prompt size; the figures are the ≤100K-token band (×5 above).
 * Cache-write prices are Anthropic's 5-minute writes and OpenAI's 30-minute retention; DeepSeek has
   no cache-write charge (``None``: billed as input, where the provider reports no such tokens).
-* ``reasoning_efforts`` are the values our adapter accepts for the model (``off`` disables thinking):
-  DeepSeek's toggle + effort, Anthropic's budget-mapped efforts, OpenAI's ``reasoning_effort`` values.
+* ``reasoning_efforts`` are the values our adapter accepts for the model, and
+  ``default_reasoning_effort`` the one sent when the user sets none (``off`` disables thinking):
+  DeepSeek's toggle + effort; Anthropic's ``output_config.effort`` on the Claude 5.x generation
+  (adaptive thinking only — those models refuse ``budget_tokens``; Opus 5.5 and the Fables cannot
+  switch thinking off) and budget-mapped efforts on Haiku 4.5; OpenAI's ``reasoning_effort`` values —
+  but Chat Completions takes function tools from the GPT-5.4+ generation only with effort ``none``
+  (``off`` is sent as ``none``), and the agent always sends its tools, so those models take ``off``
+  and ``none`` only (``reasoning_note`` says why).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Literal
 
 from dsh_kernel.llm.types import ModelInfo
 
 DEEPSEEK_EFFORTS = ("off", "low", "high", "max")
 """``off`` disables thinking; the others enable it with that ``reasoning_effort`` (WIRE §3.2)."""
 
-ANTHROPIC_EFFORTS = ("off", "low", "medium", "high")
-"""Mapped to ``thinking.budget_tokens`` by the Messages adapter; ``off`` sends no thinking."""
+ANTHROPIC_EFFORTS = ("off", "low", "medium", "high", "xhigh", "max")
+"""Claude 5.x adaptive thinking: ``output_config.effort``; ``off`` sends ``thinking: disabled``."""
+
+ANTHROPIC_ALWAYS_ON = ANTHROPIC_EFFORTS[1:]
+"""Models whose adaptive thinking cannot be switched off (Opus 5.5, the Fables)."""
+
+ANTHROPIC_BUDGET_EFFORTS = ("off", "low", "medium", "high")
+"""Manual extended thinking (Haiku 4.5): mapped to ``thinking.budget_tokens``; ``off`` sends none."""
+
+OPENAI_TOOLS_NOTE = (
+    "OpenAI's Chat Completions takes function tools from this model only with reasoning effort "
+    "none, and the agent always sends its tools; reasoning with tools needs OpenAI's Responses API, "
+    "which dsh-kernel does not speak yet"
+)
+OPENAI_NO_TOOLS_NOTE = (
+    "OpenAI's Chat Completions refuses function tools from this model at every reasoning effort, "
+    "so the agent's tools fail on it until dsh-kernel speaks the Responses API: choose gpt-6-luna "
+    "or gpt-6.1-terra"
+)
 
 
 def _model(
@@ -46,10 +70,14 @@ def _model(
     *,
     default_max_tokens: int | None = None,
     default_effort: str | None = None,
+    style: Literal["adaptive", "budget"] | None = None,
+    note: str | None = None,
 ) -> ModelInfo:
     """``prices`` is (input, cached input, cache write or ``None``, output) per million tokens."""
     inp, cached, write, out = prices
     return ModelInfo(
+        reasoning_style=style,
+        reasoning_note=note,
         context_window=window,
         default_max_tokens=default_max_tokens,
         max_output_tokens=max_output,
@@ -105,96 +133,114 @@ DEEPSEEK_FALLBACK = ModelInfo(
 
 # --- OpenAI ----------------------------------------------------------------------------------------
 
-_GPT6 = ("off", "none", "low", "medium", "high", "xhigh", "max")
-_GPT6_NO_NONE = ("off", "low", "medium", "high", "xhigh", "max")
-_GPT6_WINDOW = 1_050_000
+_GPT_WINDOW = 1_050_000
+_TOOLS_NONE = ("off", "none")
+_GPT6_NO_NONE = ("low", "medium", "high", "xhigh", "max")
+
+
+def _gpt(
+    prices: tuple[float, float, float | None, float],
+    as_of: str,
+    *,
+    window: int = _GPT_WINDOW,
+    efforts: tuple[str, ...] = _TOOLS_NONE,
+    default: str | None = "none",
+    note: str | None = OPENAI_TOOLS_NOTE,
+) -> ModelInfo:
+    """A GPT-5.4+ model: tools only with effort ``none`` (``OPENAI_TOOLS_NOTE``) unless told."""
+    return _model(window, 128_000, efforts, True, prices, as_of, default_effort=default, note=note)
+
+
+def _gpt_no_tools(prices: tuple[float, float, float | None, float], as_of: str) -> ModelInfo:
+    return _gpt(prices, as_of, efforts=_GPT6_NO_NONE, note=OPENAI_NO_TOOLS_NOTE, default=None)
+
 
 OPENAI_MODELS: Mapping[str, ModelInfo] = MappingProxyType(
     {
-        "gpt-6-luna": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (0.10, 0.01, 0.125, 0.50), "2026-10-13"
-        ),
-        "gpt-6.1-terra": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (1.00, 0.05, 1.25, 5.00), "2026-11-19"
-        ),
-        "gpt-6.2-sol": _model(
-            _GPT6_WINDOW, 128_000, _GPT6_NO_NONE, True, (2.00, 0.10, 2.50, 10.00), "2026-11-18"
-        ),
+        "gpt-6-luna": _gpt((0.10, 0.01, 0.125, 0.50), "2026-10-13"),
+        "gpt-6.1-terra": _gpt((1.00, 0.05, 1.25, 5.00), "2026-11-19"),
+        "gpt-6.2-sol": _gpt_no_tools((2.00, 0.10, 2.50, 10.00), "2026-11-18"),
         # cached input derived ("60% cheaper than GPT-6 Astra"); cache write not published
-        "gpt-6.2-astra": _model(
-            _GPT6_WINDOW, 128_000, _GPT6_NO_NONE, True, (8.00, 0.40, None, 40.00), "2026-11-18"
-        ),
-        "gpt-6.1-sol": _model(
-            _GPT6_WINDOW,
-            128_000,
-            ("off", "low", "medium", "high", "xhigh"),
-            True,
-            (2.00, 0.10, 2.50, 10.00),
-            "2026-11-04",
-        ),
-        "gpt-6-sol": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (2.00, 0.20, 2.50, 10.00), "2026-09-22"
-        ),
-        "gpt-6-astra": _model(
-            _GPT6_WINDOW, 128_000, _GPT6_NO_NONE, True, (10.00, 1.00, 12.50, 50.00), "2026-09-05"
-        ),
-        "gpt-5.6-sol": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (4.00, 0.40, None, 20.00), "2026-10-03"
-        ),
-        "gpt-5.6": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (4.00, 0.40, None, 20.00), "2026-10-03"
-        ),
-        "gpt-5.6-terra": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (2.00, 0.20, None, 12.00), "2026-07-30"
-        ),
-        "gpt-5.6-luna": _model(
-            _GPT6_WINDOW, 128_000, _GPT6, True, (0.20, 0.02, None, 1.20), "2026-07-30"
-        ),
-        "gpt-5.4-mini": _model(
-            400_000,
-            128_000,
-            ("off", "none", "low", "medium", "high", "xhigh"),
-            True,
-            (0.75, 0.075, None, 4.50),
-            "2026-12-01",  # third-party copies only, undated: the research date
-        ),
-        # deprecated, shut down 2026-12-11; long-standing list price, not re-verified in 2026
-        "gpt-5-mini": _model(
-            400_000,
-            128_000,
-            ("off", "minimal", "low", "medium", "high"),
-            True,
+        "gpt-6.2-astra": _gpt_no_tools((8.00, 0.40, None, 40.00), "2026-11-18"),
+        "gpt-6.1-sol": _gpt_no_tools((2.00, 0.10, 2.50, 10.00), "2026-11-04"),
+        "gpt-6-sol": _gpt((2.00, 0.20, 2.50, 10.00), "2026-09-22"),
+        "gpt-6-astra": _gpt_no_tools((10.00, 1.00, 12.50, 50.00), "2026-09-05"),
+        "gpt-5.6-sol": _gpt((4.00, 0.40, None, 20.00), "2026-10-03"),
+        "gpt-5.6": _gpt((4.00, 0.40, None, 20.00), "2026-10-03"),
+        "gpt-5.6-terra": _gpt((2.00, 0.20, None, 12.00), "2026-07-30"),
+        "gpt-5.6-luna": _gpt((0.20, 0.02, None, 1.20), "2026-07-30"),
+        # third-party copies only, undated: the research date
+        "gpt-5.4-mini": _gpt((0.75, 0.075, None, 4.50), "2026-12-01", window=400_000),
+        # deprecated, shut down 2026-12-11; takes tools at any effort; the server's default is
+        # medium. Long-standing list price, not re-verified in 2026 (undated copies).
+        "gpt-5-mini": _gpt(
             (0.25, 0.025, None, 2.00),
-            "2026-12-01",  # undated copies: the research date
+            "2026-12-01",
+            window=400_000,
+            efforts=("minimal", "low", "medium", "high"),
+            note=None,
+            default=None,
         ),
     }
 )
 
 # --- Anthropic (cache write = 5-minute write) ------------------------------------------------------
 
-_CLAUDE_5 = (1_000_000, 128_000, ANTHROPIC_EFFORTS, True)
+
+def _claude(
+    prices: tuple[float, float, float | None, float],
+    as_of: str,
+    default: str,
+    *,
+    efforts: tuple[str, ...] = ANTHROPIC_EFFORTS,
+) -> ModelInfo:
+    """A Claude 5.x model: 1M window, 128K output, images, adaptive thinking at ``default`` effort."""
+    return _model(
+        1_000_000, 128_000, efforts, True, prices, as_of, default_effort=default, style="adaptive"
+    )
+
+
+_HAIKU_4_5 = _model(
+    200_000,
+    64_000,
+    ANTHROPIC_BUDGET_EFFORTS,
+    True,
+    (1.00, 0.10, 1.25, 5.00),
+    "2026-12-01",
+    default_effort="off",
+    style="budget",
+)
 
 ANTHROPIC_MODELS: Mapping[str, ModelInfo] = MappingProxyType(
     {
         # ≤100K-token prompt band; above it 0.50 / 0.05 / 0.625 / 2.50
-        "claude-haiku-5-5": _model(*_CLAUDE_5, (0.10, 0.01, 0.125, 0.50), "2026-10-24"),
-        "claude-sonnet-5-5": _model(*_CLAUDE_5, (2.00, 0.10, 2.50, 10.00), "2026-10-24"),
-        "claude-opus-5-5": _model(*_CLAUDE_5, (4.00, 0.20, 5.00, 20.00), "2026-10-16"),
-        "claude-fable-5-2": _model(*_CLAUDE_5, (8.00, 0.20, 10.00, 40.00), "2026-11-10"),
-        "claude-fable-5-1": _model(*_CLAUDE_5, (10.00, 0.25, 12.50, 50.00), "2026-09-01"),
-        "claude-sonnet-5": _model(*_CLAUDE_5, (2.00, 0.20, 2.50, 10.00), "2026-09-01"),
+        "claude-haiku-5-5": _claude((0.10, 0.01, 0.125, 0.50), "2026-10-24", "medium"),
+        "claude-sonnet-5-5": _claude((2.00, 0.10, 2.50, 10.00), "2026-10-24", "high"),
+        "claude-opus-5-5": _claude(
+            (4.00, 0.20, 5.00, 20.00), "2026-10-16", "medium", efforts=ANTHROPIC_ALWAYS_ON
+        ),
+        "claude-fable-5-2": _claude(
+            (8.00, 0.20, 10.00, 40.00), "2026-11-10", "high", efforts=ANTHROPIC_ALWAYS_ON
+        ),
+        "claude-fable-5-1": _claude(
+            (10.00, 0.25, 12.50, 50.00), "2026-09-01", "high", efforts=ANTHROPIC_ALWAYS_ON
+        ),
+        "claude-sonnet-5": _claude((2.00, 0.20, 2.50, 10.00), "2026-09-01", "high"),
         # legacy models below: undated page copies, so the as-of date is the research date
-        "claude-opus-5": _model(*_CLAUDE_5, (5.00, 0.50, 6.25, 25.00), "2026-12-01"),
-        # window and output cap from third-party notes
+        "claude-opus-5": _claude((5.00, 0.50, 6.25, 25.00), "2026-12-01", "high"),
+        # window and output cap from third-party notes; adaptive + effort, thinking off by default
         "claude-sonnet-4-6": _model(
-            1_000_000, 64_000, ANTHROPIC_EFFORTS, True, (3.00, 0.30, 3.75, 15.00), "2026-12-01"
+            1_000_000,
+            64_000,
+            ("off", "low", "medium", "high", "max"),
+            True,
+            (3.00, 0.30, 3.75, 15.00),
+            "2026-12-01",
+            default_effort="off",
+            style="adaptive",
         ),
-        "claude-haiku-4-5": _model(
-            200_000, 64_000, ANTHROPIC_EFFORTS, True, (1.00, 0.10, 1.25, 5.00), "2026-12-01"
-        ),
-        "claude-haiku-4-5-20251001": _model(
-            200_000, 64_000, ANTHROPIC_EFFORTS, True, (1.00, 0.10, 1.25, 5.00), "2026-12-01"
-        ),
+        "claude-haiku-4-5": _HAIKU_4_5,
+        "claude-haiku-4-5-20251001": _HAIKU_4_5,
     }
 )
 

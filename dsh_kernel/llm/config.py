@@ -104,7 +104,7 @@ BUILTIN_PROVIDERS: Mapping[str, ProviderConfig] = {
         base_url="https://api.openai.com/v1",
         api_key_env=KEY_VARIABLES["openai"],
         base_url_env=URL_VARIABLES["openai"],
-        model="gpt-5-mini",
+        model="gpt-6-luna",
     ),
     "anthropic": ProviderConfig(
         id="anthropic",

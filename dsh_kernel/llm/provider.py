@@ -91,6 +91,7 @@ def apply_defaults(
                     f"reasoning effort {config.reasoning_effort!r} is not supported by "
                     f"{config.provider}:{config.model}; supported: "
                     f"{', '.join(info.reasoning_efforts) or 'none'}"
+                    + (f" ({info.reasoning_note})" if info.reasoning_note else "")
                 ),
             )
         )

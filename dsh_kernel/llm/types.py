@@ -394,3 +394,10 @@ class ModelInfo:
     the user set (``dsh_kernel.store.set_price``) or an unknown one."""
     label: str | None = None
     """A description shown beside the model id (e.g. that the offline demo is not a real model)."""
+    reasoning_style: Literal["adaptive", "budget"] | None = None
+    """How an effort goes on the wire where the provider has more than one way (Anthropic:
+    ``adaptive`` → ``thinking.type`` adaptive + ``output_config.effort``; ``budget`` →
+    ``thinking.budget_tokens``). ``None``: the adapter's only way."""
+    reasoning_note: str | None = None
+    """Why the model's efforts are what they are, when that is not obvious; said beside a refused
+    effort and in ``%agent status``."""

@@ -17,7 +17,8 @@ What the fold derives, and from which events:
   (``tool/result``: its error code decides). A card still open at ``turn/end`` is ``aborted``;
 * usage summed over every attempt of the turn (``usage`` chunks; ``assistant/message.usage`` when an
   attempt logged none), the context used by the last request, the route (``request/context``,
-  ``request/header``, else the assistant message's model source);
+  ``request/header``, else the assistant message's model source) and the reasoning effort (the
+  header's, else the one the fold was started with);
 * times: time to first token (first text or reasoning delta minus the start of the request that
   produced it: the latest ``step/start``, ``request/*`` or ``llm/retry-started``), total time
   (``turn/end`` minus ``turn/start``), per-card durations (``durationMs`` or result minus call time);
@@ -169,8 +170,13 @@ URGENT_TYPES: frozenset[str] = frozenset(
 class TurnFold:
     """Folds one turn's events; ``snapshot()`` may be taken at any point (live views do)."""
 
-    def __init__(self, *, message_id: str | None = None) -> None:
+    def __init__(
+        self, *, message_id: str | None = None, reasoning_effort: str | None = None
+    ) -> None:
+        """``reasoning_effort``: the effort in force when the turn starts (a turn logs a
+        ``request/header`` only when the request settings change)."""
         self._message_id = message_id
+        self._effort = reasoning_effort
         self._entries: list[_Entry] = []
         self._open: dict[int, _Stream | _Card] = {}
         self._cards: dict[str, _Card] = {}
@@ -216,6 +222,8 @@ class TurnFold:
                 config = header.get("config") if isinstance(header, dict) else None
                 if isinstance(config, dict):
                     self._route(config.get("provider"), config.get("model"))
+                    effort = config.get("reasoningEffort")
+                    self._effort = effort if isinstance(effort, str) else None
                 self._request_at = event.time
             case "request/context":
                 self._route(d.get("provider"), d.get("model"))
@@ -490,6 +498,7 @@ class TurnFold:
             error=self._error,
             provider=self._provider,
             model=self._model,
+            reasoning_effort=self._effort,
             context_window=self._context_window,
             usage=self._usage_summary(),
             started_at=self._started_at,

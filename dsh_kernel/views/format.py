@@ -169,6 +169,8 @@ def footer_parts(
         name = f"{model.provider}:{model.model}" if model.provider else model.model
         label = info.label if info is not None else None
         parts.append(f"{name} — {label}" if label else name)
+    if model.reasoning_effort is not None:
+        parts.append(f"reasoning {model.reasoning_effort}")
     u = model.usage
     if u.requests:
         # One meaning per label, as in SQL: "in" is uncached input (``usage.input_tokens``),

@@ -125,6 +125,8 @@ class TurnModel:
     error: TurnError | None = None
     provider: str | None = None
     model: str | None = None
+    reasoning_effort: str | None = None
+    """The effort the turn's requests sent (``None``: none was sent, or it is not known)."""
     context_window: int | None = None
     usage: UsageSummary = UsageSummary()
     started_at: int | None = None

@@ -151,7 +151,8 @@ class TurnView:
     the prompt whose turn to show (``None``: the next turn). ``clock``: monotonic seconds, for the
     redraw rate. ``session_id``, ``tools`` (name → ``ToolDefinition``, for presenters) and
     ``model_info`` (``(provider, model)`` → ``ModelInfo``, for the context window and prices) feed
-    the cards and the footer. ``max_rate_hz``: redraws per second while streaming.
+    the cards and the footer; ``reasoning_effort`` is the effort in force as the turn starts (for
+    the footer, until the turn logs a request header of its own). ``max_rate_hz``: redraws per second while streaming.
     """
 
     def __init__(
@@ -163,6 +164,7 @@ class TurnView:
         session_id: str | None = None,
         tools: ToolLookup | None = None,
         model_info: ModelInfoLookup | None = None,
+        reasoning_effort: str | None = None,
         max_rate_hz: float = 20.0,
     ) -> None:
         self.controls = controls or ViewControls()
@@ -172,7 +174,7 @@ class TurnView:
         self._model_info = model_info
         self._clock = clock
         self._interval = 1.0 / max_rate_hz
-        self._fold = TurnFold(message_id=message_id)
+        self._fold = TurnFold(message_id=message_id, reasoning_effort=reasoning_effort)
         self._buffer: list[SessionEvent] | None = None
         self._bound = False
         self._ended = False

@@ -207,7 +207,7 @@ def test_providers_notebook_against_the_loopback_fake_server(tmp_path: Path) -> 
     sent = [(r.path, r.json["model"]) for r in requests]
     assert sent == [
         ("/chat/completions", "deepseek-flash"),
-        ("/chat/completions", "gpt-5-mini"),
+        ("/chat/completions", "gpt-6-luna"),
         ("/v1/messages", "claude-sonnet-5-5"),
         ("/chat/completions", "llama3.2"),
         ("/chat/completions", "Qwen/Qwen2.5-7B-Instruct"),

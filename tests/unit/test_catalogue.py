@@ -33,7 +33,9 @@ ENTRIES = [(f, m, i) for f, models in CATALOGUE.items() for m, i in models.items
 def test_every_entry_is_complete_and_dated(family: str, model: str, info: ModelInfo) -> None:
     assert info.context_window and info.context_window >= 128_000
     assert info.max_output_tokens and 0 < info.max_output_tokens < info.context_window
-    assert info.reasoning_efforts and "off" in info.reasoning_efforts
+    assert info.reasoning_efforts
+    default = info.default_reasoning_effort
+    assert default is None or default in info.reasoning_efforts
     assert info.images is not None
     for price in (
         info.input_price_per_mtok,

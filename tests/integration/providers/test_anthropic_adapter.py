@@ -42,6 +42,8 @@ THINKING = ReasoningBlock(
     text="Need the weather; call get_weather with Paris.", signature=SIGNATURE
 )
 CALL = ToolCallBlock(id="toolu_01ABC", name="get_weather", arguments='{"city": "Paris"}')
+BUDGET_MODEL = "claude-haiku-4-5"
+"""A model with manual (``budget_tokens``) thinking; the Claude 5.x models think adaptively."""
 
 
 def blocks(chunks: list[object]) -> list[object]:
@@ -111,7 +113,13 @@ async def test_thinking_tool_use_cache_and_signature_passback(
     provider = anthropic_provider(server.url, client)
     first = await collect(
         provider,
-        request(user("weather?"), tools=[WEATHER_TOOL], reasoning_effort="low", max_tokens=8000),
+        request(
+            user("weather?"),
+            model=BUDGET_MODEL,
+            tools=[WEATHER_TOOL],
+            reasoning_effort="low",
+            max_tokens=8000,
+        ),
     )
     assert blocks(first) == [THINKING, TextBlock(text="Let me check."), CALL]
     deltas = [c for c in first if isinstance(c, ToolCallDeltaChunk)]
@@ -135,7 +143,14 @@ async def test_thinking_tool_use_cache_and_signature_passback(
         tool_result("toolu_01ABC", "11°C, cloudy"),
     )  # type: ignore[arg-type]
     second = await collect(
-        provider, request(*history, tools=[WEATHER_TOOL], reasoning_effort="low", max_tokens=8000)
+        provider,
+        request(
+            *history,
+            model=BUDGET_MODEL,
+            tools=[WEATHER_TOOL],
+            reasoning_effort="low",
+            max_tokens=8000,
+        ),
     )
     assert blocks(second) == [TextBlock(text="11°C and cloudy.")]
     sent = server.requests[1].json["messages"]
@@ -373,21 +388,57 @@ async def test_cut_before_message_stop(server: SseServer, client: httpx.AsyncCli
     assert info.value.code == "STREAM_CLOSED"
 
 
-def test_efforts_and_budgets() -> None:
+def test_efforts_come_from_the_catalogue_and_others_are_refused() -> None:
     provider = anthropic_provider("http://127.0.0.1:9", None)
-    prepared = provider.prepare_call(LlmCallConfig(provider="anthropic", model="claude-x"))
-    assert prepared.config.max_tokens == 32000 and prepared.config.reasoning_effort is None
-    with pytest.raises(LlmError) as info:
-        provider.prepare_call(
-            LlmCallConfig(provider="anthropic", model="claude-x", reasoning_effort="max")
-        )
-    assert info.value.code == "UNSUPPORTED_REASONING_EFFORT"
+
+    def prepare(model: str, effort: str | None = None) -> LlmCallConfig:
+        return provider.prepare_call(
+            LlmCallConfig(provider="anthropic", model=model, reasoning_effort=effort)
+        ).config
+
+    unknown = prepare("claude-x")  # not in the catalogue: nothing sent, the model's own default
+    assert unknown.max_tokens == 32000 and unknown.reasoning_effort is None
+    assert prepare("claude-sonnet-5-5").reasoning_effort == "high"  # its documented default
+    assert prepare("claude-opus-5-5").reasoning_effort == "medium"
+    assert prepare("claude-sonnet-5-5", "max").reasoning_effort == "max"
+    for model, effort in (
+        ("claude-x", "ultra"),
+        ("claude-opus-5-5", "off"),  # adaptive thinking cannot be switched off on Opus 5.5
+        (BUDGET_MODEL, "max"),  # Haiku 4.5 has budget thinking: off, low, medium, high
+    ):
+        with pytest.raises(LlmError) as info:
+            prepare(model, effort)
+        assert info.value.code == "UNSUPPORTED_REASONING_EFFORT"
+        assert repr(effort) in info.value.message and model in info.value.message
+
+
+async def test_claude_5_thinks_adaptively_with_an_effort(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    """Claude 5.x refuses ``budget_tokens``: an effort goes as ``output_config.effort``."""
+    server.script(*(sse_reply(wt.ANTHROPIC_TEXT) for _ in range(4)))
+    provider = anthropic_provider(server.url, client)
+    await collect(provider, request(model="claude-sonnet-5-5", reasoning_effort="low"))
+    await collect(
+        provider, request(model="claude-sonnet-5-5", reasoning_effort="off", temperature=0.2)
+    )
+    await collect(provider, request(model="claude-sonnet-5-5", purpose="session-title"))
+    await collect(provider, request(model="claude-opus-5-5", purpose="session-title"))
+    low, off, title, opus_title = (r.json for r in server.requests)
+    assert low["thinking"] == {"type": "adaptive"} and low["output_config"] == {"effort": "low"}
+    assert "temperature" not in low and "budget_tokens" not in json.dumps(low)
+    assert off["thinking"] == {"type": "disabled"} and off["temperature"] == 0.2
+    assert "output_config" not in off
+    assert title["thinking"] == {"type": "disabled"}  # a title never thinks…
+    # …unless the model cannot stop: then as little as it allows
+    assert opus_title["thinking"] == {"type": "adaptive"}
+    assert opus_title["output_config"] == {"effort": "low"}
 
 
 async def test_budget_stays_below_max_tokens(server: SseServer, client: httpx.AsyncClient) -> None:
     server.script(sse_reply(wt.ANTHROPIC_TEXT), sse_reply(wt.ANTHROPIC_TEXT))
     provider = anthropic_provider(server.url, client)
-    await collect(provider, request(reasoning_effort="high", max_tokens=5000))
-    await collect(provider, request(reasoning_effort="high", max_tokens=1000))
+    await collect(provider, request(model=BUDGET_MODEL, reasoning_effort="high", max_tokens=5000))
+    await collect(provider, request(model=BUDGET_MODEL, reasoning_effort="high", max_tokens=1000))
     assert server.requests[0].json["thinking"] == {"type": "enabled", "budget_tokens": 4999}
     assert "thinking" not in server.requests[1].json  # no room for the 1024-token minimum

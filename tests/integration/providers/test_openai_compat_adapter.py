@@ -15,6 +15,7 @@ from dsh_kernel.llm.types import (
     FinishMaxTokens,
     FinishStop,
     FinishToolCalls,
+    LlmCallConfig,
     ReasoningBlock,
     TextBlock,
     TextDeltaChunk,
@@ -554,3 +555,53 @@ async def test_a_payload_nested_absurdly_deep_is_malformed_not_a_crash(
         await collect(chat_provider(server.url, client), request())
     assert info.value.code == "MALFORMED_RESPONSE"
     assert "nested too deeply" in info.value.failure.message
+
+
+@pytest.mark.parametrize(
+    ("profile", "model", "effort", "expected"),
+    [
+        # GPT-5.4+ take function tools on Chat Completions only with effort none: the default
+        ("openai", "gpt-6-luna", None, "none"),
+        ("openai", "gpt-6-luna", "off", "none"),  # off is sent as OpenAI's none
+        ("openai", "gpt-5-mini", "minimal", "minimal"),  # takes tools at any effort
+        ("openai", "gpt-5-mini", None, None),  # the server's default (medium)
+        ("generic", "local-model", "off", None),  # a compatible server: nothing assumed
+        ("generic", "local-model", "high", "high"),
+    ],
+)
+async def test_openai_efforts_on_the_wire(
+    server: SseServer,
+    client: httpx.AsyncClient,
+    profile: str,
+    model: str,
+    effort: str | None,
+    expected: str | None,
+) -> None:
+    server.script(sse_reply(wt.OPENAI_TEXT))
+    provider = chat_provider(server.url, client, profile=profile)
+    config = provider.prepare_call(
+        LlmCallConfig(provider=profile, model=model, reasoning_effort=effort)
+    ).config
+    await collect(
+        provider,
+        request(
+            user("hi"), model=model, tools=[WEATHER_TOOL], reasoning_effort=config.reasoning_effort
+        ),
+    )
+    assert server.requests[0].json.get("reasoning_effort") == expected
+
+
+def test_openai_models_that_need_effort_none_for_tools_refuse_others_saying_why() -> None:
+    provider = chat_provider("http://127.0.0.1:9", None)
+    for model, effort in (("gpt-6-luna", "high"), ("gpt-5-mini", "off")):
+        with pytest.raises(LlmError) as info:
+            provider.prepare_call(
+                LlmCallConfig(provider="openai", model=model, reasoning_effort=effort)
+            )
+        assert info.value.code == "UNSUPPORTED_REASONING_EFFORT"
+    with pytest.raises(LlmError) as luna:
+        provider.prepare_call(
+            LlmCallConfig(provider="openai", model="gpt-6-luna", reasoning_effort="high")
+        )
+    assert "only with reasoning effort none" in luna.value.message
+    assert "Responses API" in luna.value.message and "off, none" in luna.value.message

@@ -47,8 +47,11 @@ ANTHROPIC_MODEL = ModelInfo(
     context_window=200_000,
     default_max_tokens=DEFAULT_MAX_TOKENS,
     reasoning_efforts=ANTHROPIC_EFFORTS,
+    reasoning_style="adaptive",
 )
-"""Metadata for a model id the catalogue does not list (ids are configuration): no prices."""
+"""Metadata for a model id the catalogue does not list (ids are configuration): no prices, and no
+default effort (no thinking setting is sent: the model's own default applies). A newer model is
+assumed to think the Claude 5.x way (adaptive)."""
 
 CATALOGUE: Mapping[str, ModelInfo] = MappingProxyType(
     {m: replace(i, default_max_tokens=DEFAULT_MAX_TOKENS) for m, i in ANTHROPIC_MODELS.items()}
@@ -100,7 +103,7 @@ class MessagesProvider:
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         key = self._api_key()
-        body = serialize_request(request, self._defaults)
+        body = serialize_request(request, self._defaults, self.model_info(request.model))
         http_request = self._client.get().build_request(
             "POST",
             self._url,

@@ -8,9 +8,13 @@
 - tool results → ``tool_result`` blocks in a user turn; consecutive turns of one role are merged, so
   the parallel results of one step travel together;
 - ``max_tokens`` is required: the request's, else ``DEFAULT_MAX_TOKENS``;
-- effort ``low``/``medium``/``high`` → ``thinking.budget_tokens`` (kept ≥ 1024 and below
-  ``max_tokens``, or thinking is left off); ``off`` or none → no thinking; with thinking on,
-  ``temperature`` is not sent (the API only accepts its default then).
+- the effort, for the Claude 5.x generation (adaptive thinking; they refuse ``budget_tokens``):
+  ``off`` → ``thinking: {type: disabled}``, any other → ``thinking: {type: adaptive}`` +
+  ``output_config: {effort}``, none → no thinking setting (the model's default); for models with
+  manual thinking (``budget=True``, Haiku 4.5): ``low``/``medium``/``high`` →
+  ``thinking.budget_tokens`` (kept ≥ 1024 and below ``max_tokens``, or thinking is left off), ``off``
+  or none → no thinking. With thinking on, ``temperature`` is not sent (the API only accepts its
+  default then). A session title never thinks.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from dsh_kernel.llm.providers.transport import json_object
 from dsh_kernel.llm.types import (
     GenerateRequest,
     Message,
+    ModelInfo,
     ReasoningBlock,
     TextBlock,
     ToolCallBlock,
@@ -98,7 +103,10 @@ def thinking_budget(effort: str | None, max_tokens: int) -> int | None:
     return budget if budget >= MIN_THINKING_BUDGET else None
 
 
-def serialize_request(request: GenerateRequest, defaults: ProviderDefaults) -> MessagesRequestBody:
+def serialize_request(
+    request: GenerateRequest, defaults: ProviderDefaults, info: ModelInfo | None = None
+) -> MessagesRequestBody:
+    """The request body; ``info`` says how the model thinks (module docstring)."""
     turns, extra_system = serialize_messages(request.messages)
     max_tokens = request.max_tokens or defaults.max_tokens or DEFAULT_MAX_TOKENS
     body: MessagesRequestBody = {
@@ -116,11 +124,23 @@ def serialize_request(request: GenerateRequest, defaults: ProviderDefaults) -> M
             for t in request.tools
         ]
         body["tools"] = tools
-    effort = None if request.purpose == "session-title" else request.reasoning_effort
-    budget = thinking_budget(effort, max_tokens)
-    if budget is not None:
-        body["thinking"] = {"type": "enabled", "budget_tokens": budget}
-    else:
+    efforts = info.reasoning_efforts if info is not None else ()
+    effort = request.reasoning_effort
+    if request.purpose == "session-title":  # as little thinking as the model allows
+        effort = "off" if "off" in efforts or not efforts else efforts[0]
+    thinking = False
+    if info is not None and info.reasoning_style == "budget":
+        tokens = thinking_budget(effort, max_tokens)
+        if tokens is not None:
+            body["thinking"] = {"type": "enabled", "budget_tokens": tokens}
+            thinking = True
+    elif effort == "off":
+        body["thinking"] = {"type": "disabled"}
+    elif effort is not None:
+        body["thinking"] = {"type": "adaptive"}
+        body["output_config"] = {"effort": effort}
+        thinking = True
+    if not thinking:
         temperature = (
             request.temperature if request.temperature is not None else defaults.temperature
         )

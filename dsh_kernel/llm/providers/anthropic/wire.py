@@ -66,8 +66,14 @@ class WireTool(TypedDict):
 
 
 class WireThinkingConfig(TypedDict):
-    type: Literal["enabled"]
-    budget_tokens: int
+    """``enabled`` + ``budget_tokens`` (manual thinking), ``adaptive`` or ``disabled``."""
+
+    type: Literal["enabled", "adaptive", "disabled"]
+    budget_tokens: NotRequired[int]
+
+
+class WireOutputConfig(TypedDict):
+    effort: str
 
 
 class MessagesRequestBody(TypedDict):
@@ -78,6 +84,7 @@ class MessagesRequestBody(TypedDict):
     system: NotRequired[str]
     tools: NotRequired[list[WireTool]]
     thinking: NotRequired[WireThinkingConfig]
+    output_config: NotRequired[WireOutputConfig]
     temperature: NotRequired[float]
     stop_sequences: NotRequired[list[str]]
 

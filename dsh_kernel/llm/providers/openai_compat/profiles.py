@@ -39,6 +39,9 @@ class ChatProfile:
     max_tokens_field: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     thinking_toggle: bool = False
     """DeepSeek: effort ``off`` → ``thinking: disabled``; any other → ``enabled`` + ``reasoning_effort``."""
+    off_effort: str | None = None
+    """What effort ``off`` is sent as without a thinking toggle (OpenAI: ``none``); ``None``: no
+    ``reasoning_effort`` is sent (the server's default)."""
     reasoning_passback: bool = False
     """Send ``reasoning_content`` back on assistant turns (``""`` on tool-call turns without any)."""
     path: str = "/chat/completions"
@@ -53,7 +56,10 @@ DEEPSEEK = ChatProfile(
 )
 
 OPENAI = ChatProfile(
-    name="OpenAI", catalogue=OPENAI_MODELS, max_tokens_field="max_completion_tokens"
+    name="OpenAI",
+    catalogue=OPENAI_MODELS,
+    max_tokens_field="max_completion_tokens",
+    off_effort="none",
 )
 
 GENERIC = ChatProfile(name="OpenAI-compatible server")

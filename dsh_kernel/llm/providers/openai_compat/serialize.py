@@ -12,6 +12,10 @@ Always ``stream: true`` with ``stream_options.include_usage``. Messages:
   has no tool results. A tool result's content is its text, or ``(no output)``.
 
 Blocks a chat-completions server cannot take (unknown types) are left out.
+
+The effort: with ``profile.thinking_toggle`` (DeepSeek) ``off`` → ``thinking: disabled`` and any other
+→ ``thinking: enabled`` + ``reasoning_effort`` (a session title never thinks); otherwise ``off`` →
+``profile.off_effort`` (OpenAI: ``none``) or nothing, any other → ``reasoning_effort`` as given.
 """
 
 from __future__ import annotations
@@ -123,7 +127,10 @@ def serialize_request(
         elif effort is not None:
             body["thinking"] = {"type": "enabled"}
             body["reasoning_effort"] = effort
-    elif effort is not None and effort != "off":
+    elif effort == "off":
+        if profile.off_effort is not None:
+            body["reasoning_effort"] = profile.off_effort
+    elif effort is not None:
         body["reasoning_effort"] = effort
     temperature = request.temperature if request.temperature is not None else defaults.temperature
     if temperature is not None:

@@ -1,0 +1,137 @@
+"""The kernel's agent configuration: ``HostSettings`` and the provider it chooses.
+
+``HostSettings`` is the resolved configuration — the kernel's traitlets (``c.DshKernel.*``), then the
+``DSH_*`` environment variables over them (``settings_from_env``); ``%agent`` commands override both
+at run time. ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
+``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose key is
+present when none is named), else the clearly labelled offline demo model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from dsh_kernel.errors import UsageError
+from dsh_kernel.llm.config import (
+    BUILTIN_PROVIDERS,
+    KeyStore,
+    ProviderConfig,
+    config_from_env,
+    make_provider,
+)
+from dsh_kernel.llm.provider import Provider
+from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
+from dsh_kernel.llm.secrets import KEY_VARIABLES
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSettings:
+    """Resolved configuration (kernel traitlets first, then environment variables)."""
+
+    provider: str = ""
+    model: str = ""
+    base_url: str = ""
+    base_url_provider: str = ""
+    """The provider ``base_url`` was configured for (see the module docstring)."""
+    approval: str = ""
+    approval_timeout: float | None = 300.0
+    headless_approval_timeout: float = 10.0
+    store: str = ""
+    system_prompt: str = ""
+    reasoning: str = ""
+    """The reasoning effort asked for (``""``: the model's default)."""
+
+
+def settings_from_env(base: HostSettings) -> HostSettings:
+    """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
+    ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
+    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``. ``%agent`` overrides both at run time."""
+    env = os.environ
+
+    def pick(current: str, name: str) -> str:
+        return env.get(name, "").strip() or current
+
+    timeout = base.approval_timeout
+    raw = env.get("DSH_APPROVAL_TIMEOUT", "").strip()
+    if raw:
+        try:
+            timeout = float(raw) if raw.lower() not in ("none", "inf", "0") else None
+        except ValueError as exc:
+            raise UsageError(
+                f"DSH_APPROVAL_TIMEOUT={raw!r} is not a number of seconds (or 'none')"
+            ) from exc
+    headless = base.headless_approval_timeout
+    raw = env.get("DSH_HEADLESS_APPROVAL_TIMEOUT", "").strip()
+    if raw:
+        try:
+            headless = float(raw)
+        except ValueError as exc:
+            raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
+    provider = pick(base.provider, "DSH_PROVIDER")
+    model = pick(base.model, "DSH_MODEL")
+    base_url = pick(base.base_url, "DSH_BASE_URL")
+    return HostSettings(
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        base_url_provider=base_url_owner(provider, model) if base_url else "",
+        approval=pick(base.approval, "DSH_APPROVAL"),
+        approval_timeout=timeout,
+        headless_approval_timeout=headless,
+        store=pick(base.store, "DSH_STORE"),
+        system_prompt=base.system_prompt,
+        reasoning=pick(base.reasoning, "DSH_REASONING"),
+    )
+
+
+def notebook_path() -> str | None:
+    """The notebook this kernel serves, as jupyter-server names it (``JPY_SESSION_NAME``); ``None``
+    when the kernel was started without a server (a console, nbclient without the variable)."""
+    return os.environ.get("JPY_SESSION_NAME", "").strip() or None
+
+
+def base_url_owner(provider: str, model: str) -> str:
+    """The provider a base URL configured beside ``provider`` and ``model`` belongs to."""
+    if provider:
+        return provider
+    prefix, sep, rest = model.partition(":")
+    if sep and rest and prefix in BUILTIN_PROVIDERS:
+        return prefix
+    return "openai-compatible"
+
+
+def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, str, str]:
+    """``(provider, model, how it was chosen)``."""
+    if settings.provider == "offline":
+        p = OfflineProvider()
+        return p, settings.model or p.default_model, f"{OFFLINE_LABEL} (DSH_PROVIDER=offline)"
+    # The route comes from ``settings`` alone: the environment's DSH_BASE_URL must not follow a
+    # provider switch to a provider it was not configured for.
+    route = ("DSH_PROVIDER", "DSH_MODEL", "DSH_BASE_URL")
+    env = {k: v for k, v in os.environ.items() if k not in route}
+    if settings.provider:
+        env["DSH_PROVIDER"] = settings.provider
+    if settings.model:
+        env["DSH_MODEL"] = settings.model
+    if settings.base_url:
+        env["DSH_BASE_URL"] = settings.base_url
+    config = config_from_env(env, keys=keys)
+    if config is None:
+        p = OfflineProvider()
+        names = [KEY_VARIABLES[pid] for pid in ("deepseek", "openai", "anthropic")]
+        refused = [
+            f"{n} was refused: it contains {keys.refused(n)}" for n in names if keys.refused(n)
+        ]
+        return (
+            p,
+            p.default_model,
+            f"{OFFLINE_LABEL}: no API key found ({', '.join(names)})"
+            + (f"; {'; '.join(refused)}" if refused else ""),
+        )
+    return make_provider(config, keys=keys), config.model, _describe_config(config, settings)
+
+
+def _describe_config(config: ProviderConfig, settings: HostSettings) -> str:
+    why = "configured" if settings.provider or settings.base_url else f"{config.api_key_env} is set"
+    return f"{config.id} ({config.base_url}, model {config.model}; {why})"
