@@ -8,16 +8,28 @@
     │   └── TemplateError             unknown/empty {{variable}} in a prompt section
     ├── CommandError          a failed ``%agent`` command (one subclass per code, named by it)
     ├── LlmError (failure: LlmFailure)    a provider call failed; the failure carries the stable code
+    ├── AbortedError          (abort.py) an operation stopped by its abort signal; ABORTED
+    ├── StreamGrammarError    (llm/invariants.py) a chunk stream that breaks the grammar; STREAM_GRAMMAR
+    ├── IncompleteBlockError  (llm/assembler.py) a stream that ends inside a block; MALFORMED_RESPONSE
     ├── SessionError          the log refuses something
     │   ├── LosslessJsonError         event data that would not round-trip (names the JSON path)
     │   ├── SurfaceError              a surface op that breaks the surface rules
     │   ├── InvariantError            the structural checker found a violation
+    │   │   └── SessionInvariantError (session/invariants.py) names the violated rule
     │   └── SessionFormatError        a journal we cannot read (unknown version / event type / damage)
     ├── ToolError             raised by tool bodies or the pipeline; becomes an ``Error: …`` result
     │   ├── ToolArgsError             INVALID_ARGS
     │   ├── ToolOutputError           INVALID_TOOL_OUTPUT
-    │   └── ToolSchemaError           a tool declared with a schema we cannot enforce
+    │   ├── ToolSchemaError           a tool declared with a schema we cannot enforce
+    │   └── CodeRunFailedError        (runtime/tools.py) the ``python`` tool's code raised
     └── StoreError            the journal or database failed
+        ├── QueryError                (store/query.py) a SQL query refused or failed; SQL_* codes
+        └── DatabaseBusy              (store/db.py) another process holds the database; DB_BUSY
+
+Classes defined elsewhere are named with their module. ``kernel.prompt.PromptError`` (a ``$`x``` or
+``&`f``` that cannot be expanded) is a ``ValueError`` of the kernel's own, reported as
+``INVALID_PROMPT``.
+The advice a person is given for each code is in ``dsh_kernel.failures``, and only there.
 
 Exceptions become results in exactly one place per boundary: the tool pipeline (tool errors become
 ``tool/result`` content), the agent turn (errors become ``turn/end{error}``), and the kernel's execute

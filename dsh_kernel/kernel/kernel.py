@@ -38,9 +38,9 @@ from traitlets import Enum, Float, Unicode
 from dsh_kernel import __version__
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.errors import DshError
+from dsh_kernel.failures import describe_failure
 from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
-from dsh_kernel.kernel.hints import describe_failure
 
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.

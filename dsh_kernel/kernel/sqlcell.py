@@ -20,9 +20,9 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.errors import StoreError
+from dsh_kernel.failures import describe_failure
 from dsh_kernel.kernel._ipy import display_object, user_namespace
 from dsh_kernel.kernel.cells import Cell
-from dsh_kernel.kernel.hints import describe_failure
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.kernel import DshKernel

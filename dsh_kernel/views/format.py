@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, TypeAlias, assert_never
 
+from dsh_kernel.failures import advice_sentence
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo, TextBlock
 from dsh_kernel.tools.presentation import (
@@ -206,28 +207,6 @@ def footer_parts(
 
 # --- how a turn ended ----------------------------------------------------------------------------
 
-ERROR_HINTS: Final[dict[str, str]] = {
-    "AUTH": "The provider rejected the API key. Set a valid key in the provider's environment "
-    "variable, or run `%agent key <provider>` to enter one for this kernel.",
-    "MISSING_CREDENTIAL": "No API key is configured for this provider. Set its environment "
-    "variable, or run `%agent key <provider>`.",
-    "INVALID_CREDENTIAL": "The configured API key is malformed. Check the provider's environment "
-    "variable, or run `%agent key <provider>`.",
-    "QUOTA": "The account is out of credit or over its quota. Check billing with the provider.",
-    "RATE_LIMIT": "The provider is rate-limiting requests. Wait a little and run the cell again.",
-    "CONTEXT_WINDOW_EXCEEDED": "The conversation no longer fits the model's context window. "
-    "Start a new session with `%agent new`, or switch to a model with a larger window.",
-    "INVALID_REQUEST": "The provider refused the request. Check `%agent model` and the settings.",
-    "SERVER": "The provider had a server error. Run the cell again in a moment.",
-    "TRANSPORT": "The provider could not be reached. Check the network and the base URL.",
-    "TIMEOUT": "The provider did not answer in time. Run the cell again.",
-    "STREAM_CLOSED": "The provider closed the stream early. Run the cell again.",
-    "MALFORMED_RESPONSE": "The provider sent something this kernel could not read.",
-    "EMPTY_RESPONSE": "The model sent an empty answer. Run the cell again or rephrase.",
-    "UNSUPPORTED_REASONING_EFFORT": "This model does not support that reasoning effort.",
-    "NO_ADAPTER": "No provider is configured under that name. See `%agent provider`.",
-}
-
 
 def end_notice(model: TurnModel) -> EndNotice | None:
     """What to tell the user about how the turn ended; ``None`` for a normal completion."""
@@ -240,8 +219,7 @@ def end_notice(model: TurnModel) -> EndNotice | None:
             code = err.code if err is not None else "UNKNOWN"
             message = err.message if err is not None else "the turn failed"
             message = message.removeprefix(f"{code}: ")  # the code shows once
-            hint = ERROR_HINTS.get(code, "Run the cell again; `%agent status` shows the setup.")
-            return EndNotice(level="error", title=f"{code}: {message}", hint=hint)
+            return EndNotice(level="error", title=f"{code}: {message}", hint=advice_sentence(code))
         case "aborted":
             cause = reason.get("reason")
             kind = cause.get("kind") if isinstance(cause, dict) else None
