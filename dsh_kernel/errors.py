@@ -46,12 +46,9 @@ as in IPython.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from dsh_kernel.jsonvalue import JsonValue
-
-if TYPE_CHECKING:
-    from dsh_kernel.llm.types import LlmFailure
 
 
 class DshError(Exception):
@@ -106,6 +103,27 @@ def command_error(code: str, message: str) -> CommandError:
         cls = type(code, (CommandError,), {"code": code, "__module__": __name__})
         _command_errors[code] = cls
     return cls(message)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LlmFailure:
+    """A normalised model-call failure. Route on ``code`` (``llm.types.LLM_FAILURE_CODES``);
+    ``message`` is for people. Defined here, below every layer, so that ``LlmError`` can carry it;
+    ``dsh_kernel.llm.types`` re-exports it."""
+
+    message: str
+    code: str
+    status: int | None = None
+    provider_retry_after_ms: int | None = None
+    request_id: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.message:
+            raise ValueError("LlmFailure.message must be non-empty")
+        if self.status is not None and not 100 <= self.status <= 599:
+            raise ValueError(f"LlmFailure.status out of range: {self.status}")
+        if self.provider_retry_after_ms is not None and self.provider_retry_after_ms <= 0:
+            raise ValueError("LlmFailure.provider_retry_after_ms must be positive")
 
 
 class LlmError(DshError):

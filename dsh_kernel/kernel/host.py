@@ -60,9 +60,10 @@ from dsh_kernel.llm.config import (
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session, wall_clock_ms
+from dsh_kernel.store.ingest import read_prices
 from dsh_kernel.store.journal import JournalWriter, attach_journal
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.prices import UserPrice, priced, read_prices
+from dsh_kernel.store.prices import UserPrice, priced
 from dsh_kernel.store.prices import generation as price_generation
 from dsh_kernel.store.sql_tool import sql_tool
 from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy, ApprovalRequest

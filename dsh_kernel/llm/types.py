@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
+from dsh_kernel.errors import LlmFailure
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 
@@ -185,25 +186,6 @@ LLM_FAILURE_CODES: frozenset[str] = frozenset(
     }
 )
 """The stable codes. ``HTTP_<status>`` and an upper-cased unknown finish reason are also valid."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LlmFailure:
-    """A normalised model-call failure. Route on ``code``; ``message`` is for people."""
-
-    message: str
-    code: str
-    status: int | None = None
-    provider_retry_after_ms: int | None = None
-    request_id: str | None = None
-
-    def __post_init__(self) -> None:
-        if not self.message:
-            raise ValueError("LlmFailure.message must be non-empty")
-        if self.status is not None and not 100 <= self.status <= 599:
-            raise ValueError(f"LlmFailure.status out of range: {self.status}")
-        if self.provider_retry_after_ms is not None and self.provider_retry_after_ms <= 0:
-            raise ValueError("LlmFailure.provider_retry_after_ms must be positive")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -74,6 +74,7 @@ from dsh_kernel.store.ingest_plan import (
 )
 from dsh_kernel.store.journal import repair_orphan, writer_gone
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.prices import UserPrice, bump
 
 __all__ = ["MAX_BATCH_BYTES", "IngestReport", "JournalIssue", "ingest", "ingest_into", "set_price"]
 
@@ -433,8 +434,6 @@ def set_price(
 ) -> None:
     """Record (or replace) a model's prices per million tokens; ``usage.cost``, the footer and
     ``%agent cost`` use them in place of the catalogue's list price (``0, 0`` is a real price)."""
-    from dsh_kernel.store.prices import bump
-
     with open_db(store, read_only=False, timeout_s=timeout_s) as con:
         con.execute(
             "INSERT OR REPLACE INTO prices VALUES (?, ?, ?, ?, ?, ?)",
@@ -448,3 +447,24 @@ def set_price(
             ],
         )
     bump()
+
+
+def read_prices(store: Store, *, timeout_s: float = 2.0) -> dict[tuple[str, str], UserPrice]:
+    """Every ``prices`` row (what ``set_price`` wrote) by ``(provider, model)``; empty when the
+    database does not exist yet."""
+    if not store.db_path.exists():
+        return {}
+    with open_db(store, read_only=True, timeout_s=timeout_s) as con:
+        rows = con.execute(
+            "SELECT provider, model, input_per_mtok, cached_input_per_mtok, "
+            "cache_write_per_mtok, output_per_mtok FROM prices"
+        ).fetchall()
+    return {
+        (str(r[0]), str(r[1])): UserPrice(
+            input_per_mtok=r[2],
+            cached_input_per_mtok=r[3],
+            cache_write_per_mtok=r[4],
+            output_per_mtok=r[5],
+        )
+        for r in rows
+    }

@@ -1,9 +1,10 @@
-"""Prices the user set (``set_price``), read back for the footer and ``%agent cost``.
+"""Prices the user set (``set_price``), laid over the catalogue for the footer and ``%agent cost``.
 
 ``set_price`` (``dsh_kernel.store.ingest``) writes a row of the ``prices`` table and bumps
 ``generation()``, so a process that caches the table (the kernel host) re-reads it only after a
 change made in this process; a price set from another process is seen at the next kernel start.
-``read_prices`` returns every row; ``refresh_list_prices`` keeps the ``list_prices`` table (SQL's
+``read_prices`` (beside ``set_price``, so this module needs no database connection of its own)
+returns every row; ``refresh_list_prices`` keeps the ``list_prices`` table (SQL's
 view of the catalogue, ``usage.cost`` falls back to it) equal to ``dsh_kernel.llm.catalogue``; ``priced`` lays one over a ``ModelInfo``: a user's price wins
 (every field, ``None`` cache prices meaning the input price, as in SQL), then the catalogue's list
 price, else the price is unknown.
@@ -17,7 +18,6 @@ import duckdb
 
 from dsh_kernel.llm.catalogue import CATALOGUE
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.store.layout import Store
 
 _generation = 0
 
@@ -40,28 +40,6 @@ def generation() -> int:
 def bump() -> None:
     global _generation
     _generation += 1
-
-
-def read_prices(store: Store, *, timeout_s: float = 2.0) -> dict[tuple[str, str], UserPrice]:
-    """Every ``prices`` row by ``(provider, model)``; empty when the database does not exist yet."""
-    from dsh_kernel.store.db import open_db  # db imports this module
-
-    if not store.db_path.exists():
-        return {}
-    with open_db(store, read_only=True, timeout_s=timeout_s) as con:
-        rows = con.execute(
-            "SELECT provider, model, input_per_mtok, cached_input_per_mtok, "
-            "cache_write_per_mtok, output_per_mtok FROM prices"
-        ).fetchall()
-    return {
-        (str(r[0]), str(r[1])): UserPrice(
-            input_per_mtok=r[2],
-            cached_input_per_mtok=r[3],
-            cache_write_per_mtok=r[4],
-            output_per_mtok=r[5],
-        )
-        for r in rows
-    }
 
 
 def priced(info: ModelInfo, price: UserPrice | None) -> ModelInfo:

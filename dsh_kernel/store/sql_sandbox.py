@@ -64,6 +64,7 @@ from dsh_kernel.errors import StoreError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import Confinement, Prepared, QueryError, QueryResult, Row, answer
+from dsh_kernel.store.sql_readonly import check_read_only
 from dsh_kernel.textcap import cap_text
 
 MAX_PARALLEL: Final = 2
@@ -318,8 +319,6 @@ def _bound_address_space(extra_mb: int) -> Callable[[duckdb.DuckDBPyConnection],
 
 
 def _child_query(request: JsonObject) -> QueryResult:
-    from dsh_kernel.store.sql_tool import check_read_only  # the tool's module imports this one
-
     sql = str(request["sql"])
     check_read_only(sql)  # the parent checked; a second look costs nothing
     given = cast("dict[str, int | float]", request["limits"])

@@ -4,7 +4,7 @@
 
 Guarantees, each enforced twice where it can be:
 
-* **one read-only statement**: the SQL is split with DuckDB's own parser (``extract_statements``) and
+* **one read-only statement** (``dsh_kernel.store.sql_readonly``): the SQL is split with DuckDB's own parser (``extract_statements``) and
   refused (``SQL_REFUSED``, one line saying why) unless it is exactly one ``SELECT`` (``WITH``,
   ``FROM``-first, ``VALUES``, ``SHOW``, ``DESCRIBE``, ``SUMMARIZE`` parse as ``SELECT``) or an
   ``EXPLAIN [ANALYZE] [(options)]`` of exactly one ``SELECT`` — ``EXPLAIN ANALYZE`` *runs* the statement
@@ -34,133 +34,23 @@ import asyncio
 import threading
 from collections.abc import Callable, Sequence
 
-import duckdb
-
 from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.store.journal import JournalWriter
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import QueryError, QueryResult, prepare
+from dsh_kernel.store.sql_readonly import check_read_only
 from dsh_kernel.store.sql_sandbox import DEFAULT_LIMITS, SandboxLimits, json_cell, run_confined
-from dsh_kernel.textcap import cap_echo
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
 
 DEFAULT_ROWS = 100
 MAX_ROWS = 1_000
-MAX_SQL_CHARS = 100_000
 DEFAULT_TIMEOUT_S = 5.0
 _TEXT_BUDGET = 20_000
-_READS = "only SELECT, WITH, SHOW, DESCRIBE, SUMMARIZE and EXPLAIN [ANALYZE] of a SELECT"
 
 to_json_cell = json_cell
 """A query cell as JSON (kept under its old name)."""
-
-
-def _refuse(why: str) -> QueryError:
-    return QueryError(f"the sql tool is read-only: {why} ({_READS})", code="SQL_REFUSED")
-
-
-def _kind(statement: duckdb.Statement) -> duckdb.StatementType | None:
-    """The statement's type, or ``None`` for one the Python enum cannot name."""
-    try:
-        return statement.type
-    except ValueError:  # e.g. UPDATE EXTENSIONS: "29 is not a valid StatementType"
-        return None
-
-
-def _tokens(sql: str) -> list[tuple[str, bool]]:
-    """DuckDB's tokens of ``sql`` as (text, is-keyword), comments dropped (positions are bytes)."""
-    raw = sql.encode()
-    found = duckdb.tokenize(sql)
-    out: list[tuple[str, bool]] = []
-    for i, (pos, kind) in enumerate(found):
-        if kind == duckdb.token_type.comment:
-            continue
-        end = found[i + 1][0] if i + 1 < len(found) else len(raw)
-        out.append(
-            (raw[pos:end].decode("utf-8", "replace").strip(), kind == duckdb.token_type.keyword)
-        )
-    return out
-
-
-def _name(sql: str) -> str:
-    """What to call a refused statement: its type, else its leading keywords (``UPDATE EXTENSIONS``)."""
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error:
-        statements = []
-    kind = _kind(statements[0]) if len(statements) == 1 else None
-    if kind is not None:
-        return str(kind).rsplit(".", 1)[-1]
-    words: list[str] = []
-    for text, keyword in _tokens(sql)[:3]:
-        if not keyword:
-            break
-        words.append(text.upper())
-    return cap_echo(" ".join(words), 40) or "this"
-
-
-def _explained(sql: str) -> str | None:
-    """What ``EXPLAIN [ANALYZE] [(options)]`` wraps, or ``None`` if that cannot be told."""
-    raw = sql.encode()  # token positions are byte offsets
-    found = duckdb.tokenize(sql)
-    starts = [p for p, kind in found if kind != duckdb.token_type.comment]
-    texts = [t.upper() for t, _ in _tokens(sql)]
-    if not texts or texts[0] != "EXPLAIN":
-        return None
-    i = 1
-    if i < len(texts) and texts[i] in ("ANALYZE", "ANALYSE"):
-        i += 1
-    if i >= len(texts):
-        return None
-    rest = raw[starts[i] :].decode("utf-8", "replace")
-    if _single_select(rest) or texts[i] != "(":
-        return rest
-    depth = 0
-    for j in range(i, len(texts)):  # skip the "(FORMAT json, …)" option list
-        depth += texts[j].count("(") - texts[j].count(")")
-        if depth <= 0:
-            return raw[starts[j + 1] :].decode("utf-8", "replace") if j + 1 < len(texts) else None
-    return None
-
-
-def _single_select(sql: str) -> bool:
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error:
-        return False
-    return len(statements) == 1 and _kind(statements[0]) == duckdb.StatementType.SELECT
-
-
-def check_read_only(sql: str) -> None:
-    """Refuse anything but exactly one read (see the module docstring) with a one-line
-    ``QueryError`` (``SQL_REFUSED``; ``SQL_SYNTAX`` for SQL DuckDB cannot parse)."""
-    if len(sql) > MAX_SQL_CHARS:
-        raise QueryError(
-            f"the sql tool takes at most {MAX_SQL_CHARS:,} characters of SQL; got {len(sql):,}",
-            code="SQL_REFUSED",
-        )
-    try:
-        statements = duckdb.extract_statements(sql)
-    except duckdb.Error as exc:
-        raise QueryError(str(exc), code="SQL_SYNTAX") from exc
-    if len(statements) != 1:
-        raise QueryError(
-            f"the sql tool runs exactly one statement; got {len(statements)}", code="SQL_REFUSED"
-        )
-    kind = _kind(statements[0])
-    if kind == duckdb.StatementType.EXPLAIN:
-        inner = _explained(sql)
-        if inner is None:
-            raise _refuse("this EXPLAIN is not allowed: write EXPLAIN [ANALYZE] SELECT …")
-        if not _single_select(inner):
-            raise _refuse(
-                f"EXPLAIN may only wrap a SELECT (EXPLAIN ANALYZE runs what it wraps), and "
-                f"{_name(inner)} statements are not allowed"
-            )
-    elif kind != duckdb.StatementType.SELECT:
-        raise _refuse(f"{_name(sql)} statements are not allowed")
 
 
 def safe_query(

@@ -2,8 +2,9 @@
 execution pipeline, the step scheduler, the caps on what a result carries back (``bounds``) and
 presentation views.
 
-This package sits below the agent: it never imports ``dsh_kernel.session`` or ``dsh_kernel.agent``.
-The agent wires the log in through callbacks (``ApprovalRecorder``, ``run_tool_calls``'s
+This package sits above ``dsh_kernel.session`` (the pipeline copies tool output through its
+lossless-JSON gate, ``session.codec.lossless_copy``) and below the agent: it never imports
+``dsh_kernel.agent``, and never writes to a log. The agent wires the log in through callbacks (``ApprovalRecorder``, ``run_tool_calls``'s
 ``on_start``/``on_result``).
 """
 

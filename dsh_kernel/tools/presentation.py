@@ -19,14 +19,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, TypeAlias, TypeVar, assert_never
+from typing import Literal, Protocol, TypeAlias, TypeVar, assert_never
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import parse_tool_arguments
 from dsh_kernel.llm.types import ContentBlock, TextBlock
-
-if TYPE_CHECKING:
-    from dsh_kernel.tools.types import ToolDefinition
 
 _log = logging.getLogger(__name__)
 
@@ -515,7 +512,20 @@ def _safely(fn: Callable[[], _T | None], what: str, name: str) -> _T | None:
         return None
 
 
-def call_view(defn: ToolDefinition | None, name: str, raw_args: str) -> ToolCallView:
+class Presented(Protocol):
+    """What ``call_view``/``result_view`` read of a tool: its presenters (a ``ToolDefinition`` is
+    one; typed structurally so that this module need not import ``tools.types``, which imports it)."""
+
+    @property
+    def present_call(self) -> Callable[[JsonObject], ToolCallView | None] | None: ...
+
+    @property
+    def present_result(
+        self,
+    ) -> Callable[[JsonObject, ToolResultInfo], ToolResultView | None] | None: ...
+
+
+def call_view(defn: Presented | None, name: str, raw_args: str) -> ToolCallView:
     """The pending card for a call, from its logged name and raw argument text."""
     args = _parse_raw(raw_args)
     presenter = defn.present_call if defn is not None else None
@@ -528,7 +538,7 @@ def call_view(defn: ToolDefinition | None, name: str, raw_args: str) -> ToolCall
 
 
 def result_view(
-    defn: ToolDefinition | None, name: str, raw_args: str, info: ToolResultInfo
+    defn: Presented | None, name: str, raw_args: str, info: ToolResultInfo
 ) -> ToolResultView:
     """The completed card; falls back to the pending title plus the raw result text."""
     args = _parse_raw(raw_args)

@@ -22,7 +22,8 @@ from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.usage import UsageTotals
 from dsh_kernel.store import Store, set_price
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.prices import UserPrice, list_rows, priced, read_prices
+from dsh_kernel.store.ingest import read_prices
+from dsh_kernel.store.prices import UserPrice, list_rows, priced
 from dsh_kernel.views.format import footer_parts
 from dsh_kernel.views.model import TurnModel, UsageSummary
 
