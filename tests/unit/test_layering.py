@@ -1,0 +1,111 @@
+"""The layering, pinned: every import in ``dsh_kernel`` points down the order the README draws.
+
+Read from the source with ``ast``, so lazy imports (inside functions) and ``TYPE_CHECKING`` imports
+count like any other: a type-only import is still a dependency a reader and pyright must follow, and
+hiding an upward arrow behind ``TYPE_CHECKING`` is how circles start. A module may import its own
+package and any lower layer; two packages of one layer never import each other.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2] / "dsh_kernel"
+
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("jsonvalue",),
+    ("ids", "textcap"),
+    ("errors",),
+    ("abort", "failures"),
+    ("llm",),
+    ("session",),
+    ("tools",),
+    ("runtime", "agent"),
+    ("store", "views"),
+    ("kernel",),
+    ("testing", "__init__", "__main__"),
+)
+"""Lowest first: the root modules (``errors``, ``ids``, ``jsonvalue``, ``textcap``, ``abort``,
+``failures``), then the packages, then what sits on top (the public fakes, the package's lazy
+re-exports of ``Agent``/``tool``, ``python -m dsh_kernel``)."""
+
+LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
+
+
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__" and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _unit(module: str) -> str:
+    """``dsh_kernel.llm.types`` → ``llm``; ``dsh_kernel.errors`` → ``errors``; the root → ``__init__``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+MODULES = {_module(p): p for p in ROOT.rglob("*.py")}
+
+
+def _imports(path: Path) -> Iterator[tuple[str, int]]:
+    """``(imported dsh_kernel module, line)`` for every import in ``path``, at any depth."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            if node.module == "dsh_kernel" or node.module.startswith("dsh_kernel."):
+                found = [f"{node.module}.{a.name}" for a in node.names]
+                subs = [m for m in found if m in MODULES]
+                for m in subs or [node.module]:
+                    yield m, node.lineno
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("dsh_kernel"):
+                    yield alias.name, node.lineno
+
+
+def test_every_unit_has_a_layer() -> None:
+    assert {_unit(m) for m in MODULES} == set(LEVEL)
+
+
+def test_imports_point_down_the_layers() -> None:
+    wrong: list[str] = []
+    for module, path in sorted(MODULES.items()):
+        src = _unit(module)
+        for target, line in _imports(path):
+            dst = _unit(target)
+            if dst == src or (dst == "__init__" and target == "dsh_kernel" and src != "__init__"):
+                # the root package only for ``__version__``; itself imports nothing at the top
+                continue
+            if LEVEL[dst] >= LEVEL[src]:
+                wrong.append(f"{path.relative_to(ROOT.parent)}:{line} {module} -> {target}")
+    assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+JUPYTER_ALLOWED = {
+    "ipykernel": {"kernel", "__main__"},  # __main__ starts the kernel app
+    "jupyter_client": {"kernel"},
+    # runtime formats a code run's values as IPython would, with a repr fallback without it
+    "IPython": {"kernel", "runtime"},
+    "ipywidgets": {"views", "kernel"},
+}
+
+
+def test_jupyter_is_imported_only_where_the_architecture_says() -> None:
+    wrong: list[str] = []
+    for module, path in MODULES.items():
+        unit = _unit(module)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for name in names:
+                allowed = JUPYTER_ALLOWED.get(name.split(".")[0])
+                if allowed is not None and unit not in allowed:
+                    wrong.append(f"{module} imports {name}")
+    assert not wrong, wrong
