@@ -6,18 +6,20 @@ our rules as its options:
 
 * ``html=False``: raw HTML in the input is text (escaped), never markup;
 * tables and strikethrough on (off in its ``commonmark`` preset; ``~~…~~`` is written ``<del>``, as
-  GFM does), typographer and linkify off;
+  GFM does), typographer off, and linkify off: a bare ``https://…`` stays text (making it a link
+  needs linkify-it-py, one more dependency; ``[text](url)`` and ``<url>`` are links);
 * ``validateLink`` is our allowlist: ``http``, ``https``, ``mailto``, in-page anchors, relative
-  paths, and ``data:image/(png|jpeg|gif|webp);base64`` (markdown-it's own rule for data URIs). A
-  link or image whose URL fails is not made: its Markdown source stays as text;
+  paths, and ``data:image/(png|jpeg|gif|webp);base64`` (markdown-it's own rule for data URIs; the
+  hook cannot tell a link from an image, so such a URL is allowed for both — the old renderer
+  allowed it for images only). A link or image whose URL fails is not made: its source stays text;
 * math (``$…$``, ``$$…$$``, ``\\(…\\)``, ``\\[…\\]``) is one inline rule that copies the source
   through as text (escaped, not parsed as emphasis or escapes), so the page's MathJax can typeset it.
   Where a formula ends is decided by ``close_math``, the scanner ``safe_markdown`` uses too.
 
 Code blocks (fenced and indented) are drawn by one render rule of ours, so the saved rendering can
-give their ``<pre>`` its look (``pre_attrs``). Everything that reaches the output is escaped by markdown-it's renderer (``&``, ``<``, ``>``,
-``"``); attributes are always double-quoted. The parser is built on first use: importing this
-module costs nothing at kernel start.
+give them their look (``pre_attrs``, ``code_style``). Everything that reaches the output is escaped
+by markdown-it's renderer (``&``, ``<``, ``>``, ``"``); attributes are always double-quoted. The
+parser is built on first use: importing this module costs nothing at kernel start.
 """
 
 from __future__ import annotations

@@ -198,6 +198,26 @@ def test_html_in_markdown_is_shown_as_text_and_bad_urls_dropped() -> None:
     check_html(html)
 
 
+def test_math_is_copied_through_for_mathjax() -> None:
+    html = markdown_to_html("$a*b*c$ and $$x_1 * y_2$$ and \\(p_1 * q_2\\) and \\[r<s\\] but *em*")
+    assert html == (
+        "<p>$a*b*c$ and $$x_1 * y_2$$ and \\(p_1 * q_2\\) and \\[r&lt;s\\] but <em>em</em></p>"
+    )
+
+
+def test_code_blocks_take_the_callers_look() -> None:
+    html = markdown_to_html(
+        "```sql\n%%sql\nSELECT 1 < 2\n```\n\n    indented",
+        pre_attrs=' class="dsh-code"',
+        code_style='background: "x"',
+    )
+    assert html == (
+        '<pre class="dsh-code"><code class="language-sql" style="background: &quot;x&quot;">'
+        "%%sql\nSELECT 1 &lt; 2\n</code></pre>\n"
+        '<pre class="dsh-code"><code style="background: &quot;x&quot;">indented\n</code></pre>'
+    )
+
+
 @settings(max_examples=300)
 @given(NASTY)
 def test_html_output_only_has_safe_tags(text: str) -> None:
