@@ -20,8 +20,8 @@ block, whose content every CommonMark renderer escapes.
 Where this guesses a construct differently from the renderer, the rules are arranged so that the
 guess can only change how something looks (a literal ``\\lt`` or ``&lt;``), not let a tag through.
 
-``markdown_to_html`` (the static HTML rendering) is in ``views.markdown_html``; it shares the
-scanners below. ``split_segments`` cuts a streaming answer into independently rendered pieces.
+``markdown_to_html`` (the static HTML rendering, markdown-it-py configured) is in
+``views.markdown_html``; it shares ``close_math`` with this module. ``split_segments`` cuts a streaming answer into independently rendered pieces.
 
 ``fence(text, lang)`` wraps any text in a fenced block that its content cannot close.
 """
@@ -33,7 +33,6 @@ import itertools
 import re
 
 FENCE_OPEN = re.compile(r"^(`{3,}|~{3,})(.*)$")
-ESCAPABLE = set("\\`*_{}[]()#+-.!|~$<>\"'&:;=/?@^%,")
 
 
 def escape(text: str) -> str:

@@ -1,19 +1,27 @@
 """The static rendering of a turn: what a saved notebook shows with no kernel.
 
 A finished chat cell leaves ``{"text/markdown": render_markdown(m), "text/html": render_html(m)}``
-beside its widgets, so nbconvert (HTML first), GitHub and nbviewer show the conversation: the answer
-as Markdown, reasoning folded in a ``<details>`` block with its length, one ``<details>`` per tool
-call (status line; arguments as a fenced code block, Python highlighted; result text, or the rich
-outputs' images inline as data URIs when under ``MAX_INLINE_IMAGE`` and their ``text/plain``
-otherwise), steering messages, retry notices, how the turn ended (error code and what to do) and
-the footer line.
+in place of its widgets, so JupyterLab (without the kernel), nbconvert (HTML first), GitHub and
+nbviewer show the conversation. Both say the same: the answer as Markdown, reasoning folded in a
+``<details>`` block with its length, each tool call's status and duration, its arguments (fenced,
+Python highlighted where Markdown is rendered) and result text, or the rich outputs' images inline
+as data URIs when under ``MAX_INLINE_IMAGE`` and their ``text/plain`` otherwise; steering messages,
+retry notices, how the turn ended (error code and what to do) and the footer line.
+
+The HTML draws what the live view draws, with its classes: a ``dsh-card`` per call with the
+header line (icon, title, tool name, a ``dsh-pill dsh-status-<status>`` badge, the duration) over a
+``Details`` fold, open where the live one opens by itself (an approval was asked, or rich outputs);
+code blocks — arguments, results, the fences in model text such as a suggested ``%%sql`` query — as
+``<pre class="dsh-code"><code class="language-…">``. The look is written inline
+(``views.static_style``: JupyterLab's sanitiser removes ``<style>`` from untrusted notebooks).
 
 Both renderings are pure functions of a ``TurnModel`` (``fold_turn(turn_events(log, n))``) plus the
 optional tool lookup, model info and session id. Model text never becomes markup: the Markdown
 rendering passes it through ``safe_markdown`` (no raw HTML tag survives) and the HTML rendering
-through ``markdown_to_html`` (every character escaped). Raw ``text/html`` from tool outputs is not
-embedded in either (it would be arbitrary markup in a document that is no longer sandboxed by the
-live ``Output`` widget): its ``text/plain`` fallback is shown instead.
+through ``markdown_to_html`` (markdown-it-py with raw HTML off: every character escaped). Raw
+``text/html`` from tool outputs is not embedded in either (it would be arbitrary markup in a
+document that is no longer sandboxed by the live ``Output`` widget): its ``text/plain`` fallback is
+shown instead.
 
 Everything else that came from a tool is escaped too: names, titles and labels as text; arguments
 and result text inside fences their content cannot close; an image only as a data URI of one of
@@ -53,9 +61,11 @@ from dsh_kernel.views.model import (
     ReasoningItem,
     SteerItem,
     TextItem,
+    ToolCardModel,
     ToolItem,
     TurnModel,
 )
+from dsh_kernel.views.static_style import attrs, style
 
 __all__ = [
     "MAX_INLINE_IMAGE",
@@ -77,9 +87,9 @@ _BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 def _reasoning_title(item: ReasoningItem) -> str:
-    if item.redacted and not item.text:
-        return "Reasoning (redacted)"
-    return f"Reasoning ({tokens(len(item.text))} chars)"
+    """As the live view's fold title (``turn._ReasoningBlock``)."""
+    title = "Reasoning (redacted)" if item.redacted and not item.text else "Reasoning"
+    return f"{title} · {tokens(len(item.text))} chars"
 
 
 def _image(output: JsonObject) -> tuple[str, str | None] | None:
@@ -223,6 +233,10 @@ def render_markdown(
 
 
 # --- HTML --------------------------------------------------------------------------------------------
+# The live view's structure and classes, styled inline (``views.static_style`` says why inline).
+
+_PRE: Final = attrs("dsh-code")
+_CODE: Final = style("dsh-code-text")
 
 
 def _html_output(output: JsonObject) -> str:
@@ -237,23 +251,42 @@ def _html_output(output: JsonObject) -> str:
             f"<p><em>({escape(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)</em></p>"
         )
     text = _capped(_plain(output))
-    return f"<pre>{escape(text)}</pre>" if text else ""
+    return f'<pre{_PRE}><code style="{_CODE}">{escape(text)}</code></pre>' if text else ""
 
 
-def _html_card(view: CardView) -> str:
-    status = " · ".join(p for p in (view.status, view.duration) if p)
-    name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
+def _html_head(view: CardView, status_key: str) -> str:
+    """The card's header line, as the live ``tool_card.header_html`` draws it."""
+    name = (
+        f"<span{attrs('dsh-card-name')}>{escape(view.name)}</span>"
+        if view.name != view.title
+        else ""
+    )
+    dur = f"<span{attrs('dsh-dur')}>{escape(view.duration)}</span>" if view.duration else ""
+    pill = attrs("dsh-pill", f"dsh-status-{status_key}")
+    return (
+        f'<div{attrs("dsh-card-head")}><span class="dsh-icon">{view.icon}</span>'
+        f"<span{attrs('dsh-card-title')}>{escape(view.title)}</span>{name}"
+        f"<span{pill}>{escape(view.status)}</span>{dur}</div>"
+    )
+
+
+def _html_card(card: ToolCardModel, view: CardView) -> str:
     body: list[str] = []
     for s, text in _sections(view):
         if s.label:
-            body.append(f"<p><strong>{escape(s.label)}</strong></p>")
+            body.append(f"<div{attrs('dsh-label')}>{escape(s.label)}</div>")
         cls = f' class="language-{escape(s.lang)}"' if s.lang else ""
-        body.append(f"<pre><code{cls}>{escape(text)}</code></pre>")
+        body.append(f'<pre{_PRE}><code{cls} style="{_CODE}">{escape(text)}</code></pre>')
     body += [r for r in (_html_output(o) for o in view.outputs) if r]
-    return (
-        f'<details class="dsh-card"><summary>{view.icon} <strong>{escape(view.title)}</strong>'
-        f"{name} — {escape(status)}</summary>\n" + "\n".join(body) + "\n</details>"
+    # Open when the live card's Details opens by itself: an approval was asked, or rich outputs.
+    opened = " open" if card.approval_id is not None or view.outputs else ""
+    details = (
+        f"<details{attrs('dsh-details')}{opened}><summary{attrs('dsh-details-title')}>Details"
+        "</summary>\n" + "\n".join(body) + "\n</details>"
+        if body
+        else ""
     )
+    return f"<div{attrs('dsh-card')}>\n{_html_head(view, card.status)}\n{details}\n</div>"
 
 
 def render_html(
@@ -271,32 +304,35 @@ def render_html(
         match item:
             case ReasoningItem():
                 blocks.append(
-                    f"<details><summary>💭 {escape(_reasoning_title(item))}</summary>\n"
-                    f"{markdown_to_html(item.text)}\n</details>"
+                    f"<details{attrs('dsh-reasoning')}><summary{attrs('dsh-details-title')}>💭 "
+                    f"{escape(_reasoning_title(item))}</summary>\n"
+                    f"{markdown_to_html(item.text, pre_attrs=_PRE, code_style=_CODE)}\n</details>"
                 )
             case TextItem():
                 if item.text:
-                    blocks.append(markdown_to_html(item.text))
+                    blocks.append(markdown_to_html(item.text, pre_attrs=_PRE, code_style=_CODE))
             case ToolItem():
                 defn = lookup(tools, item.card.name)
-                blocks.append(_html_card(card_view(item.card, defn)))
+                blocks.append(_html_card(item.card, card_view(item.card, defn)))
             case SteerItem():
                 blocks.append(
-                    f"<blockquote>↳ <strong>You:</strong> {escape(item.text)}</blockquote>"
+                    f"<div{attrs('dsh-steer')}>↳ <strong>You:</strong> {escape(item.text)}</div>"
                 )
             case NoticeItem():
-                blocks.append(f"<p><em>⚠️ {escape(item.text)}</em></p>")
+                blocks.append(f"<div{attrs('dsh-notice')}>⚠️ {escape(item.text)}</div>")
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
-        hint = markdown_to_html(notice.hint) if notice.hint else ""
+        hint = (
+            markdown_to_html(notice.hint, pre_attrs=_PRE, code_style=_CODE) if notice.hint else ""
+        )
         blocks.append(
-            f'<div class="dsh-end dsh-{escape(notice.level)}"><p>{icon} '
+            f"<div{attrs('dsh-end', f'dsh-{notice.level}')}><p>{icon} "
             f"<strong>{escape(notice.title)}</strong></p>{hint}</div>"
         )
     footer = footer_parts(model, session_id=session_id, info=model_info)
     if footer:
-        blocks.append(f"<p><small>{escape(' · '.join(footer))}</small></p>")
+        blocks.append(f"<div{attrs('dsh-footer')}>{escape(' · '.join(footer))}</div>")
     return '<div class="dsh-turn-static">\n' + "\n".join(blocks) + "\n</div>"
 
 

@@ -122,6 +122,37 @@ class TagCollector(HTMLParser):
         self.tags.append((tag, attrs))
 
 
+class DomEvents(HTMLParser):
+    """An HTML string as the DOM it builds: start/end tags with their attributes (a ``style``
+    without its spaces) and the text nodes, whitespace at their edges dropped — two serialisations
+    of one DOM (newlines between blocks, ``text-align: center`` or ``text-align:center``) compare
+    equal."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.events: list[tuple[str, ...]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        norm = sorted(
+            (k, (v or "").replace(" ", "") if k == "style" else (v or "")) for k, v in attrs
+        )
+        self.events.append(("start", tag, *(f"{k}={v}" for k, v in norm)))
+
+    def handle_endtag(self, tag: str) -> None:
+        self.events.append(("end", tag))
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self.events.append(("text", data.strip()))
+
+
+def dom(html: str) -> list[tuple[str, ...]]:
+    parser = DomEvents()
+    parser.feed(html)
+    parser.close()
+    return parser.events
+
+
 def check_html(html: str) -> None:
     parser = TagCollector()
     parser.feed(html)
@@ -140,7 +171,7 @@ def test_common_markdown_converts() -> None:
         "- one\n- two\n\n1. first\n2. second\n\n> quoted\n\n| a | b |\n|---|:-:|\n| 1 | 2 |\n\n"
         "```python\nx = 1 < 2\n```\n\n---\n\nsnake_case_name stays"
     )
-    assert markdown_to_html(md) == (
+    assert dom(markdown_to_html(md)) == dom(
         "<h1>Title</h1>\n"
         "<p>Some <strong>bold</strong>, <em>em</em>, <del>gone</del>, <code>code</code> and "
         '<a href="https://x.org/?a=1&amp;b=2">a link</a>.</p>\n'
@@ -165,6 +196,26 @@ def test_html_in_markdown_is_shown_as_text_and_bad_urls_dropped() -> None:
     assert '<img src="data:image/png;base64,AAAA" alt="png">' in html
     assert "$a&lt;b$" in html
     check_html(html)
+
+
+def test_math_is_copied_through_for_mathjax() -> None:
+    html = markdown_to_html("$a*b*c$ and $$x_1 * y_2$$ and \\(p_1 * q_2\\) and \\[r<s\\] but *em*")
+    assert html == (
+        "<p>$a*b*c$ and $$x_1 * y_2$$ and \\(p_1 * q_2\\) and \\[r&lt;s\\] but <em>em</em></p>"
+    )
+
+
+def test_code_blocks_take_the_callers_look() -> None:
+    html = markdown_to_html(
+        "```sql\n%%sql\nSELECT 1 < 2\n```\n\n    indented",
+        pre_attrs=' class="dsh-code"',
+        code_style='background: "x"',
+    )
+    assert html == (
+        '<pre class="dsh-code"><code class="language-sql" style="background: &quot;x&quot;">'
+        "%%sql\nSELECT 1 &lt; 2\n</code></pre>\n"
+        '<pre class="dsh-code"><code style="background: &quot;x&quot;">indented\n</code></pre>'
+    )
 
 
 @settings(max_examples=300)

@@ -28,6 +28,8 @@ from dsh_kernel.views.model import (
 )
 from dsh_kernel.views.render import MAX_INLINE_IMAGE, render_html, render_markdown, static_bundle
 
+from .test_markdown import TagCollector
+
 SNAPSHOTS = Path(__file__).with_name("snapshots")
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
 
@@ -190,6 +192,22 @@ def outside_fences(md: str) -> list[str]:
             continue
         out.append(line)
     return out
+
+
+def test_saved_html_draws_the_live_card_with_inline_styles() -> None:
+    answer = "Ask the log:\n\n```sql\n%%sql\nSELECT type FROM events\n```"
+    model = turn(ToolItem(key="k", card=CARDS["done"]), TextItem(key="t", text=answer, done=True))
+    html = render_html(model)
+    assert "<style" not in html  # JupyterLab's sanitiser removes it from untrusted notebooks
+    tags = TagCollector()
+    tags.feed(html)
+    by_class = {dict(a).get("class"): dict(a) for _, a in tags.tags if dict(a).get("class")}
+    for cls in ("dsh-card", "dsh-card-head", "dsh-pill dsh-status-done", "dsh-dur", "dsh-code"):
+        assert "style" in by_class[cls], cls  # the live view's class, and its look inline
+    assert "border: 1px solid" in (by_class["dsh-card"]["style"] or "")
+    assert "color: #2e7d32" in (by_class["dsh-pill dsh-status-done"]["style"] or "")
+    assert '<code class="language-sql" style="background: transparent">%%sql\nSELECT' in html
+    assert ">done</span>" in html and ">1.2 s</span>" in html
 
 
 def test_large_images_are_named_not_embedded() -> None:
