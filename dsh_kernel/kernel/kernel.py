@@ -25,11 +25,9 @@ with is redacted too.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import signal
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ipykernel.ipkernel import IPythonKernel
@@ -41,6 +39,7 @@ from dsh_kernel.errors import DshError
 from dsh_kernel.failures import describe_failure
 from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
+from dsh_kernel.kernel.interrupts import sigint_calls
 
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
@@ -247,7 +246,7 @@ class DshKernel(IPythonKernel):
         view = open_view(host, prompt.message.id, silent=silent, kernel=self)
         try:
             agent.followup(prompt.message)
-            with self._sigint_cancels(agent):
+            with sigint_calls(lambda: agent.cancel(USER_CANCEL)):
                 await agent.when_idle()
         finally:
             for dispose in disposers:
@@ -274,24 +273,6 @@ class DshKernel(IPythonKernel):
                 count, "ABORTED", "the turn was stopped; what streamed so far is kept"
             )
         return self.ok_reply(count)
-
-    @contextlib.contextmanager
-    def _sigint_cancels(self, agent: Any) -> Generator[None, None, None]:
-        """Route SIGINT to ``agent.cancel`` while a turn is awaited (PLATFORM.md: without this an
-        interrupt during an await kills the kernel)."""
-        loop = asyncio.get_running_loop()
-        installed = False
-        try:
-            loop.add_signal_handler(signal.SIGINT, lambda: agent.cancel(USER_CANCEL))
-            installed = True
-        except (ValueError, RuntimeError, NotImplementedError):
-            pass  # not on the main thread / no signals here: the Stop button still works
-        try:
-            yield
-        finally:
-            if installed:
-                loop.remove_signal_handler(signal.SIGINT)
-                signal.signal(signal.SIGINT, signal.default_int_handler)
 
     async def _execute_sql(self, cell: Cell, count: int) -> dict[str, Any]:
         from dsh_kernel.kernel.sqlcell import run_sql_cell
