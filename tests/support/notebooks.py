@@ -10,11 +10,14 @@ environment has a private store (``DSH_STORE``), no provider keys, the dev invar
 
 ``Executed`` finds cells by the start of their source and gives their outputs as text per MIME type;
 ``normalised()`` is the notebook's outputs with what legitimately changes between two runs — ids,
-times, durations, paths of the temporary directory — replaced by placeholders.
+times, durations, paths of the temporary directory — replaced by placeholders; ``saved()`` is the
+notebook as saved, byte for byte, less only what nbclient and ipywidgets themselves make different on
+every run (see ``saved``): what a replayed notebook must keep identical from one Run All to the next.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import re
@@ -91,6 +94,28 @@ class Executed:
             text = re.sub(pattern, repl, text)
         return json.loads(text)
 
+    def saved(self) -> str:
+        """The executed notebook as nbformat writes it, with exactly two things taken out, both
+        written by the machinery rather than by the kernel: each cell's ``metadata.execution`` (the
+        iopub/shell timestamps nbclient records per cell) and the widget *model ids* in the saved
+        widget state (comm ids ipywidgets draws at random; every ``IPY_MODEL_<id>`` reference
+        becomes ``IPY_MODEL_<id>`` and the models are listed sorted, as their order follows the
+        ids). Everything else — every output, execution count, the widgets' values — is kept."""
+        nb = copy.deepcopy(self.nb)
+        for c in nb.cells:
+            c.metadata.pop("execution", None)
+        widgets = nb.metadata.get("widgets", {})
+        state = widgets.get(WIDGET_STATE, {}).get("state")
+        if state is not None:
+            models = [
+                re.sub(r"IPY_MODEL_[0-9a-f]{32}", "IPY_MODEL_<id>", json.dumps(m, sort_keys=True))
+                for m in state.values()
+            ]
+            widgets[WIDGET_STATE]["state"] = sorted(models)
+        return nbformat.writes(nb)
+
+
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 
 NORMALISE: tuple[tuple[str, str], ...] = (
     (r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "<uuid>"),
