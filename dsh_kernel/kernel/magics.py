@@ -332,9 +332,11 @@ class AgentMagics(Magics):
         host.provider_note = (
             f"replay of session {recorded} ({len(provider.attempts)} recorded model calls)"
         )
+        # The new session's id is left out: it changes on every run, and a replayed notebook must
+        # save the same output every time (``%agent status`` names it).
         return (
-            f"new session {agent.session.id} answering from the recording of {recorded}; run the "
-            "notebook's chat cells in order"
+            f"a new session answers from the recording of {recorded} (`%agent status` shows its "
+            "id); run the notebook's chat cells in order"
         )
 
     def _cmd_search(self, args: list[str]) -> str:

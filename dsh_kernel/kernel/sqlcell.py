@@ -1,13 +1,14 @@
 """``%%sql`` cells: query every session in the store, joinable with the notebook's DataFrames.
 
 ``%%sql`` runs the cell's SQL and shows the result as a table (row count, elapsed time, a notice when
-rows were cut or when the answer came from the journals); the result is kept in the namespace as
-``_sql`` (a pandas DataFrame when pandas is installed, else a ``QueryResult``), or under a name with
-``%%sql name <<``. ``$name`` in the SQL is a *bound* parameter taken from the namespace — values are
-never pasted into the SQL text. The current session's latest events are always in the answer (its
-journal is flushed first). The query runs on a worker thread while the kernel's SIGINT handler stands
-by: the Jupyter interrupt stops it (``SQL_INTERRUPTED``) at once — DuckDB itself would notice the
-signal only between its own tasks, sometimes not before the query ends.
+rows were cut or when the answer came from the journals; no elapsed time while the session replays a
+recording, so a replayed notebook saves the same output every run); the result is kept in the
+namespace as ``_sql`` (a pandas DataFrame when pandas is installed, else a ``QueryResult``), or under
+a name with ``%%sql name <<``. ``$name`` in the SQL is a *bound* parameter taken from the namespace —
+values are never pasted into the SQL text. The current session's latest events are always in the
+answer (its journal is flushed first). The query runs on a worker thread while the kernel's SIGINT
+handler stands by: the Jupyter interrupt stops it (``SQL_INTERRUPTED``) at once — DuckDB itself
+would notice the signal only between its own tasks, sometimes not before the query ends.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import contextlib
 import re
 import signal
 from collections.abc import Callable, Generator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.errors import StoreError
@@ -60,6 +62,7 @@ def parameters(sql: str, namespace: dict[str, object]) -> dict[str, object]:
 
 async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float) -> dict[str, Any]:
     from dsh_kernel.store.query import QueryInterrupt, run_query
+    from dsh_kernel.store.replay import REPLAY_PROVIDER_ID
 
     del started
     host = kernel.host
@@ -99,6 +102,9 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
         if code.startswith("SQL_"):
             return kernel.error_reply(count, code, exc.message)
         return kernel.error_reply(count, code, describe_failure(code, exc.message))
+    if host.agent.provider.id == REPLAY_PROVIDER_ID:
+        # While a notebook replays, its saved outputs must not change between runs: no timing.
+        result = replace(result, timed=False)
     try:
         value: object = result.frame()
     except Exception:

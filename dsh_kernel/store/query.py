@@ -125,6 +125,8 @@ class QueryResult:
     elapsed_s: float
     source: Source = "database"
     notices: tuple[str, ...] = ()
+    timed: bool = True
+    """Whether ``summary`` says how long the query took (a replayed notebook's cells leave it out)."""
 
     @property
     def row_count(self) -> int:
@@ -146,7 +148,8 @@ class QueryResult:
     def summary(self) -> str:
         more = " (truncated: more rows exist)" if self.truncated else ""
         src = " from the journals" if self.source == "journals" else ""
-        return f"{self.row_count} row{'s' if self.row_count != 1 else ''}{more} in {self.elapsed_s * 1000:.0f} ms{src}"
+        took = f" in {self.elapsed_s * 1000:.0f} ms" if self.timed else ""
+        return f"{self.row_count} row{'s' if self.row_count != 1 else ''}{more}{took}{src}"
 
     def to_text(self, limit: int = 50) -> str:
         """A plain-text table of the first ``limit`` rows, then the summary and notices."""

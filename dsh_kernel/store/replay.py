@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import Final
 
 from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -34,6 +35,8 @@ from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
 
+REPLAY_PROVIDER_ID: Final = "replay"
+"""The provider id a replay logs on its requests (``request/header``); views key off it."""
 REPLAY_DIVERGED = "REPLAY_DIVERGED"
 REPLAY_EXHAUSTED = "REPLAY_EXHAUSTED"
 REPLAY_INCOMPLETE = "REPLAY_INCOMPLETE"
@@ -176,7 +179,7 @@ class ReplayProvider(BaseProvider):
         self,
         events: Sequence[SessionEvent],
         *,
-        id: str = "replay",
+        id: str = REPLAY_PROVIDER_ID,
         start_seq: int = 0,
         info: ModelInfo | None = None,
     ) -> None:
@@ -187,7 +190,9 @@ class ReplayProvider(BaseProvider):
         self.requests: list[GenerateRequest] = []
 
     @classmethod
-    def from_store(cls, store: Store, session_id: str, *, id: str = "replay") -> ReplayProvider:
+    def from_store(
+        cls, store: Store, session_id: str, *, id: str = REPLAY_PROVIDER_ID
+    ) -> ReplayProvider:
         """Replay a stored session (repaired in memory if its last turn was left open); a fork's
         copied prefix is not replayed."""
         loaded = read_session(store.find_journal(session_id))

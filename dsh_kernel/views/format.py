@@ -45,6 +45,7 @@ from dsh_kernel.tools.presentation import (
 )
 from dsh_kernel.tools.types import ToolDefinition
 from dsh_kernel.views.model import CardStatus, ToolCardModel, TurnModel
+from dsh_kernel.views.replayed import replayed
 
 ToolLookup: TypeAlias = Callable[[str], ToolDefinition | None]
 """The kernel's registry lookup by tool name (for presenters); ``None`` for unknown tools."""
@@ -196,6 +197,8 @@ def footer_parts(
         parts.append(f"${price:.4f}" if price < 1 else f"${price:.2f}")
     elif u.requests and info is not None and info.label is None:
         parts.append("price unknown")  # never $0 for a model without a price
+    if replayed(model):  # neither times nor the session id: see ``views.replayed``
+        return [*parts, "replayed"]
     if model.ttft_ms is not None:
         parts.append(f"first token {duration(model.ttft_ms)}")
     if model.total_ms is not None:

@@ -4,7 +4,9 @@ The kernel subscribes ``observe`` to the session. The view binds to one turn —
 ``user/message`` has ``message_id`` (events from that turn's ``turn/start`` on are buffered until the
 message shows which turn it is), or the next turn to start when ``message_id`` is ``None`` — and
 ignores every other event. Bound events go into a ``TurnFold``; the widgets are redrawn from its
-snapshot, so the same events, live or replayed from the store, draw the same widgets.
+snapshot, so the same events, live or replayed from the store, draw the same widgets. A turn answered
+by ``%agent replay`` is drawn through ``replayed.as_drawn`` (no times, no session id): its saved output
+is the same on every run.
 
 Streaming without losing text: events only mark the view dirty. A redraw ("flush") runs from the
 running asyncio loop's ``call_later`` at most ``max_rate_hz`` times a second (default 20 Hz);
@@ -72,6 +74,7 @@ from dsh_kernel.views.model import (
 )
 from dsh_kernel.views.question import QuestionBroker
 from dsh_kernel.views.render import static_bundle
+from dsh_kernel.views.replayed import as_drawn
 from dsh_kernel.views.style import style_widget
 from dsh_kernel.views.tool_card import ApprovalAnswer, ToolCardWidget
 
@@ -340,7 +343,7 @@ class TurnView:
         self._dirty = False
         self._last_flush = self._clock()
         self.flushes += 1
-        model = self._fold.snapshot()
+        model = as_drawn(self._fold.snapshot())
         widgets = [self._draw(item, final) for item in model.items]
         _ipw.set_children(self.items, widgets)
         notice = end_notice(model)

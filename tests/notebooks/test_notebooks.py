@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.query import run_query
 from tests.support.notebooks import Executed, run_notebook
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import anthropic_text, chat_text_stream, deepseek_thinking_text
@@ -161,6 +163,15 @@ def test_teaching_replay_runs_all_offline_and_twice_gives_identical_outputs(
         calls = ex.text("%%sql\nSELECT turn, name, status, error_code")
         assert "python | failed | INVALID_ARGS" in calls
     assert_same_saved(first, second)
+    # Only the drawing leaves times and ids out: the replay's own session keeps them in the store.
+    recording = recorded_session_id("teaching-session.jsonl")
+    kept = run_query(
+        Store.at(first.store),
+        "SELECT (SELECT count(*) FROM turns WHERE session_id <> $r AND duration_ms IS NOT NULL),"
+        " (SELECT count(*) FROM tool_calls WHERE session_id <> $r AND duration_ms IS NOT NULL)",
+        {"r": recording},
+    )
+    assert kept.rows == ((4, 4),)
 
 
 def test_teaching_replay_stops_clearly_when_a_message_no_longer_matches(tmp_path: Path) -> None:

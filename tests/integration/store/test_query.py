@@ -8,6 +8,7 @@ import json
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -110,6 +111,8 @@ def test_row_limit_and_time_limit(store: Store) -> None:
     ingest(store)
     r = run_query(store, "SELECT * FROM range(100)", max_rows=10)
     assert r.row_count == 10 and r.truncated and "truncated" in r.summary()
+    assert r.summary().endswith(" ms")
+    assert replace(r, timed=False).summary() == "10 rows (truncated: more rows exist)"
     assert not run_query(store, "SELECT * FROM range(10)", max_rows=10).truncated
     with pytest.raises(QueryError) as err:
         run_query(store, "SELECT count(*) FROM range(100000000000) a, range(10) b", timeout_s=0.2)
