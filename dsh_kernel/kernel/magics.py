@@ -335,8 +335,8 @@ class AgentMagics(Magics):
         # The new session's id is left out: it changes on every run, and a replayed notebook must
         # save the same output every time (``%agent status`` names it).
         return (
-            f"a new session answers from the recording of {recorded} (`%agent status` shows its "
-            "id); run the notebook's chat cells in order"
+            f"answering from the recording of {recorded} in a new session (`%agent status` "
+            "shows its id); run the notebook's chat cells in order"
         )
 
     def _cmd_search(self, args: list[str]) -> str:
