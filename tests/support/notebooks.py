@@ -95,15 +95,24 @@ class Executed:
         return json.loads(text)
 
     def saved(self) -> str:
-        """The executed notebook as nbformat writes it, with exactly two things taken out, both
-        written by the machinery rather than by the kernel: each cell's ``metadata.execution`` (the
-        iopub/shell timestamps nbclient records per cell) and the widget *model ids* in the saved
-        widget state (comm ids ipywidgets draws at random; every ``IPY_MODEL_<id>`` reference
-        becomes ``IPY_MODEL_<id>`` and the models are listed sorted, as their order follows the
-        ids). Everything else — every output, execution count, the widgets' values — is kept."""
+        """The executed notebook as nbformat writes it, less only what the machinery — not the
+        kernel — makes different on every run:
+
+        * each cell's ``metadata.execution``: the iopub/shell timestamps nbclient records;
+        * the widget *model ids* in the saved widget state: comm ids ipywidgets draws at random
+          (every ``IPY_MODEL_<id>`` reference becomes ``IPY_MODEL_<id>``, and the models are listed
+          sorted, as their order follows the ids);
+        * how a stream was cut into messages: ipykernel flushes stdout on a timer, so a cell that
+          prints over a while arrives in a varying number of pieces. Consecutive stream outputs of
+          one name are joined, as JupyterLab's output area joins them before it saves.
+
+        Everything else — every output's text and data, execution counts, the widgets' values — is
+        kept as it is."""
         nb = copy.deepcopy(self.nb)
         for c in nb.cells:
             c.metadata.pop("execution", None)
+            if c.cell_type == "code":
+                c.outputs = _joined_streams(c.outputs)
         widgets = nb.metadata.get("widgets", {})
         state = widgets.get(WIDGET_STATE, {}).get("state")
         if state is not None:
@@ -113,6 +122,22 @@ class Executed:
             ]
             widgets[WIDGET_STATE]["state"] = sorted(models)
         return nbformat.writes(nb)
+
+
+def _joined_streams(outputs: list[Any]) -> list[Any]:
+    joined: list[Any] = []
+    for o in outputs:
+        last = joined[-1] if joined else None
+        if (
+            o.output_type == "stream"
+            and last is not None
+            and last.output_type == "stream"
+            and last.name == o.name
+        ):
+            last.text += o.text
+        else:
+            joined.append(o)
+    return joined
 
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
