@@ -61,8 +61,8 @@ def parameters(sql: str, namespace: dict[str, object]) -> dict[str, object]:
 
 
 async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float) -> dict[str, Any]:
+    from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
     from dsh_kernel.store.query import QueryInterrupt, run_query
-    from dsh_kernel.store.replay import REPLAY_PROVIDER_ID
 
     del started
     host = kernel.host

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.llm.types import (
@@ -25,6 +25,10 @@ from dsh_kernel.llm.types import (
     ModelInfo,
     StreamChunk,
 )
+
+REPLAY_PROVIDER_ID: Final = "replay"
+"""The id ``store.replay.ReplayProvider`` answers as, so the one its requests log: a turn whose
+requests carry it was replayed (the views and ``%%sql`` draw it so that a re-run saves the same)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

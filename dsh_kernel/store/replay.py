@@ -23,20 +23,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Final
 
 from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import chunk_from_json, message_to_json
-from dsh_kernel.llm.provider import BaseProvider
+from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID, BaseProvider
 from dsh_kernel.llm.types import FinishChunk, GenerateRequest, LlmFailure, ModelInfo, StreamChunk
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
 
-REPLAY_PROVIDER_ID: Final = "replay"
-"""The provider id a replay logs on its requests (``request/header``); views key off it."""
 REPLAY_DIVERGED = "REPLAY_DIVERGED"
 REPLAY_EXHAUSTED = "REPLAY_EXHAUSTED"
 REPLAY_INCOMPLETE = "REPLAY_INCOMPLETE"

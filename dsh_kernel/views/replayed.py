@@ -1,7 +1,7 @@
 """What a *replayed* turn draws: the same thing on every run.
 
 A turn is replayed when its model calls were answered from a recording (``%agent replay``): its
-requests log the replay provider (``store.replay.REPLAY_PROVIDER_ID``), so the predicate is a
+requests log the replay provider (``llm.provider.REPLAY_PROVIDER_ID``), so the predicate is a
 function of the turn's own events, like everything a view draws. Re-running a replayed notebook
 (Run All, ``jupyter nbconvert --execute``) must leave its saved outputs as they were, so a
 replayed turn leaves out what measures this run rather than the lesson:
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from dsh_kernel.store.replay import REPLAY_PROVIDER_ID
+from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
 from dsh_kernel.views.model import ToolItem, TurnModel
 
 

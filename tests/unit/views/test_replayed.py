@@ -11,9 +11,10 @@ import re
 from collections.abc import Sequence
 
 from dsh_kernel import Agent, tool
+from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.log import Clock
-from dsh_kernel.store.replay import REPLAY_PROVIDER_ID, ReplayProvider
+from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.views import TurnView
 from dsh_kernel.views.fold import fold_turn
