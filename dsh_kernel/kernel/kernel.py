@@ -26,7 +26,6 @@ with is redacted too.
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -152,7 +151,7 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.kernel.magics import AgentMagics
 
         assert self.shell is not None
-        self.shell.register_magics(AgentMagics(self.shell, kernel=self))
+        self.shell.register_magics(AgentMagics(self.shell, host=lambda: self.host))
 
     # --- execution -------------------------------------------------------------------------------
 
@@ -278,8 +277,8 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.kernel.sqlcell import run_sql_cell
 
         assert self.shell is not None
-        started = time.perf_counter()
-        return await run_sql_cell(self, cell, count, started)
+        failure = await run_sql_cell(self.host, user_namespace(self.shell), cell)
+        return self.ok_reply(count) if failure is None else self.error_reply(count, *failure)
 
     # --- lifecycle -------------------------------------------------------------------------------
 

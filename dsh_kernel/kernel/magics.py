@@ -37,7 +37,7 @@ from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import redact
 
 if TYPE_CHECKING:
-    from dsh_kernel.kernel.kernel import DshKernel
+    from dsh_kernel.kernel.host import AgentHost
     from dsh_kernel.store.layout import Store
 
 _log = logging.getLogger(__name__)
@@ -85,9 +85,11 @@ the function f to the agent as a tool.
 
 @magics_class
 class AgentMagics(Magics):
-    def __init__(self, shell: Any, *, kernel: DshKernel) -> None:
+    def __init__(self, shell: Any, *, host: Callable[[], AgentHost]) -> None:
+        """``host``: the kernel's agent host, built on first use (it raises ``DshError`` for a
+        configuration it refuses)."""
         super().__init__(shell)
-        self.kernel = kernel
+        self._host = host
 
     @line_magic
     def agent(self, line: str) -> None:
@@ -105,7 +107,7 @@ class AgentMagics(Magics):
                 f"{', '.join(subcommands())} (`%agent help` explains them)",
             )
         try:
-            host = self.kernel.host
+            host = self._host()
         except DshError as exc:  # the configuration was refused: its one line fails the cell
             raise command_error(exc.code, redact(f"%agent {name}: {exc.message}")) from exc
         agent = host.agent
@@ -138,14 +140,14 @@ class AgentMagics(Magics):
         data: JsonObject = {"commandId": command_id, "kind": kind}
         if text:
             data["text"] = text[:2000]
-        self.kernel.host.agent.session.append("command/done", data)
+        self._host().agent.session.append("command/done", data)
 
     # --- subcommands ------------------------------------------------------------------------------
 
     def _cmd_status(self, args: list[str]) -> str:
         from dsh_kernel.agent.meter import measure
 
-        host = self.kernel.host
+        host = self._host()
         agent = host.agent
         info = agent.model_info
         turns = agent.session.last_turn
@@ -172,11 +174,11 @@ class AgentMagics(Magics):
         from dsh_kernel.llm.config import BUILTIN_PROVIDERS  # lazy: kernel start-up
 
         if sep and (provider in BUILTIN_PROVIDERS or provider == "offline"):
-            return "now using " + self.kernel.host.switch_provider(provider, model)
-        return "now using " + self.kernel.host.switch_model(spec)
+            return "now using " + self._host().switch_provider(provider, model)
+        return "now using " + self._host().switch_model(spec)
 
     def _cmd_reasoning(self, args: list[str]) -> str:
-        host = self.kernel.host
+        host = self._host()
         if not args:
             return "reasoning: " + host.reasoning_text()
         if len(args) != 1:
@@ -192,7 +194,7 @@ class AgentMagics(Magics):
             raise UsageError(
                 "usage: %agent provider <deepseek|openai|anthropic|openai-compatible|offline>"
             )
-        return "now using " + self.kernel.host.switch_provider(args[0])
+        return "now using " + self._host().switch_provider(args[0])
 
     def _cmd_key(self, args: list[str]) -> str:
         from dsh_kernel.llm.config import BUILTIN_PROVIDERS  # lazy: kernel start-up
@@ -204,7 +206,7 @@ class AgentMagics(Magics):
         key = getpass.getpass(f"API key for {args[0]} ({env}; kept in memory only): ").strip()
         if not key:
             raise UsageError("no key entered; nothing changed")
-        self.kernel.host.keys.set(env, key)
+        self._host().keys.set(env, key)
         return f"key for {args[0]} set for this kernel (memory only; `%agent provider {args[0]}` to use it)"
 
     def _cmd_approve(self, args: list[str]) -> str:
@@ -212,7 +214,7 @@ class AgentMagics(Magics):
             raise UsageError("usage: %agent approve ask|auto|never [tool]")
         mode = args[0]
         tool = args[1] if len(args) == 2 else None
-        host = self.kernel.host
+        host = self._host()
         if tool is not None and host.agent.registry.get(tool) is None:
             raise UsageError(
                 f"no tool named {tool!r}; tools: {', '.join(host.agent.registry.names())}"
@@ -222,7 +224,7 @@ class AgentMagics(Magics):
         return "approval: " + _policy_text(policy.default, dict(policy.tools))
 
     def _cmd_tools(self, args: list[str]) -> str:
-        agent = self.kernel.host.agent
+        agent = self._host().agent
         rows: list[str] = []
         for defn in agent.registry.definitions():
             mode = agent.approval_policy.mode_for(defn.name, read_only=defn.read_only)
@@ -231,13 +233,13 @@ class AgentMagics(Magics):
         return "tools (name, approval, description):\n" + "\n".join(rows)
 
     def _cmd_new(self, args: list[str]) -> str:
-        agent = self.kernel.host.new_session()
+        agent = self._host().new_session()
         return f"new session {agent.session.id}"
 
     # --- the store ----------------------------------------------------------------------------------
 
     def _store(self) -> Store:
-        host = self.kernel.host
+        host = self._host()
         if host.store is None:
             raise UsageError(host.store_warning or "no session store is configured (set DSH_STORE)")
         host.flush()
@@ -246,7 +248,7 @@ class AgentMagics(Magics):
     def _cmd_sessions(self, args: list[str]) -> str:
         from dsh_kernel.store.sessions import list_sessions
 
-        host = self.kernel.host
+        host = self._host()
         rows = list_sessions(self._store(), live=[host.journal] if host.journal else [])
         if not rows:
             return "no sessions in the store yet"
@@ -271,7 +273,7 @@ class AgentMagics(Magics):
                 "usage: %agent resume [session-id] (an id or its first characters, see %agent "
                 "sessions; with none, this notebook's latest session)"
             )
-        host = self.kernel.host
+        host = self._host()
         current = host.agent.session.id
         store = self._store()
         if not args:
@@ -311,7 +313,7 @@ class AgentMagics(Magics):
             raise UsageError(
                 "usage: %agent fork <turn> (a new session with turns 1..turn of this one)"
             )
-        host = self.kernel.host
+        host = self._host()
         old = host.agent.session
         session = fork(old.header, list(old.events), int(args[0]))
         agent = host.new_session(session)
@@ -322,7 +324,7 @@ class AgentMagics(Magics):
 
         if len(args) != 1:
             raise UsageError("usage: %agent replay <session-id>")
-        host = self.kernel.host
+        host = self._host()
         store = self._store()
         recorded = store.resolve_id(args[0])
         provider = ReplayProvider.from_store(store, recorded)
@@ -344,7 +346,7 @@ class AgentMagics(Magics):
 
         if not args:
             raise UsageError("usage: %agent search <text>")
-        host = self.kernel.host
+        host = self._host()
         result = search(self._store(), " ".join(args), live=[host.journal] if host.journal else [])
         return result.to_text(limit=50)
 
@@ -352,7 +354,7 @@ class AgentMagics(Magics):
         from dsh_kernel.store.sessions import export_markdown, export_parquet, write_export
 
         usage = "usage: %agent export [--parquet|--md] [--force] [path]"
-        host = self.kernel.host
+        host = self._host()
         flags = [a for a in args if a.startswith("--")]
         rest = [a for a in args if not a.startswith("--")]
         unknown = [f for f in flags if f not in ("--md", "--parquet", "--force")]
@@ -375,13 +377,13 @@ class AgentMagics(Magics):
 
         if not args:
             raise UsageError("usage: %agent title <text>")
-        set_title(self.kernel.host.agent.session, " ".join(args))
+        set_title(self._host().agent.session, " ".join(args))
         return f"title set: {' '.join(args)}"
 
     def _cmd_cost(self, args: list[str]) -> str:
         from dsh_kernel.session.usage import usage_totals
 
-        host = self.kernel.host
+        host = self._host()
         agent = host.agent
         info = host.model_info(agent.provider.id, agent.model)
         return "this session: " + usage_totals(agent.session.events).describe(info)

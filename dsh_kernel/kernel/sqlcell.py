@@ -14,20 +14,18 @@ would notice the signal only between its own tasks, sometimes not before the que
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import re
-import signal
-from collections.abc import Callable, Generator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dsh_kernel.errors import StoreError
 from dsh_kernel.failures import describe_failure
-from dsh_kernel.kernel._ipy import display_object, user_namespace
+from dsh_kernel.kernel._ipy import display_object
 from dsh_kernel.kernel.cells import Cell
+from dsh_kernel.kernel.interrupts import sigint_calls
 
 if TYPE_CHECKING:
-    from dsh_kernel.kernel.kernel import DshKernel
+    from dsh_kernel.kernel.host import AgentHost
 
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*<<$")
 _PARAM = re.compile(r"(?<![\w$])\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -60,30 +58,28 @@ def parameters(sql: str, namespace: dict[str, object]) -> dict[str, object]:
     return out
 
 
-async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float) -> dict[str, Any]:
+SqlFailure = tuple[str, str]
+"""``(code, evalue)`` of a failed ``%%sql`` cell, for the kernel's error reply."""
+
+
+async def run_sql_cell(host: AgentHost, ns: dict[str, object], cell: Cell) -> SqlFailure | None:
+    """Run the cell's query over ``host``'s store, keep the result in ``ns`` and display it;
+    ``None`` on success, else what failed."""
     from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
     from dsh_kernel.store.query import QueryInterrupt, run_query
 
-    del started
-    host = kernel.host
-    assert kernel.shell is not None
-    ns = user_namespace(kernel.shell)
     try:
         target = parse_target(cell.args)
         params = parameters(cell.body, ns)
     except (ValueError, KeyError) as exc:
-        return kernel.error_reply(count, "SQL_USAGE", str(exc).strip('"'))
+        return ("SQL_USAGE", str(exc).strip('"'))
     if not cell.body.strip():
-        return kernel.error_reply(
-            count, "SQL_USAGE", "the %%sql cell is empty: write a query below the %%sql line"
-        )
+        return ("SQL_USAGE", "the %%sql cell is empty: write a query below the %%sql line")
     if host.store is None:
-        return kernel.error_reply(
-            count, "STORE", host.store_warning or "no session store is configured"
-        )
+        return ("STORE", host.store_warning or "no session store is configured")
     interrupt = QueryInterrupt()
     try:
-        with _sigint_calls(interrupt):
+        with sigint_calls(interrupt):
             result = await asyncio.to_thread(
                 run_query,
                 host.store,
@@ -96,12 +92,12 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
             )
     except KeyboardInterrupt:
         # SIGINT before the handler was in place: the cell still owes a reply
-        return kernel.error_reply(count, "SQL_INTERRUPTED", "the %%sql cell was interrupted")
+        return ("SQL_INTERRUPTED", "the %%sql cell was interrupted")
     except StoreError as exc:
         code = exc.code
         if code.startswith("SQL_"):
-            return kernel.error_reply(count, code, exc.message)
-        return kernel.error_reply(count, code, describe_failure(code, exc.message))
+            return (code, exc.message)
+        return (code, describe_failure(code, exc.message))
     if host.agent.provider.id == REPLAY_PROVIDER_ID:
         # While a notebook replays, its saved outputs must not change between runs: no timing.
         result = replace(result, timed=False)
@@ -111,21 +107,4 @@ async def run_sql_cell(kernel: DshKernel, cell: Cell, count: int, started: float
         value = result
     ns[target or "_sql"] = value
     display_object(result)
-    return kernel.ok_reply(count)
-
-
-@contextlib.contextmanager
-def _sigint_calls(fn: Callable[[], None]) -> Generator[None, None, None]:
-    """Route SIGINT to ``fn`` while the query runs (restoring the default handler after, as the
-    chat cell's turn does); without a usable loop signal handler the query is not interruptible."""
-    loop = asyncio.get_running_loop()
-    installed = False
-    with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-        loop.add_signal_handler(signal.SIGINT, fn)
-        installed = True
-    try:
-        yield
-    finally:
-        if installed:
-            loop.remove_signal_handler(signal.SIGINT)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+    return None

@@ -3,7 +3,8 @@
 Read from the source with ``ast``, so lazy imports (inside functions) and ``TYPE_CHECKING`` imports
 count like any other: a type-only import is still a dependency a reader and pyright must follow, and
 hiding an upward arrow behind ``TYPE_CHECKING`` is how circles start. A module may import its own
-package and any lower layer; two packages of one layer never import each other.
+package and any lower layer; two packages of one layer never import each other. And no module
+imports itself back through others (a module importing its own package's ``__init__`` aside).
 """
 
 from __future__ import annotations
@@ -109,3 +110,30 @@ def test_jupyter_is_imported_only_where_the_architecture_says() -> None:
                 if allowed is not None and unit not in allowed:
                     wrong.append(f"{module} imports {name}")
     assert not wrong, wrong
+
+
+def test_no_module_imports_itself_back_through_others() -> None:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        for target, _line in _imports(path):
+            if target in MODULES and not module.startswith(target + "."):
+                graph[module].add(target)  # a module importing its own package's __init__ aside
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(m: str) -> None:
+        state[m] = 1
+        path.append(m)
+        for t in sorted(graph[m]):
+            if state.get(t) == 1:
+                cycles.append([*path[path.index(t) :], t])
+            elif t not in state:
+                visit(t)
+        path.pop()
+        state[m] = 2
+
+    for m in sorted(graph):
+        if m not in state:
+            visit(m)
+    assert not cycles, "import circles:\n" + "\n".join(" -> ".join(c) for c in cycles)
