@@ -11,7 +11,8 @@ list of message-bearing events the model sees (see ``dsh_kernel.session.log``).
 it only when this flag is set, otherwise it must refuse the whole log.
 
 ``EVENT_CATALOG`` documents every event type this package writes or understands, with the data fields
-each carries; ``docs/session-events.md`` is generated from it.
+each carries; it is derived from the payload types of ``dsh_kernel.session.payloads`` (the one event
+vocabulary), and ``docs/session-events.md`` is generated from it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.session import payloads
 
 SESSION_FORMAT_VERSION = 0
 """The journal format version. A header with any other version is refused."""
@@ -137,166 +139,16 @@ class EventSpec:
     """True when the event is written between turns (takes a seq but no turn number)."""
 
 
-def _spec(
-    type: str,
-    summary: str,
-    required: tuple[str, ...] = (),
-    optional: tuple[str, ...] = (),
-    *,
-    in_turn: bool = False,
-    standalone: bool = False,
-) -> EventSpec:
-    return EventSpec(
-        type=type,
-        summary=summary,
-        required=required,
-        optional=optional,
-        in_turn=in_turn,
-        standalone=standalone,
-    )
-
-
 EVENT_CATALOG: dict[str, EventSpec] = {
-    s.type: s
-    for s in (
-        _spec("turn/start", "A turn opens, before any input is claimed.", ("turn",)),
-        _spec(
-            "turn/end",
-            "A turn closes; always written (completed, aborted, blocked, error, max-tokens, "
-            "interrupted by crash repair).",
-            ("turn", "reason"),
-        ),
-        _spec("step/start", "One model call plus the tools it asked for begins.", ("turn", "step")),
-        _spec("step/end", "The step closes.", ("turn", "step")),
-        _spec(
-            "user/message",
-            "Surface. A user-role message: the prompt, injected context, steering, runtime-context "
-            "snapshots. `data` is the message itself; `source` tells them apart.",
-            ("id", "role", "content", "source"),
-            ("inserted",),
-        ),
-        _spec(
-            "assistant/chunk",
-            "One raw stream chunk, for replay and live views; never derived into messages.",
-            ("turn", "step", "chunk"),
-            in_turn=True,
-        ),
-        _spec(
-            "assistant/message",
-            "Surface. The assembled answer of one successful call (or the visible prefix of an "
-            "interrupted one, with `interrupted: true`).",
-            ("turn", "step", "message"),
-            ("usage", "interrupted"),
-            in_turn=True,
-        ),
-        _spec(
-            "tool/call",
-            "A tool call starts; `arguments` is the model's raw JSON text.",
-            ("turn", "step", "callId", "name", "arguments"),
-            ("synthetic",),
-            in_turn=True,
-        ),
-        _spec(
-            "tool/result",
-            "Surface. The result of one tool call; `meta` is the tool's presentation payload.",
-            ("turn", "step", "message"),
-            ("error", "meta", "durationMs"),
-            in_turn=True,
-        ),
-        _spec("todo/write", "A whole-list todo snapshot.", ("todos",), in_turn=True),
-        _spec(
-            "request/header",
-            "The full request envelope snapshot (config, adapter defaults, system prompt, tools).",
-            ("header", "reason"),
-            in_turn=True,
-        ),
-        _spec(
-            "request/context",
-            "The route changed: provider, model, context window.",
-            ("provider", "model"),
-            ("contextWindow",),
-            in_turn=True,
-        ),
-        _spec("session/end-seed", "Marks the end of a seed copied from another session.", ()),
-        _spec(
-            "agent/inbox/spliced",
-            "A durable inbox mutation (insert, claim, cancel).",
-            ("target", "start", "inserted"),
-            ("removedCount", "outcome"),
-        ),
-        _spec(
-            "approval/asked",
-            "A tool call waits for the user's approval.",
-            ("id", "toolName"),
-            ("callId", "reason"),
-            in_turn=True,
-        ),
-        _spec(
-            "approval/decided",
-            "The approval was answered (allowed-once, allowed-always, rejected, cancelled, "
-            "unavailable, timeout).",
-            ("id", "outcome"),
-            in_turn=True,
-        ),
-        _spec(
-            "approval/policy",
-            "The approval policy changed; the latest event wins.",
-            ("policy",),
-            ("source",),
-        ),
-        _spec(
-            "llm/retry",
-            "A failed model call will be retried after `delayMs`.",
-            (
-                "retryId",
-                "turn",
-                "step",
-                "provider",
-                "mode",
-                "policyKey",
-                "retry",
-                "delayMs",
-                "failure",
-            ),
-            ("maxRetries",),
-            in_turn=True,
-        ),
-        _spec(
-            "llm/retry-started",
-            "The retry delay elapsed and the call is re-issued.",
-            ("retryId", "turn", "step", "retry"),
-            in_turn=True,
-        ),
-        _spec(
-            "tool/code-dispatch-start",
-            "A nested tool call made from inside code starts.",
-            ("rootCallId", "parentCallId", "subCallId", "name", "arguments"),
-        ),
-        _spec(
-            "tool/code-dispatch",
-            "A nested tool call made from inside code settled.",
-            ("rootCallId", "parentCallId", "subCallId", "name", "isError", "content"),
-        ),
-        _spec(
-            "session/title",
-            "The session's title; the latest wins.",
-            ("title", "source"),
-            ("messageSeqs",),
-            standalone=True,
-        ),
-        _spec(
-            "command/run",
-            "A human command (a `%agent` subcommand) ran; never sent to the model.",
-            ("commandId", "name"),
-            ("args", "source"),
-            standalone=True,
-        ),
-        _spec(
-            "command/done",
-            "A human command finished.",
-            ("commandId", "kind"),
-            ("text", "sourceEventSeq"),
-            standalone=True,
-        ),
+    t: EventSpec(
+        type=t,
+        summary=payloads.summary(t),
+        required=payloads.fields(t)[0],
+        optional=payloads.fields(t)[1],
+        in_turn=t in payloads.IN_TURN,
+        standalone=t in payloads.STANDALONE,
     )
+    for t in payloads.PAYLOADS
 }
+"""Derived from ``dsh_kernel.session.payloads`` (one ``TypedDict`` per type): the fields, the
+meaning (the payload's docstring) and where the event may appear."""

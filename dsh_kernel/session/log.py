@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import overload
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
@@ -178,12 +178,15 @@ class Session:
     def append(
         self,
         type: str,
-        data: JsonObject,
+        data: Mapping[str, object],
         *,
         surface_op: SurfaceOp | None = None,
         source_event_seqs: Sequence[int] | None = None,
         ignorable: bool = False,
     ) -> SessionEvent:
+        """Append one event. ``data`` is its payload — a plain dict, or the type's payload
+        ``TypedDict`` from ``dsh_kernel.session.payloads`` — copied losslessly (what the log keeps
+        is the copy); its required keys are checked against the catalog."""
         if self._notifying:
             raise ReentrantAppendError(
                 f"Session.append({type!r}) called from inside a session observer; schedule the "

@@ -1,0 +1,431 @@
+"""The event vocabulary: one ``TypedDict`` per event type, and one map from tag to payload.
+
+This is the harness's ``SessionEventMap`` ported: ``PAYLOADS`` maps every event ``type`` to the
+``TypedDict`` of its ``data``, and everything else is derived from it — the catalog
+(``events.EVENT_CATALOG``: each type's required and optional keys, in declaration order, and its
+meaning, the class docstring), hence ``docs/session-events.md`` and the append-time check of
+required keys. ``event.data`` stays a plain dict (the README documents it as public API); the
+``TypedDict`` is its static type. A writer builds its payload with the class as constructor
+(``TurnStart(turn=3)``, which pyright checks key by key); a reader narrows with ``payload_of``::
+
+    if ev.type == "tool/call":
+        data = payload_of(ev, "tool/call")  # ToolCall: data["callId"] is a str
+
+``payload_of`` checks the tag (a mismatch is a bug: ``UsageError``) and returns ``data`` typed;
+it does not re-validate the values — the log validated the required keys on append and the
+journal reader on load, and readers of optional keys still handle their absence.
+
+Values are JSON (``JsonObject`` for nested structures the log does not interpret itself, such as a
+message or a stream chunk, whose own codecs live in ``llm/``). Where the catalog places an event
+(inside a turn, between turns) is ``PLACEMENT``. The journal format is unchanged by this module.
+
+This module deliberately does not use ``from __future__ import annotations``: ``TypedDict`` reads
+``NotRequired`` from evaluated annotations.
+"""
+
+from typing import Literal, NotRequired, Protocol, TypedDict, overload
+
+from dsh_kernel.errors import UsageError
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+
+# --- turns and steps ------------------------------------------------------------------------------
+
+
+class TurnStart(TypedDict):
+    """A turn opens, before any input is claimed."""
+
+    turn: int
+
+
+class TurnEnd(TypedDict):
+    """A turn closes; always written (completed, aborted, blocked, error, max-tokens, interrupted by
+    crash repair)."""
+
+    turn: int
+    reason: JsonObject
+
+
+class StepStart(TypedDict):
+    """One model call plus the tools it asked for begins."""
+
+    turn: int
+    step: int
+
+
+class StepEnd(TypedDict):
+    """The step closes."""
+
+    turn: int
+    step: int
+
+
+# --- messages -------------------------------------------------------------------------------------
+
+
+class UserMessage(TypedDict):
+    """Surface. A user-role message: the prompt, injected context, steering, runtime-context
+    snapshots. `data` is the message itself; `source` tells them apart."""
+
+    id: str
+    role: str
+    content: list[JsonValue]
+    source: JsonObject
+    inserted: NotRequired[JsonValue]
+
+
+class AssistantChunk(TypedDict):
+    """One raw stream chunk, for replay and live views; never derived into messages."""
+
+    turn: int
+    step: int
+    chunk: JsonObject
+
+
+class AssistantMessage(TypedDict):
+    """Surface. The assembled answer of one successful call (or the visible prefix of an interrupted
+    one, with `interrupted: true`)."""
+
+    turn: int
+    step: int
+    message: JsonObject
+    usage: NotRequired[JsonObject]
+    interrupted: NotRequired[bool]
+
+
+# --- tools ----------------------------------------------------------------------------------------
+
+
+class ToolCall(TypedDict):
+    """A tool call starts; `arguments` is the model's raw JSON text."""
+
+    turn: int
+    step: int
+    callId: str
+    name: str
+    arguments: str
+    synthetic: NotRequired[bool]
+
+
+class ToolResultError(TypedDict):
+    """The error of a failed tool result: the exception's name and the stable code."""
+
+    name: str
+    code: str
+
+
+class ToolResult(TypedDict):
+    """Surface. The result of one tool call; `meta` is the tool's presentation payload."""
+
+    turn: int
+    step: int
+    message: JsonObject
+    error: NotRequired[ToolResultError]
+    meta: NotRequired[JsonObject]
+    durationMs: NotRequired[int]
+
+
+class TodoWrite(TypedDict):
+    """A whole-list todo snapshot."""
+
+    todos: list[JsonValue]
+
+
+# --- requests -------------------------------------------------------------------------------------
+
+
+class RequestHeader(TypedDict):
+    """The full request envelope snapshot (config, adapter defaults, system prompt, tools)."""
+
+    header: JsonObject
+    reason: str
+
+
+class RequestContext(TypedDict):
+    """The route changed: provider, model, context window."""
+
+    provider: str
+    model: str
+    contextWindow: NotRequired[int]
+
+
+class EndSeed(TypedDict):
+    """Marks the end of a seed copied from another session."""
+
+
+# --- the inbox and approvals ----------------------------------------------------------------------
+
+
+class InboxSpliced(TypedDict):
+    """A durable inbox mutation (insert, claim, cancel)."""
+
+    target: str
+    start: int
+    inserted: list[JsonValue]
+    removedCount: NotRequired[int]
+    outcome: NotRequired[str]
+
+
+class ApprovalAsked(TypedDict):
+    """A tool call waits for the user's approval."""
+
+    id: str
+    toolName: str
+    callId: NotRequired[str]
+    reason: NotRequired[str]
+
+
+class ApprovalDecided(TypedDict):
+    """The approval was answered (allowed-once, allowed-always, rejected, cancelled, unavailable,
+    timeout)."""
+
+    id: str
+    outcome: str
+
+
+class ApprovalPolicy(TypedDict):
+    """The approval policy changed; the latest event wins."""
+
+    policy: JsonObject
+    source: NotRequired[str]
+
+
+# --- retry ----------------------------------------------------------------------------------------
+
+
+class LlmRetry(TypedDict):
+    """A failed model call will be retried after `delayMs`."""
+
+    retryId: str
+    turn: int
+    step: int
+    provider: str
+    mode: str
+    policyKey: str
+    retry: int
+    delayMs: int
+    failure: JsonObject
+    maxRetries: NotRequired[int]
+
+
+class LlmRetryStarted(TypedDict):
+    """The retry delay elapsed and the call is re-issued."""
+
+    retryId: str
+    turn: int
+    step: int
+    retry: int
+
+
+# --- nested calls from code -----------------------------------------------------------------------
+
+
+class CodeDispatchStart(TypedDict):
+    """A nested tool call made from inside code starts."""
+
+    rootCallId: str
+    parentCallId: str
+    subCallId: str
+    name: str
+    arguments: JsonValue
+
+
+class CodeDispatch(TypedDict):
+    """A nested tool call made from inside code settled."""
+
+    rootCallId: str
+    parentCallId: str
+    subCallId: str
+    name: str
+    isError: bool
+    content: JsonValue
+
+
+# --- between turns --------------------------------------------------------------------------------
+
+
+class SessionTitle(TypedDict):
+    """The session's title; the latest wins."""
+
+    title: str
+    source: str
+    messageSeqs: NotRequired[list[int]]
+
+
+class CommandRun(TypedDict):
+    """A human command (a `%agent` subcommand) ran; never sent to the model."""
+
+    commandId: str
+    name: str
+    args: NotRequired[str]
+    source: NotRequired[JsonObject]
+
+
+class CommandDone(TypedDict):
+    """A human command finished."""
+
+    commandId: str
+    kind: str
+    text: NotRequired[str]
+    sourceEventSeq: NotRequired[int]
+
+
+# --- the map --------------------------------------------------------------------------------------
+
+EventType = Literal[
+    "turn/start",
+    "turn/end",
+    "step/start",
+    "step/end",
+    "user/message",
+    "assistant/chunk",
+    "assistant/message",
+    "tool/call",
+    "tool/result",
+    "todo/write",
+    "request/header",
+    "request/context",
+    "session/end-seed",
+    "agent/inbox/spliced",
+    "approval/asked",
+    "approval/decided",
+    "approval/policy",
+    "llm/retry",
+    "llm/retry-started",
+    "tool/code-dispatch-start",
+    "tool/code-dispatch",
+    "session/title",
+    "command/run",
+    "command/done",
+]
+"""Every event type, in catalog order."""
+
+PAYLOADS: dict[str, type] = {
+    "turn/start": TurnStart,
+    "turn/end": TurnEnd,
+    "step/start": StepStart,
+    "step/end": StepEnd,
+    "user/message": UserMessage,
+    "assistant/chunk": AssistantChunk,
+    "assistant/message": AssistantMessage,
+    "tool/call": ToolCall,
+    "tool/result": ToolResult,
+    "todo/write": TodoWrite,
+    "request/header": RequestHeader,
+    "request/context": RequestContext,
+    "session/end-seed": EndSeed,
+    "agent/inbox/spliced": InboxSpliced,
+    "approval/asked": ApprovalAsked,
+    "approval/decided": ApprovalDecided,
+    "approval/policy": ApprovalPolicy,
+    "llm/retry": LlmRetry,
+    "llm/retry-started": LlmRetryStarted,
+    "tool/code-dispatch-start": CodeDispatchStart,
+    "tool/code-dispatch": CodeDispatch,
+    "session/title": SessionTitle,
+    "command/run": CommandRun,
+    "command/done": CommandDone,
+}
+"""Tag → payload ``TypedDict``: the one source of the vocabulary."""
+
+IN_TURN: frozenset[str] = frozenset(
+    {
+        "assistant/chunk",
+        "assistant/message",
+        "tool/call",
+        "tool/result",
+        "todo/write",
+        "request/header",
+        "request/context",
+        "approval/asked",
+        "approval/decided",
+        "llm/retry",
+        "llm/retry-started",
+    }
+)
+"""Types that may only appear inside an open turn."""
+
+STANDALONE: frozenset[str] = frozenset({"session/title", "command/run", "command/done"})
+"""Types written between turns (they take a seq but no turn number)."""
+
+
+def fields(type_: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(required keys, optional keys)`` of ``type_``'s payload, each in declaration order."""
+    cls = PAYLOADS[type_]
+    order = list(cls.__annotations__)
+    required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    return (
+        tuple(k for k in order if k in required),
+        tuple(k for k in order if k not in required),
+    )
+
+
+def summary(type_: str) -> str:
+    """What ``type_`` means: its payload's docstring on one line."""
+    return " ".join((PAYLOADS[type_].__doc__ or "").split())
+
+
+class HasData(Protocol):
+    """What ``payload_of`` reads of an event: ``SessionEvent`` is one (structural, so this module
+    need not import ``events``, which derives its catalog from this one)."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def data(self) -> JsonObject: ...
+
+
+@overload
+def payload_of(event: HasData, type_: Literal["turn/start"]) -> TurnStart: ...
+@overload
+def payload_of(event: HasData, type_: Literal["turn/end"]) -> TurnEnd: ...
+@overload
+def payload_of(event: HasData, type_: Literal["step/start"]) -> StepStart: ...
+@overload
+def payload_of(event: HasData, type_: Literal["step/end"]) -> StepEnd: ...
+@overload
+def payload_of(event: HasData, type_: Literal["user/message"]) -> UserMessage: ...
+@overload
+def payload_of(event: HasData, type_: Literal["assistant/chunk"]) -> AssistantChunk: ...
+@overload
+def payload_of(event: HasData, type_: Literal["assistant/message"]) -> AssistantMessage: ...
+@overload
+def payload_of(event: HasData, type_: Literal["tool/call"]) -> ToolCall: ...
+@overload
+def payload_of(event: HasData, type_: Literal["tool/result"]) -> ToolResult: ...
+@overload
+def payload_of(event: HasData, type_: Literal["todo/write"]) -> TodoWrite: ...
+@overload
+def payload_of(event: HasData, type_: Literal["request/header"]) -> RequestHeader: ...
+@overload
+def payload_of(event: HasData, type_: Literal["request/context"]) -> RequestContext: ...
+@overload
+def payload_of(event: HasData, type_: Literal["session/end-seed"]) -> EndSeed: ...
+@overload
+def payload_of(event: HasData, type_: Literal["agent/inbox/spliced"]) -> InboxSpliced: ...
+@overload
+def payload_of(event: HasData, type_: Literal["approval/asked"]) -> ApprovalAsked: ...
+@overload
+def payload_of(event: HasData, type_: Literal["approval/decided"]) -> ApprovalDecided: ...
+@overload
+def payload_of(event: HasData, type_: Literal["approval/policy"]) -> ApprovalPolicy: ...
+@overload
+def payload_of(event: HasData, type_: Literal["llm/retry"]) -> LlmRetry: ...
+@overload
+def payload_of(event: HasData, type_: Literal["llm/retry-started"]) -> LlmRetryStarted: ...
+@overload
+def payload_of(event: HasData, type_: Literal["tool/code-dispatch-start"]) -> CodeDispatchStart: ...
+@overload
+def payload_of(event: HasData, type_: Literal["tool/code-dispatch"]) -> CodeDispatch: ...
+@overload
+def payload_of(event: HasData, type_: Literal["session/title"]) -> SessionTitle: ...
+@overload
+def payload_of(event: HasData, type_: Literal["command/run"]) -> CommandRun: ...
+@overload
+def payload_of(event: HasData, type_: Literal["command/done"]) -> CommandDone: ...
+def payload_of(event: HasData, type_: EventType) -> object:
+    """``event.data`` typed as ``type_``'s payload (module docstring); ``UsageError`` when the
+    event is of another type."""
+    if event.type != type_:
+        raise UsageError(f"payload_of: a {event.type!r} event read as {type_!r}")
+    return event.data

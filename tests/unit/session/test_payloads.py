@@ -1,0 +1,39 @@
+"""The event vocabulary (``dsh_kernel.session.payloads``): one payload ``TypedDict`` per event type,
+from which the catalog is derived; ``payload_of`` narrows ``data`` by the tag."""
+
+from __future__ import annotations
+
+import pytest
+
+from dsh_kernel.errors import UsageError
+from dsh_kernel.session import payloads
+from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent
+from tests.unit.session.scripts import new_session
+
+
+def test_every_event_type_has_one_payload_and_the_catalog_is_derived_from_it() -> None:
+    assert list(EVENT_CATALOG) == list(payloads.PAYLOADS)
+    assert set(payloads.PAYLOADS) == set(payloads.EventType.__args__)  # type: ignore[attr-defined]
+    for t, spec in EVENT_CATALOG.items():
+        cls = payloads.PAYLOADS[t]
+        assert spec.required + spec.optional == tuple(cls.__annotations__)
+        assert set(spec.required) == cls.__required_keys__  # type: ignore[attr-defined]
+        assert spec.summary and spec.summary == " ".join((cls.__doc__ or "").split())
+    assert EVENT_CATALOG["tool/call"].required == ("turn", "step", "callId", "name", "arguments")
+    assert EVENT_CATALOG["tool/call"].optional == ("synthetic",)
+
+
+def test_a_payload_built_with_its_constructor_is_accepted_by_the_log() -> None:
+    session = new_session()
+    session.append("turn/start", payloads.TurnStart(turn=1))
+    call = payloads.ToolCall(turn=1, step=1, callId="c1", name="python", arguments="{}")
+    ev = session.append("tool/call", call)
+    assert ev.data == {"turn": 1, "step": 1, "callId": "c1", "name": "python", "arguments": "{}"}
+
+
+def test_payload_of_narrows_by_tag_and_refuses_another_type() -> None:
+    ev = SessionEvent(type="turn/start", seq=0, time=0, data={"turn": 3})
+    data = payloads.payload_of(ev, "turn/start")
+    assert data["turn"] == 3
+    with pytest.raises(UsageError, match="'turn/start' event read as 'turn/end'"):
+        payloads.payload_of(ev, "turn/end")
