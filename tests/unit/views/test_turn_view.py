@@ -391,7 +391,8 @@ async def test_replayed_events_draw_the_same_widgets(comms: CommLog) -> None:
     live = TurnView(ViewControls(on_approval=answerer.resolve), session_id=agent.id)
     attach(agent, live)
     agent.followup("go")
-    await wait_for(lambda: answerer.pending)
+    # the approval is asked at once; the card is drawn at the next (rate-limited) redraw
+    await wait_for(lambda: bool(answerer.pending) and bool(cards(live)))
     comms.click(cards(live)[0].allow)
     await agent.when_idle()
     live_bundle = live.finish()
