@@ -26,8 +26,8 @@ with is redacted too.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Enum, Float, Unicode
@@ -43,7 +43,6 @@ from dsh_kernel.kernel.interrupts import sigint_calls
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
     from dsh_kernel.kernel.host import AgentHost
-    from dsh_kernel.session.events import SessionEvent
 
 
 class DshKernel(IPythonKernel):
@@ -221,6 +220,7 @@ class DshKernel(IPythonKernel):
 
     async def _execute_chat(self, cell: Cell, count: int, silent: bool) -> dict[str, Any]:
         from dsh_kernel.kernel.viewing import open_view
+        from dsh_kernel.session.turn import turn_end
 
         host = self.host
         agent = host.agent
@@ -257,15 +257,14 @@ class DshKernel(IPythonKernel):
             # The agent cannot fail a turn that already ended; its last flush did, so say so.
             err = journal.last_error
             return self.error_reply(count, err.code, describe_failure(err.code, err.message))
-        end = turn_end_for(agent.session.events, prompt.message.id) or {}
+        end = turn_end(agent.session.events, prompt.message.id) or {}
         kind = end.get("kind")
         if kind == "error":
             err = end.get("error")
             code, message = "UNKNOWN", ""
             if isinstance(err, dict):
-                fields = cast("dict[str, object]", err)
-                code = str(fields.get("code") or "UNKNOWN")
-                message = str(fields.get("message") or "")
+                code = str(err.get("code") or "UNKNOWN")
+                message = str(err.get("message") or "")
             return self.error_reply(count, code, describe_failure(code, message))
         if kind == "aborted":
             return self.error_reply(
@@ -300,18 +299,3 @@ def python_cell_lines(lines: list[str]) -> list[str]:
     if cell.kind != "python" or cell.body == code:
         return lines
     return cell.body.splitlines(keepends=True)
-
-
-def turn_end_for(events: Sequence[SessionEvent], message_id: str) -> dict[str, Any] | None:
-    """The ``turn/end`` reason of the turn that carried ``message_id`` (None if it never ran)."""
-    current: int | None = None
-    turn: int | None = None
-    for ev in events:
-        if ev.type == "turn/start":
-            current = ev.data.get("turn")  # type: ignore[assignment]
-        elif turn is None and ev.type == "user/message" and ev.data.get("id") == message_id:
-            turn = current
-        elif turn is not None and ev.type == "turn/end" and ev.data.get("turn") == turn:
-            reason = ev.data.get("reason")
-            return reason if isinstance(reason, dict) else None
-    return None

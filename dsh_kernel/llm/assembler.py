@@ -27,6 +27,10 @@ Contract:
   would attach provider state to the wrong block.
 - **``interrupted_blocks()``**: the text and reasoning blocks, open or closed, whose text is not
   blank; tool calls and unknown types are dropped whole (nothing safe to keep).
+- **``partial(index)``**: one index's block as far as it has streamed and whether ``block-end``
+  closed it, for a reader that shows a stream while it runs (the turn reader,
+  ``dsh_kernel.session.turn``); it keeps the joined fragments, so reading at every tick stays
+  linear in the stream's length.
 
 ``push`` is the hot path (one call per streamed token): it dispatches on the chunk's ``type`` string
 and stores text fragments in a list that is joined only when a block is assembled.
@@ -54,6 +58,7 @@ from dsh_kernel.llm.types import (
 from dsh_kernel.textcap import cap_echo
 
 MAX_TOOL_NAME_CHARS = 100
+_DELTA_TYPES = frozenset(("text", "reasoning", "tool-call"))
 
 
 class IncompleteBlockError(DshError):
@@ -165,6 +170,20 @@ class BlockAssembler:
             if isinstance(block, TextBlock | ReasoningBlock) and block.text.strip():
                 kept.append(block)
         return tuple(kept)
+
+    def partial(self, index: int) -> tuple[ContentBlock, bool] | None:
+        """The block at ``index`` so far and whether it is closed; ``None`` when nothing was seen at
+        ``index`` or it is an open block of a type that has no delta form."""
+        partial = self._partials.get(index)
+        if partial is None:
+            return None
+        if partial.block is not None:
+            return partial.block, True
+        if partial.block_type not in _DELTA_TYPES:
+            return None
+        if len(partial.parts) > 1:
+            partial.parts[:] = ["".join(partial.parts)]
+        return _assemble(partial, index), False
 
     @property
     def replay_state(self) -> JsonObject | None:

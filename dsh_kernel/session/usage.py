@@ -15,15 +15,21 @@ history sent plus the request header in force; output: the message it produced â
 ``estimated_requests``; the cost of such totals is unknown (``None``) unless every price is zero. The
 store's ``requests``/``usage`` views compute the same estimate in SQL (``estimated = true``); a test
 holds the two, and the meter, equal. A failed attempt (``error`` finish) without usage has no counts.
+
+**One reading.** ``UsageReader`` reads the attempts once, event by event; ``usage_totals`` (``%agent
+cost``) is its ``totals()`` over a log, and the turn reader (``dsh_kernel.session.turn``) feeds it a
+turn's events for the footer's ``summary()``: the same calls, the same counts (the last ``usage``
+chunk of an attempt wins, as in the stream grammar), but only what the servers *reported* â€” the
+footer shows no estimate; the bill (``%agent cost``, SQL) does.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.codec import dumps
 from dsh_kernel.session.events import SessionEvent
@@ -88,6 +94,24 @@ class UsageTotals:
         return text + ", price unknown (set one with dsh_kernel.store.set_price)"
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UsageSummary:
+    """Token counts the servers reported for a turn's model calls (disjoint, as in ``TokenUsage``)."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    output_tokens: int = 0
+    reasoning_tokens: int = 0
+    context_tokens: int | None = None
+    """Prompt plus answer of the last call: roughly what the next request starts from."""
+
+    @property
+    def total_input_tokens(self) -> int:
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+
 def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
@@ -139,21 +163,6 @@ def _has_content(message: JsonValue) -> bool:
     return isinstance(content, list) and len(content) > 0
 
 
-class _Totals:
-    """The running sums of ``usage_totals``."""
-
-    def __init__(self) -> None:
-        self.req = self.inp = self.cr = self.cw = self.out = self.rea = self.est = 0
-
-    def add(self, usage: JsonValue) -> None:
-        if isinstance(usage, dict):
-            self.inp += _int(usage.get("inputTokens"))
-            self.out += _int(usage.get("outputTokens"))
-            self.cr += _int(usage.get("cacheReadTokens"))
-            self.cw += _int(usage.get("cacheWriteTokens"))
-            self.rea += _int(usage.get("reasoningTokens"))
-
-
 class _Attempt:
     """One model call being read: what it reported, and what would estimate it."""
 
@@ -162,90 +171,193 @@ class _Attempt:
     def __init__(self, input_estimate: int, counted: bool) -> None:
         self.input_estimate = input_estimate
         self.counted = counted  # inside the turn asked for
-        self.usage = False
+        self.usage: JsonObject | None = None  # the last usage reported (the last chunk wins)
         self.answered: bool | None = None  # True: answered; False: failed; None: not finished
 
 
-def usage_totals(events: Sequence[SessionEvent], *, turn: int | None = None) -> UsageTotals:
-    """Sum usage over the log, or over one turn (see the module docstring for estimates)."""
-    t = _Totals()
-    history = header = 0  # estimated tokens of the history so far, and of the header in force
-    current_turn: int | None = None
-    attempt: _Attempt | None = None
-    deltas = False
+class _Sums:
+    """Running sums of token counts."""
 
-    def settle(output_estimate: int) -> None:
-        nonlocal attempt
-        a = attempt
-        attempt = None
-        if a is None or not a.counted:
-            return
-        estimated = not a.usage and (a.answered is True or (a.answered is None and deltas))
-        if a.answered is not None or estimated:
-            t.req += 1  # a call that finished, or one cut short after the model said something
-        if estimated:
-            t.est += 1
-            t.inp += a.input_estimate
-            t.out += output_estimate
+    __slots__ = ("cr", "cw", "inp", "out", "rea", "req")
 
-    for ev in events:
+    def __init__(self) -> None:
+        self.req = self.inp = self.cr = self.cw = self.out = self.rea = 0
+
+    def add(self, usage: JsonObject) -> None:
+        self.inp += _int(usage.get("inputTokens"))
+        self.out += _int(usage.get("outputTokens"))
+        self.cr += _int(usage.get("cacheReadTokens"))
+        self.cw += _int(usage.get("cacheWriteTokens"))
+        self.rea += _int(usage.get("reasoningTokens"))
+
+
+_ENDS_ATTEMPT = frozenset(
+    ("step/start", "step/end", "turn/start", "turn/end", "llm/retry", "llm/retry-started")
+)
+
+
+class UsageReader:
+    """The one reading of usage: feed a log's events in order with ``apply``; read ``totals()``
+    (estimates included: ``%agent cost``, equal to SQL) or ``summary()`` (what the servers reported:
+    a turn's footer) at any point. ``turn`` limits the counting to one turn's calls."""
+
+    __slots__ = (
+        "_attempt",
+        "_current_turn",
+        "_deltas",
+        "_est",
+        "_est_in",
+        "_est_out",
+        "_header",
+        "_history",
+        "_last",
+        "_reported",
+        "_settled",
+        "_turn",
+    )
+
+    def __init__(self, *, turn: int | None = None) -> None:
+        self._turn = turn
+        self._current_turn: int | None = None
+        self._history = self._header = 0  # estimated tokens of the history so far, of the header
+        self._attempt: _Attempt | None = None
+        self._deltas = False
+        self._settled = 0  # calls that finished, or were cut short after the model said something
+        self._est = self._est_in = self._est_out = 0  # estimated calls and their estimates
+        self._reported = _Sums()  # reported usage of settled calls; ``req``: calls that reported
+        self._last: JsonObject | None = None  # the last reported usage
+
+    def apply(self, ev: SessionEvent) -> None:
         kind, data = ev.type, ev.data
         if kind == "assistant/chunk":
             chunk = data.get("chunk")
             c = chunk if isinstance(chunk, dict) else {}
             ctype = c.get("type")
+            attempt = self._attempt
             if attempt is None:
-                attempt = _Attempt(history + header, turn is None or current_turn == turn)
-                deltas = False
+                counted = self._turn is None or self._current_turn == self._turn
+                attempt = self._attempt = _Attempt(self._history + self._header, counted)
+                self._deltas = False
             if ctype == "usage":
-                attempt.usage = True
-                if attempt.counted:
-                    t.add(c.get("usage"))
+                usage = c.get("usage")
+                if isinstance(usage, dict):
+                    attempt.usage = usage
             elif ctype in _DELTAS:
-                deltas = True
+                self._deltas = True
             elif ctype == "finish":
                 reason = c.get("reason")
                 attempt.answered = isinstance(reason, dict) and reason.get("kind") in _ANSWERED
                 if not attempt.answered:
-                    settle(0)  # a failed call: no message follows, a retry may
-            continue
+                    self._settle(0)  # a failed call: no message follows, a retry may
+            return
         if kind == "assistant/message":
             message = data.get("message")
-            if attempt is not None and not attempt.usage and not data.get("interrupted"):
+            attempt = self._attempt
+            if attempt is not None and attempt.usage is None and not data.get("interrupted"):
                 usage = data.get("usage")
                 if isinstance(usage, dict):
-                    attempt.usage = True
-                    if attempt.counted:
-                        t.add(usage)
-            settle(estimate_message_tokens(message))
+                    attempt.usage = usage
+            self._settle(estimate_message_tokens(message))
             if ev.surface_op == "append" and _has_content(message):
-                history += estimate_message_tokens(message)
-            continue
-        if attempt is not None and kind in (
-            "step/start",
-            "step/end",
-            "turn/start",
-            "turn/end",
-            "llm/retry",
-            "llm/retry-started",
-        ):
-            settle(0)
+                self._history += estimate_message_tokens(message)
+            return
+        if self._attempt is not None and kind in _ENDS_ATTEMPT:
+            self._settle(0)
         if kind == "turn/start":
             tv = data.get("turn")
-            current_turn = tv if isinstance(tv, int) else None
+            self._current_turn = tv if isinstance(tv, int) and not isinstance(tv, bool) else None
         elif kind == "request/header":
-            header = estimate_header_tokens(data)
+            self._header = estimate_header_tokens(data)
         elif kind in ("user/message", "tool/result") and ev.surface_op == "append":
             message = data if kind == "user/message" else data.get("message")
             if _has_content(message):
-                history += estimate_message_tokens(message)
-    settle(0)
-    return UsageTotals(
-        requests=t.req,
-        input_tokens=t.inp,
-        cache_read_tokens=t.cr,
-        cache_write_tokens=t.cw,
-        output_tokens=t.out,
-        reasoning_tokens=t.rea,
-        estimated_requests=t.est,
-    )
+                self._history += estimate_message_tokens(message)
+
+    def _estimated(self, a: _Attempt) -> bool:
+        return a.usage is None and (a.answered is True or (a.answered is None and self._deltas))
+
+    def _settle(self, output_estimate: int) -> None:
+        a = self._attempt
+        self._attempt = None
+        if a is None or not a.counted:
+            return
+        estimated = self._estimated(a)
+        if a.answered is not None or estimated:
+            self._settled += 1
+        if estimated:
+            self._est += 1
+            self._est_in += a.input_estimate
+            self._est_out += output_estimate
+        if a.usage is not None:
+            self._reported.req += 1
+            self._reported.add(a.usage)
+            self._last = a.usage
+
+    def _open(self) -> _Attempt | None:
+        """The call still being read, when it counts."""
+        a = self._attempt
+        return a if a is not None and a.counted else None
+
+    def totals(self) -> UsageTotals:
+        """The calls so far, estimates included (a call still open counts as the log's end would:
+        as cut short, with no output estimate)."""
+        r, a = self._reported, self._open()
+        req, est, est_in = self._settled, self._est, self._est_in
+        sums = [r.inp, r.cr, r.cw, r.out, r.rea]
+        if a is not None:
+            estimated = self._estimated(a)
+            req += 1 if a.answered is not None or estimated else 0
+            if estimated:
+                est += 1
+                est_in += a.input_estimate
+            if a.usage is not None:
+                sums = [s + n for s, n in zip(sums, _counts(a.usage), strict=True)]
+        return UsageTotals(
+            requests=req,
+            input_tokens=sums[0] + est_in,
+            cache_read_tokens=sums[1],
+            cache_write_tokens=sums[2],
+            output_tokens=sums[3] + self._est_out,
+            reasoning_tokens=sums[4],
+            estimated_requests=est,
+        )
+
+    def summary(self) -> UsageSummary:
+        """What the servers reported so far, the open call's usage included (a live footer)."""
+        r, a, last = self._reported, self._open(), self._last
+        req, sums = r.req, [r.inp, r.cr, r.cw, r.out, r.rea]
+        if a is not None and a.usage is not None:
+            req += 1
+            sums = [s + n for s, n in zip(sums, _counts(a.usage), strict=True)]
+            last = a.usage
+        return UsageSummary(
+            requests=req,
+            input_tokens=sums[0],
+            cache_read_tokens=sums[1],
+            cache_write_tokens=sums[2],
+            output_tokens=sums[3],
+            reasoning_tokens=sums[4],
+            context_tokens=sum(_counts(last)[:4]) if last is not None else None,
+        )
+
+
+def _counts(usage: JsonObject) -> list[int]:
+    """input, cache read, cache write, output, reasoning."""
+    return [
+        _int(usage.get(k))
+        for k in (
+            "inputTokens",
+            "cacheReadTokens",
+            "cacheWriteTokens",
+            "outputTokens",
+            "reasoningTokens",
+        )
+    ]
+
+
+def usage_totals(events: Iterable[SessionEvent], *, turn: int | None = None) -> UsageTotals:
+    """Sum usage over the log, or over one turn (see the module docstring for estimates)."""
+    reader = UsageReader(turn=turn)
+    for ev in events:
+        reader.apply(ev)
+    return reader.totals()

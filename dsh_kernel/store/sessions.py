@@ -17,9 +17,8 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
 * ``export_parquet(store, out_dir, force=False)`` — every event as Parquet, partitioned by ``date``
   and ``session_id`` (Hive layout, readable by DuckDB, Spark, Trino, BigQuery), plus
   ``sessions.parquet``;
-* ``export_markdown(events)`` — a readable transcript (prompts, answers, reasoning folded into
-  ``<details>``, tool calls with arguments and results); what came from a tool (its name, arguments,
-  result text, error code) is escaped or fenced so it renders as text, never as markup;
+* ``export_markdown(events)`` — a readable transcript, written by ``store.transcript`` from the turn
+  reader's reading of each turn (re-exported here);
 * ``write_export(path, text, force=False)`` — write an export file.
 
 Exports never overwrite without ``force``: an existing Markdown file, or a folder that already holds
@@ -33,7 +32,6 @@ never created.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -45,8 +43,7 @@ import duckdb
 
 from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.ids import new_session_id
-from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.codec import parse_tool_arguments
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, open_db
@@ -54,6 +51,7 @@ from dsh_kernel.store.ingest import ingest
 from dsh_kernel.store.journal import JournalWriter, load_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import QueryResult, run_query
+from dsh_kernel.store.transcript import export_markdown as export_markdown
 
 TITLE_MAX = 120
 EXPORT_EXISTS = "EXPORT_EXISTS"
@@ -331,134 +329,6 @@ def _path_error(exc: OSError, target: Path) -> UsageError:
 
 def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
-
-
-# --- Markdown transcript --------------------------------------------------------------------------------
-
-
-def _blocks(message: JsonValue) -> list[JsonObject]:
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
-
-
-def _text_of(blocks: list[JsonObject], kind: str = "text") -> str:
-    return "".join(str(b.get("text", "")) for b in blocks if b.get("type") == kind)
-
-
-def _fence(body: str, lang: str = "") -> str:
-    ticks = "```"
-    while ticks in body:
-        ticks += "`"
-    return f"{ticks}{lang}\n{body}\n{ticks}"
-
-
-def _code_span(text: str) -> str:
-    """``text`` as an inline code span its content cannot close (a tool's name, an error code)."""
-    flat = " ".join(text.split())
-    ticks = "`"
-    while ticks in flat:
-        ticks += "`"
-    pad = " " if flat.startswith("`") or flat.endswith("`") else ""
-    return f"{ticks}{pad}{flat}{pad}{ticks}" if flat else "``"
-
-
-def _plain(text: str) -> str:
-    """``text`` for a Markdown line that must not become markup (a title): no tag, no entity, no
-    link."""
-    flat = " ".join(text.split())
-    return flat.replace("&", "&amp;").replace("<", "&lt;").replace("[", "\\[")
-
-
-def export_markdown(events: Sequence[SessionEvent], header: SessionHeader | None = None) -> str:
-    """A readable Markdown transcript of a session log (what a person saw, not the raw stream)."""
-    out: list[str] = []
-    title = next(
-        (str(e.data.get("title")) for e in reversed(events) if e.type == "session/title"), None
-    )
-    out.append(f"# {_plain(title or 'Session ' + (header.id if header else ''))}".rstrip())
-    if header is not None:
-        created = datetime.fromtimestamp(header.created_at / 1000, tz=UTC).strftime(
-            "%Y-%m-%d %H:%M UTC"
-        )
-        meta = [f"session {_code_span(header.id)}", f"created {created}"]
-        if header.notebook:
-            meta.append(f"notebook {_code_span(header.notebook)}")
-        if header.parent_session:
-            meta.append(
-                f"forked from {_code_span(header.parent_session)} after {header.seed_length} events"
-            )
-        out.append(" · ".join(meta))
-    calls: dict[str, JsonObject] = {}
-    for e in events:
-        d = e.data
-        match e.type:
-            case "turn/start":
-                out.append(f"\n## Turn {d.get('turn')}")
-            case "user/message":
-                text = _text_of(_blocks(d))
-                source = d.get("source")
-                kind = source.get("kind") if isinstance(source, dict) else None
-                if kind == "user":
-                    out.append("**User:**\n\n" + text)
-                elif text:
-                    out.append("<details><summary>Context</summary>\n\n" + text + "\n\n</details>")
-            case "assistant/message":
-                blocks = _blocks(d.get("message"))
-                reasoning = _text_of(blocks, "reasoning")
-                if reasoning:
-                    out.append(
-                        "<details><summary>Reasoning</summary>\n\n" + reasoning + "\n\n</details>"
-                    )
-                text = _text_of(blocks)
-                if text:
-                    suffix = " *(interrupted)*" if d.get("interrupted") is True else ""
-                    out.append("**Assistant:**" + suffix + "\n\n" + text)
-            case "tool/call":
-                cid = str(d.get("callId"))
-                calls[cid] = d
-                out.append(_tool_call_md(d))
-            case "tool/result":
-                out.append(_tool_result_md(d))
-            case "turn/end":
-                reason = d.get("reason")
-                kind = reason.get("kind") if isinstance(reason, dict) else None
-                if kind not in (None, "completed"):
-                    out.append(f"*Turn ended: {kind}*")
-            case _:
-                pass
-    return "\n\n".join(out).strip() + "\n"
-
-
-def _tool_call_md(d: JsonObject) -> str:
-    name = str(d.get("name"))
-    raw = str(d.get("arguments", ""))
-    try:
-        args: JsonValue = parse_tool_arguments(raw)
-    except ValueError:  # too deep or not JSON: shown as the text the model sent
-        args = raw
-    if name == "python" and isinstance(args, dict) and isinstance(args.get("code"), str):
-        body = _fence(str(args["code"]), "python")
-    else:
-        body = _fence(
-            json.dumps(args, indent=2, ensure_ascii=False) if not isinstance(args, str) else args,
-            "json",
-        )
-    return f"**Tool call {_code_span(name)}:**\n\n{body}"
-
-
-def _tool_result_md(d: JsonObject) -> str:
-    blocks = _blocks(d.get("message"))
-    none: JsonObject = {}
-    result = next((b for b in blocks if b.get("type") == "tool-result"), none)
-    inner = result.get("content")
-    text = _text_of([b for b in inner if isinstance(b, dict)]) if isinstance(inner, list) else ""
-    error = d.get("error")
-    label = "Tool error" if result.get("isError") is True else "Tool result"
-    if isinstance(error, dict) and error.get("code"):
-        label += f" ({_code_span(str(error.get('code')))})"
-    return f"**{label}:**\n\n" + _fence(text)
 
 
 # --- titles -----------------------------------------------------------------------------------------------

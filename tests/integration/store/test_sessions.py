@@ -202,3 +202,61 @@ async def test_export_markdown_shows_unparseable_arguments_as_the_text_sent(stor
     hostile = dataclasses.replace(call, data={**call.data, "arguments": deep})
     md = export_markdown([hostile if e is call else e for e in events], agent.session.header)
     assert deep[:100] in md
+
+
+def test_export_markdown_reads_each_turn_as_the_cell_does() -> None:
+    """Runtime context in its place, folded; a result's text blocks one per line (they were glued
+    together before the export read turns with the turn reader), right under their call."""
+    from dsh_kernel.session.events import SessionHeader
+    from dsh_kernel.session.log import Session
+
+    s = Session(header=SessionHeader(id="12345678-0000-4000-8000-000000000000", created_at=0))
+    prompt = {
+        "id": "u1",
+        "role": "user",
+        "content": [{"type": "text", "text": "look"}],
+        "source": {"kind": "user"},
+    }
+    context = {
+        "id": "u2",
+        "role": "user",
+        "content": [{"type": "text", "text": "df: a DataFrame"}],
+        "source": {"kind": "plugin", "plugin": "dsh/runtime-context", "form": "snapshot"},
+    }
+    call = {"type": "tool-call", "id": "c1", "name": "python", "arguments": '{"code": "df"}'}
+    answer = {"id": "a1", "role": "assistant", "content": [call], "source": {"kind": "model"}}
+    result = {
+        "id": "r1",
+        "role": "user",
+        "content": [
+            {
+                "type": "tool-result",
+                "toolCallId": "c1",
+                "content": [
+                    {"type": "text", "text": "   a\n0  1"},
+                    {"type": "text", "text": "(1 row)"},
+                ],
+            }
+        ],
+        "source": {"kind": "tool", "callId": "c1"},
+    }
+    s.append("turn/start", {"turn": 1})
+    s.append("user/message", prompt, surface_op="append")
+    s.append("user/message", context, surface_op="append")
+    s.append("step/start", {"turn": 1, "step": 1})
+    s.append(
+        "assistant/chunk",
+        {"turn": 1, "step": 1, "chunk": {"type": "block-end", "index": 0, "block": call}},
+    )
+    s.append("assistant/message", {"turn": 1, "step": 1, "message": answer}, surface_op="append")
+    s.append(
+        "tool/call",
+        {"turn": 1, "step": 1, "callId": "c1", "name": "python", "arguments": '{"code": "df"}'},
+    )
+    s.append("tool/result", {"turn": 1, "step": 1, "message": result}, surface_op="append")
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    md = export_markdown(list(s.events), s.header)
+    user = md.index("**User:**\n\nlook")
+    ctx = md.index("<details><summary>Context</summary>\n\ndf: a DataFrame\n\n</details>")
+    tool = md.index("**Tool call `python`:**\n\n```python\ndf\n```")
+    assert user < ctx < tool < md.index("**Tool result:**\n\n```\n   a\n0  1\n(1 row)\n```")
