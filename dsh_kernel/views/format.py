@@ -17,32 +17,15 @@ what it asks the person to allow. (The live card keeps its size by scrolling its
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, TypeAlias, assert_never
+from typing import Final, TypeAlias
 
 from dsh_kernel.failures import advice_sentence
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo, TextBlock
-from dsh_kernel.tools.presentation import (
-    DiffCallView,
-    DiffResultView,
-    FileDiff,
-    GenericCallView,
-    GenericResultView,
-    ReadResultView,
-    SearchMatchesView,
-    SearchPathsView,
-    TerminalCallView,
-    TerminalResultView,
-    ToolResultInfo,
-    WebFetchView,
-    WebSearchView,
-    call_view,
-    result_view,
-)
+from dsh_kernel.tools.presentation import ToolResultInfo, call_view, result_view
 from dsh_kernel.tools.types import ToolDefinition
 from dsh_kernel.views.model import CardStatus, ToolCardModel, TurnModel
 from dsh_kernel.views.replayed import replayed
@@ -268,17 +251,6 @@ def _json_text(value: JsonValue) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def _diff_text(diffs: tuple[FileDiff, ...]) -> str:
-    chunks: list[str] = []
-    for d in diffs:
-        old = (d.old_text or "").splitlines(keepends=True)
-        new = d.new_text.splitlines(keepends=True)
-        src = "/dev/null" if d.old_text is None else f"a/{d.path}"
-        lines = difflib.unified_diff(old, new, fromfile=src, tofile=f"b/{d.path}")
-        chunks.append("".join(ln if ln.endswith("\n") else ln + "\n" for ln in lines))
-    return "".join(chunks)
-
-
 def _args_sections(
     card: ToolCardModel, defn: ToolDefinition | None
 ) -> tuple[str, str, tuple[Section, ...]]:
@@ -286,49 +258,30 @@ def _args_sections(
     if card.status == "pending":
         return "other", card.name, (Section(label="Arguments", text=card.arguments, lang="json"),)
     view = call_view(defn, card.name, card.arguments)
-    match view:
-        case GenericCallView():
-            kind = view.kind or "other"
-            raw = view.raw_input
-            sections: list[Section] = []
-            if isinstance(raw, str):
-                lang = "python" if kind == "execute" else ""
-                sections.append(Section(label="Code" if lang else "Input", text=raw, lang=lang))
-            elif isinstance(raw, dict) and isinstance(raw.get("code"), str):
-                code = raw["code"]
-                assert isinstance(code, str)
-                sections.append(Section(label="Code", text=code, lang="python"))
-                rest = {k: v for k, v in raw.items() if k != "code"}
-                if rest:
-                    sections.append(Section(label="Arguments", text=_json_text(rest), lang="json"))
-                kind = "execute" if kind == "other" else kind
-            elif raw is not None and raw != {}:
-                sections.append(Section(label="Arguments", text=_json_text(raw), lang="json"))
-            if view.content:
-                sections.append(Section(label="", text=view.content))
-            if view.locations:
-                where = "\n".join(
-                    f"{loc.path}:{loc.line}" if loc.line is not None else loc.path
-                    for loc in view.locations
-                )
-                sections.append(Section(label="Locations", text=where))
-            return kind, view.title, tuple(sections)
-        case TerminalCallView():
-            text = view.title if view.cwd is None else f"# in {view.cwd}\n{view.title}"
-            extra = (Section(label="", text=view.description),) if view.description else ()
-            return "execute", view.title, (Section(label="Command", text=text, lang="sh"), *extra)
-        case DiffCallView():
-            return (
-                "edit",
-                view.title,
-                (Section(label="Changes", text=_diff_text(view.diffs), lang="diff"),),
-            )
-        case _:
-            assert_never(view)
-
-
-def _badge(truncated: bool, total: int, shown: int) -> str:
-    return f"\n… showing {shown} of {total}" if truncated else ""
+    kind = view.kind or "other"
+    raw = view.raw_input
+    sections: list[Section] = []
+    if isinstance(raw, str):
+        lang = "python" if kind == "execute" else ""
+        sections.append(Section(label="Code" if lang else "Input", text=raw, lang=lang))
+    elif isinstance(raw, dict) and isinstance(raw.get("code"), str):
+        code = raw["code"]
+        assert isinstance(code, str)
+        sections.append(Section(label="Code", text=code, lang="python"))
+        rest = {k: v for k, v in raw.items() if k != "code"}
+        if rest:
+            sections.append(Section(label="Arguments", text=_json_text(rest), lang="json"))
+        kind = "execute" if kind == "other" else kind
+    elif raw is not None and raw != {}:
+        sections.append(Section(label="Arguments", text=_json_text(raw), lang="json"))
+    if view.content:
+        sections.append(Section(label="", text=view.content))
+    if view.locations:
+        where = "\n".join(
+            f"{loc.path}:{loc.line}" if loc.line is not None else loc.path for loc in view.locations
+        )
+        sections.append(Section(label="Locations", text=where))
+    return kind, view.title, tuple(sections)
 
 
 def _result_sections(
@@ -341,47 +294,8 @@ def _result_sections(
         return None, (Section(label=f"Error{code}", text=text),)
     info = ToolResultInfo(content=(TextBlock(text=text),), is_error=False, meta=card.meta)
     view = result_view(defn, card.name, card.arguments, info)
-    match view:
-        case GenericResultView():
-            body = view.content if view.content is not None else text
-            return view.title, (Section(label="Result", text=body),) if body else ()
-        case TerminalResultView():
-            status = ""
-            if view.exit_code is not None:
-                status = f"exit code {view.exit_code}"
-            if view.signal:
-                status = f"{status}, signal {view.signal}".lstrip(", ")
-            out = (Section(label="Output", text=view.output or ""),) if view.output else ()
-            return view.title, (*out, Section(label="", text=status)) if status else out
-        case DiffResultView():
-            return view.title, (Section(label="Changes", text=_diff_text(view.diffs), lang="diff"),)
-        case SearchMatchesView():
-            lines = [f"{f.path}:{m.line_number}: {m.line}" for f in view.files for m in f.matches]
-            body = "\n".join(lines) + _badge(view.truncated, view.total, len(lines))
-            return None, (Section(label=f"{view.total} matches", text=body),)
-        case SearchPathsView():
-            body = "\n".join(view.paths) + _badge(view.truncated, view.total, len(view.paths))
-            return None, (Section(label=f"{view.total} paths", text=body),)
-        case ReadResultView():
-            width = len(str(view.offset + len(view.lines)))
-            body = "\n".join(f"{ln.number:>{width}}  {ln.text}" for ln in view.lines)
-            label = f"{view.path} (lines {view.offset}–{view.offset + len(view.lines) - 1} of {view.total_lines})"
-            return view.title, (Section(label=label, text=body, lang=view.lang or ""),)
-        case WebSearchView():
-            lines = list[str]()
-            for s in view.sources:
-                lines.append(
-                    f"{s.title or s.url}\n  {s.url}" + (f"\n  {s.snippet}" if s.snippet else "")
-                )
-            answer = (Section(label="Answer", text=view.answer),) if view.answer else ()
-            return None, (*answer, Section(label="Sources", text="\n".join(lines)))
-        case WebFetchView():
-            note = " (truncated)" if view.truncated else ""
-            return None, (
-                Section(label="Fetched", text=f"{view.url} → HTTP {view.status_code}{note}"),
-            )
-        case _:
-            assert_never(view)
+    body = view.content if view.content is not None else text
+    return view.title, (Section(label="Result", text=body),) if body else ()
 
 
 def card_view(card: ToolCardModel, defn: ToolDefinition | None = None) -> CardView:
