@@ -3,13 +3,10 @@
 One host per kernel process. It chooses the provider (kernel configuration, then ``DSH_*``
 environment variables, then the first provider whose key is present, else the clearly labelled
 ``offline`` demo model), builds the agent with the notebook tools (``python``, ``inspect``,
-``ask_user``, ``sql``), attaches the session journal to the store, and bridges approvals and
-questions to the view of the cell that is running.
-
-Approvals fail closed. While a view is displayed by a frontend, an approval waits up to
-``approval_timeout`` seconds; when no frontend has rendered the view within
-``headless_approval_timeout`` seconds (nbclient, a headless run), the call is denied at once with a
-message saying how to allow it (``%agent approve auto``).
+``ask_user``, ``sql``), attaches the session journal to the store, and carries out the ``%agent``
+commands that change the route (provider, model, reasoning effort, approval). Approvals and
+questions go to the view of the cell that is running through ``kernel.bridge.ViewBridge`` (they fail
+closed; see there).
 
 Keys follow their provider. A base URL belongs to the provider it was configured for
 (``DSH_PROVIDER``/``c.DshKernel.provider``, or the ``DSH_MODEL`` prefix; with neither, to
@@ -32,7 +29,6 @@ has events and is journaled at once.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import os
@@ -40,11 +36,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, cast
 
-from dsh_kernel.abort import USER_CANCEL, AbortSignal
+from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
-from dsh_kernel.errors import DshError, LlmError, ToolError, UsageError
-from dsh_kernel.ids import ApprovalRequestId, CallId, new_session_id
+from dsh_kernel.errors import DshError, LlmError, UsageError
+from dsh_kernel.ids import new_session_id
+from dsh_kernel.kernel.bridge import ViewBridge
 from dsh_kernel.kernel.settings import (
     HostSettings,
     base_url_owner,
@@ -66,10 +63,8 @@ from dsh_kernel.store.layout import Store
 from dsh_kernel.store.prices import UserPrice, priced
 from dsh_kernel.store.prices import generation as price_generation
 from dsh_kernel.store.sql_tool import sql_tool
-from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy, ApprovalRequest
-from dsh_kernel.tools.builtin.ask_user import Answer, Question, ask_user_tool
-from dsh_kernel.views import WidgetAnswerer
-from dsh_kernel.views.approval import ANSWERS
+from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy
+from dsh_kernel.tools.builtin.ask_user import ask_user_tool
 
 if TYPE_CHECKING:
     from dsh_kernel.views.turn import TurnView
@@ -109,10 +104,7 @@ class AgentHost:
         self.namespace = namespace
         self.shell = shell
         self.keys = KEYS if keys is None else keys
-        self.view: TurnView | None = None
-        self.approvals = WidgetAnswerer()
-        self._early_answers: dict[str, str] = {}
-        """Clicks that came while their approval still waited for the view to be drawn."""
+        self.bridge = ViewBridge(lambda: self.settings)
         self.store_warning: str | None = None
         self.store: Store | None = None
         self._prices: dict[tuple[str, str], UserPrice] = {}
@@ -156,7 +148,7 @@ class AgentHost:
             system=self.settings.system_prompt or None,
             session=session,
             approval_policy=self._policy(),
-            answerer=self._answer_approval,
+            answerer=self.bridge.answer_approval,
             approval_timeout_s=None,
         )
         if self.settings.reasoning:
@@ -284,7 +276,7 @@ class AgentHost:
         runner = CodeRunner(self.namespace, shell=self.shell)
         agent.registry.register(python_tool(runner, on_interrupt=lambda: agent.cancel(USER_CANCEL)))
         agent.registry.register(inspect_tool(self.namespace))
-        agent.registry.register(ask_user_tool(self._ask_user))
+        agent.registry.register(ask_user_tool(self.bridge.ask_user))
         if self.store is not None:
             agent.registry.register(
                 sql_tool(
@@ -316,65 +308,21 @@ class AgentHost:
 
         return ctx
 
-    # --- approvals and questions ------------------------------------------------------------------
+    # --- the view of the running cell ----------------------------------------------------------
 
-    async def _answer_approval(
-        self, request_id: ApprovalRequestId, request: ApprovalRequest
-    ) -> object:
-        view = self.view
-        # With no frontend drawing the view (nbclient, a headless run) the call is denied at once
-        # instead of hanging. The buttons show before this waits on the answerer, so a quick click
-        # may come first: it is kept and used here (no await in between).
-        self._early_answers[request_id] = ""
-        try:
-            shown = view is not None and await self._frontend_shows(view)
-        finally:
-            early = self._early_answers.pop(request_id, "")
-        if early:
-            return early
-        if not shown:
-            return "unavailable"
-        try:
-            async with asyncio.timeout(self.settings.approval_timeout):
-                return await self.approvals(request_id, request)
-        except TimeoutError:
-            return "timeout"
+    @property
+    def view(self) -> TurnView | None:
+        """The running chat cell's view, where approvals and questions go (``kernel.bridge``)."""
+        return self.bridge.view
+
+    @view.setter
+    def view(self, view: TurnView | None) -> None:
+        self.bridge.view = view
 
     def resolve_approval(self, request_id: str, outcome: str) -> None:
-        taken = self.approvals.resolve(request_id, outcome)
-        if not taken and request_id in self._early_answers and outcome in ANSWERS:
-            self._early_answers[request_id] = outcome
+        self.bridge.resolve_approval(request_id, outcome)
 
-    async def _ask_user(
-        self, questions: tuple[Question, ...], signal: AbortSignal, *, call_id: CallId
-    ) -> tuple[Answer, ...]:
-        view = self.view
-        if view is None or not await self._frontend_shows(view):
-            raise ToolError(
-                "no frontend is showing this notebook, so the user cannot be asked (a headless "
-                "run); continue without the answer or say what you need in your reply",
-                code="NO_PROVIDER",
-            )
-        try:
-            async with asyncio.timeout(self.settings.approval_timeout):
-                return await view.ask(questions, signal, call_id=call_id)
-        except TimeoutError as exc:
-            raise ToolError(
-                f"the user did not answer within {self.settings.approval_timeout:g} s",
-                code="TIMEOUT",
-            ) from exc
-
-    async def _frontend_shows(self, view: TurnView) -> bool:
-        """Whether a frontend renders ``view``, giving it a moment to draw (headless runs: no)."""
-        if view.rendered:
-            return True
-        try:
-            async with asyncio.timeout(self.settings.headless_approval_timeout):
-                while not view.rendered:  # noqa: ASYNC110 - a synced widget trait, no event
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            return False
-        return True
+    # --- prices -----------------------------------------------------------------------------------
 
     def model_info(self, provider: str, model: str) -> ModelInfo | None:
         """The provider's metadata for ``model`` with the one price source laid over it: a price set

@@ -38,17 +38,9 @@ from typing import Final
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.views.card_content import CardView, Section, ToolLookup, card_view, lookup
 from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
-from dsh_kernel.views.format import (
-    CardView,
-    Section,
-    ToolLookup,
-    card_view,
-    end_notice,
-    footer_parts,
-    lookup,
-    tokens,
-)
+from dsh_kernel.views.format import end_notice, footer_parts, tokens
 from dsh_kernel.views.markdown import (
     escape,
     escape_inline_markdown,

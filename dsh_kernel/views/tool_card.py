@@ -16,7 +16,7 @@ Layout (a ``VBox`` with class ``dsh-card``):
   whatever the person chose stands. Both triggers are facts of the model, not of the moment it was
   drawn, so a replay drawn once at the end opens the same accordions.
 
-  The arguments are shown whole, however long (``format.card_view`` never cuts them): what runs is
+  The arguments are shown whole, however long (``card_content.card_view`` never cuts them): what runs is
   exactly what the person can read before allowing it. Cutting the code, or refusing code above a
   size, was the other choice; a cut would let code run that nobody saw, and a refusal would block
   legitimate long cells. So the box scrolls instead (``BODY_MAX_HEIGHT``, ``overflow: auto``), which
@@ -34,7 +34,7 @@ from typing import Literal, TypeAlias
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.tools.builtin.ask_user import answers_from_json, parse_questions
 from dsh_kernel.views import _ipw
-from dsh_kernel.views.format import (
+from dsh_kernel.views.card_content import (
     APPROVAL_LABELS,
     ASK_USER_TOOL,
     CardView,

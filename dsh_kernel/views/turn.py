@@ -53,14 +53,9 @@ from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.tools.builtin.ask_user import Answer, Question
 from dsh_kernel.views import _ipw
+from dsh_kernel.views.card_content import ToolLookup
 from dsh_kernel.views.fold import URGENT_TYPES, TurnFold
-from dsh_kernel.views.format import (
-    ModelInfoLookup,
-    ToolLookup,
-    end_notice,
-    footer_parts,
-    tokens,
-)
+from dsh_kernel.views.format import ModelInfoLookup, end_notice, footer_parts, tokens
 from dsh_kernel.views.markdown import escape, safe_markdown, split_segments
 from dsh_kernel.views.markdown_html import markdown_to_html
 from dsh_kernel.views.model import (

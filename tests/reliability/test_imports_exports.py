@@ -28,7 +28,7 @@ from dsh_kernel.errors import StoreError
 from dsh_kernel.store.importing import import_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
-from dsh_kernel.views.format import card_view
+from dsh_kernel.views.card_content import card_view
 from dsh_kernel.views.markdown import fence
 from dsh_kernel.views.model import ToolCardModel
 from tests.reliability.support import (

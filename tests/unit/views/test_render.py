@@ -260,7 +260,7 @@ def test_how_a_turn_ended_is_said(reason: dict[str, object], expected: str) -> N
 
 
 def test_presenters_shape_the_card() -> None:
-    from dsh_kernel.tools.presentation import TerminalCallView, TerminalResultView
+    from dsh_kernel.tools.presentation import GenericCallView, GenericResultView, Location
     from dsh_kernel.tools.types import ToolDefinition
 
     defn = ToolDefinition(
@@ -268,8 +268,14 @@ def test_presenters_shape_the_card() -> None:
         description="Run a shell command.",
         parameters={"type": "object", "properties": {"cmd": {"type": "string"}}},
         execute=lambda args, ctx: "",
-        present_call=lambda args: TerminalCallView(title=str(args["cmd"]), cwd="/tmp"),
-        present_result=lambda args, info: TerminalResultView(output="boom\n", exit_code=2),
+        present_call=lambda args: GenericCallView(
+            title=str(args["cmd"]),
+            kind="search",
+            raw_input={"cmd": args["cmd"], "cwd": "/tmp"},
+            content="in <the> shell",
+            locations=(Location(path="Makefile", line=3), Location(path="README.md")),
+        ),
+        present_result=lambda args, info: GenericResultView(title="made all", content="boom\n"),
     )
     model = turn(
         ToolItem(
@@ -277,9 +283,11 @@ def test_presenters_shape_the_card() -> None:
         )
     )
     md = render_markdown(model, tools=lambda name: defn if name == "sh" else None)
-    assert "<b>make &lt;all&gt;</b> <code>sh</code> — done · 1.2 s" in md
-    assert "```sh\n# in /tmp\nmake <all>\n```" in md
-    assert "**Output**\n\n```\nboom\n```" in md and "exit code 2" in md
+    assert "🔍 <b>made all</b> <code>sh</code> — done · 1.2 s" in md
+    assert '```json\n{\n  "cmd": "make <all>",\n  "cwd": "/tmp"\n}\n```' in md
+    assert "```\nin <the> shell\n```" in md
+    assert "**Locations**\n\n```\nMakefile:3\nREADME.md\n```" in md
+    assert "**Result**\n\n```\nboom\n```" in md and "\nx\n" not in md
 
     def broken(name: str) -> ToolDefinition | None:
         raise KeyError(name)

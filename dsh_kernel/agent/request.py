@@ -1,0 +1,115 @@
+"""A model request: its one constructor, the envelope events it is sent with, and the check behind
+"the log is the truth" (SPINE §1.4, §2).
+
+``generate_request(header, messages, session_id)`` is the only place a ``GenerateRequest`` is built
+from a request header and a history; the agent's live request and the dev-invariant rebuild both
+use it, so the two can differ only in what they are built from.
+
+``RequestLog`` writes the envelope of a session's requests: ``request/header`` before the first
+request of this process (``reason: "initial"`` for a new session, ``"resume"`` for one with an
+earlier header in its log) and whenever the header changes (``"change"``); ``request/context`` (the
+route and its context window) when that changes. A header equal to the last one writes nothing.
+
+``assert_reconstruction(session, request)`` rebuilds the request from the log alone — the latest
+logged header, and the messages projected afresh from the surface events (on purpose not
+``derive_messages()``, which the live request used) — and raises ``InvariantError`` when it differs
+from the request about to be sent (its ``purpose`` aside).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from dsh_kernel.errors import InvariantError
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.provider import PreparedCall, Provider
+from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, Message, ToolSchema
+from dsh_kernel.session.derive import EpochHeader, header_equals, last_request_header, project_event
+from dsh_kernel.session.log import Session
+
+
+def generate_request(
+    header: EpochHeader, messages: tuple[Message, ...], session_id: str
+) -> GenerateRequest:
+    """The request of ``header`` (config, system prompt, tools) over ``messages``."""
+    cfg = header.config
+    return GenerateRequest(
+        provider=cfg.provider,
+        model=cfg.model,
+        messages=messages,
+        system=header.system,
+        tools=header.tools,
+        reasoning_effort=cfg.reasoning_effort,
+        temperature=cfg.temperature,
+        max_tokens=cfg.max_tokens,
+        stop=cfg.stop,
+        session_id=session_id,
+    )
+
+
+class RequestLog:
+    """The ``request/header`` and ``request/context`` events of one session (module docstring)."""
+
+    def __init__(self, session: Session) -> None:
+        self._session = session
+        self._written = False
+        self._last: EpochHeader | None = last_request_header(session.events)
+
+    def record(
+        self,
+        prepared: PreparedCall,
+        provider: Provider,
+        system: str,
+        tools: tuple[ToolSchema, ...],
+    ) -> EpochHeader:
+        """Log the envelope of the next request where it changed; returns its header."""
+        header = EpochHeader(
+            config=prepared.config,
+            adapter_defaults=prepared.adapter_defaults,
+            system=system or None,
+            tools=tools,
+        ).canonical()
+        append = self._session.append
+        if not self._written:
+            reason = "initial" if self._last is None else "resume"
+            append("request/header", {"header": header.to_json(), "reason": reason})
+            self._written = True
+        elif not header_equals(self._last, header):
+            append("request/header", {"header": header.to_json(), "reason": "change"})
+        self._log_context_change(prepared.config, provider)
+        self._last = header
+        return header
+
+    def _log_context_change(self, config: LlmCallConfig, provider: Provider) -> None:
+        window = provider.model_info(config.model).context_window
+        for ev in reversed(self._session.events):
+            if ev.type == "request/context":
+                if (
+                    ev.data.get("provider") == config.provider
+                    and ev.data.get("model") == config.model
+                    and ev.data.get("contextWindow") == window
+                ):
+                    return
+                break
+        data: JsonObject = {"provider": config.provider, "model": config.model}
+        if window is not None:
+            data["contextWindow"] = window
+        self._session.append("request/context", data)
+
+
+def assert_reconstruction(session: Session, request: GenerateRequest) -> None:
+    """Raise ``InvariantError`` unless ``request`` is the one the log alone rebuilds."""
+    events = session.events
+    header = last_request_header(list(events))
+    if header is None:
+        raise InvariantError("request sent with no request/header in the log")
+    rebuilt: list[Message] = []
+    for seq in session.surface:
+        m = project_event(events[seq])
+        if m is not None:
+            rebuilt.append(m)
+    expected = generate_request(header, tuple(rebuilt), session.id)
+    if replace(request, purpose=None) != expected:
+        raise InvariantError(
+            "request differs from the one rebuilt from the log (system + derive_messages + header)"
+        )

@@ -1,0 +1,93 @@
+"""The model's answer to one request, written to the log as it streams (SPINE §1.4, §3.2).
+
+``stream_response`` logs every chunk as ``assistant/chunk`` the moment it arrives and feeds it to one
+``BlockAssembler``. When the stream is cancelled because the turn was aborted, what the user already
+saw is kept: the assembler's visible blocks become an ``assistant/message`` marked ``interrupted``
+(nothing when nothing was visible), and the cancellation propagates. ``append_response`` logs the
+assembled message of a stream that finished, with its usage; both messages point at their chunks
+(``source_event_seqs``). Neither decides what a finish means (retry, max tokens, tools): the step
+loop does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from dsh_kernel.abort import AbortSignal
+from dsh_kernel.ids import new_message_id
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.assembler import BlockAssembler
+from dsh_kernel.llm.codec import chunk_to_json, message_to_json, usage_to_json
+from dsh_kernel.llm.provider import Provider, stream_call
+from dsh_kernel.llm.types import GenerateRequest, Message, ModelSource
+from dsh_kernel.session.log import Session
+
+
+@dataclass(slots=True)
+class Streamed:
+    """A finished stream: its assembler (finish, usage, blocks) and the seqs of its chunks."""
+
+    assembler: BlockAssembler = field(default_factory=BlockAssembler)
+    chunk_seqs: list[int] = field(default_factory=list[int])
+
+
+async def stream_response(
+    session: Session,
+    provider: Provider,
+    request: GenerateRequest,
+    *,
+    turn: int,
+    step: int,
+    signal: AbortSignal,
+) -> Streamed:
+    """Stream ``request`` from ``provider`` into the log (module docstring)."""
+    out = Streamed()
+    try:
+        async for chunk in stream_call(provider, request):
+            ev = session.append(
+                "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk_to_json(chunk)}
+            )
+            out.chunk_seqs.append(ev.seq)
+            out.assembler.push(chunk)
+    except asyncio.CancelledError:
+        if signal.aborted:
+            visible = out.assembler.interrupted_blocks()
+            if visible:
+                msg = Message(
+                    id=new_message_id(),
+                    role="assistant",
+                    content=visible,
+                    source=ModelSource(provider=request.provider, model=request.model),
+                )
+                session.append(
+                    "assistant/message",
+                    {
+                        "turn": turn,
+                        "step": step,
+                        "message": message_to_json(msg),
+                        "interrupted": True,
+                    },
+                    surface_op="append",
+                    source_event_seqs=out.chunk_seqs,
+                )
+        raise
+    return out
+
+
+def append_response(
+    session: Session, streamed: Streamed, request: GenerateRequest, *, turn: int, step: int
+) -> Message:
+    """Log the assembled ``assistant/message`` of a finished stream; returns the message."""
+    assembler = streamed.assembler
+    source = ModelSource(
+        provider=request.provider, model=request.model, replay_state=assembler.replay_state
+    )
+    message = assembler.message(source)
+    data: JsonObject = {"turn": turn, "step": step, "message": message_to_json(message)}
+    if assembler.usage is not None:
+        data["usage"] = usage_to_json(assembler.usage)
+    session.append(
+        "assistant/message", data, surface_op="append", source_event_seqs=streamed.chunk_seqs
+    )
+    return message
