@@ -51,7 +51,7 @@ class DshKernel(IPythonKernel):
     implementation_version = __version__
 
     @property
-    def banner(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def banner(self) -> str:
         return f"DSH Agent {__version__}: an LLM agent in your notebook (IPython inside)"
 
     default_cell = Enum(
@@ -155,7 +155,7 @@ class DshKernel(IPythonKernel):
 
     # --- execution -------------------------------------------------------------------------------
 
-    async def do_execute(  # type: ignore[override]
+    async def do_execute(
         self,
         code: str,
         silent: bool,
@@ -282,7 +282,7 @@ class DshKernel(IPythonKernel):
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
+    def do_shutdown(self, restart: bool) -> dict[str, Any]:
         if self._host is not None:
             try:
                 self._host.shutdown()

@@ -219,7 +219,7 @@ class AgentMagics(Magics):
             raise UsageError(
                 f"no tool named {tool!r}; tools: {', '.join(host.agent.registry.names())}"
             )
-        host.set_approval(mode, tool)  # type: ignore[arg-type]
+        host.set_approval(mode, tool)
         policy = host.agent.approval_policy
         return "approval: " + _policy_text(policy.default, dict(policy.tools))
 
