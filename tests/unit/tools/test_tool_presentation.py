@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -138,13 +140,13 @@ def test_malformed_result_views_are_refused(bad: JsonValue) -> None:
         result_view_from_json(bad)
 
 
-def defn(**kw: object) -> ToolDefinition:
+def defn(**kw: Any) -> ToolDefinition:
     def execute(args: JsonObject, ctx: ToolContext) -> JsonValue:
         return None
 
     return ToolDefinition(
         name="sh", description="", parameters={"type": "object"}, execute=execute, **kw
-    )  # type: ignore[arg-type]
+    )
 
 
 INFO = ToolResultInfo(content=(TextBlock(text="line 1"), TextBlock(text="line 2")), is_error=False)
