@@ -59,7 +59,7 @@ test: $(DEV_STAMP) ## run the suite (what CI runs after lint and typecheck)
 stress: $(DEV_STAMP) ## run the long fault-injection tier (tests/reliability, -m stress)
 	$(PY) -m pytest -q -m stress tests/reliability
 
-lint: $(DEV_STAMP) ## ruff check and ruff format --check over dsh_kernel, tests and benchmarks
+lint: $(DEV_STAMP) ## ruff check (docstrings and complexity too) and format --check: dsh_kernel, tests, benchmarks
 	$(PY) -m ruff check dsh_kernel tests benchmarks
 	$(PY) -m ruff format --check dsh_kernel tests benchmarks
 
@@ -67,7 +67,7 @@ format: $(DEV_STAMP) ## ruff format and ruff check --fix over dsh_kernel, tests 
 	$(PY) -m ruff format dsh_kernel tests benchmarks
 	$(PY) -m ruff check --fix dsh_kernel tests benchmarks
 
-typecheck: $(DEV_STAMP) ## pyright strict over dsh_kernel
+typecheck: $(DEV_STAMP) ## pyright: strict over dsh_kernel, basic over tests and benchmarks
 	$(PY) -m pyright
 
 bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/

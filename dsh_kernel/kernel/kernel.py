@@ -47,6 +47,8 @@ if TYPE_CHECKING:
 
 
 class DshKernel(IPythonKernel):
+    """The DSH Agent kernel: IPython with chat, ``%%sql`` and ``%agent`` cells (``do_*`` overrides only)."""
+
     implementation = "dsh-kernel"
     implementation_version = __version__
 

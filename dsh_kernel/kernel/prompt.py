@@ -33,6 +33,8 @@ class PromptError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExpandedPrompt:
+    """A chat cell's prompt with its references expanded, and the tools its ``&`f``` named."""
+
     message: Message
     tools: tuple[ToolDefinition, ...]
 

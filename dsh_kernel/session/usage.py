@@ -34,6 +34,8 @@ _DELTAS = ("text-delta", "reasoning-delta", "tool-call-delta")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageTotals:
+    """Requests and their token counts, summed over the log or one turn (estimates: module docstring)."""
+
     requests: int = 0
     input_tokens: int = 0
     cache_read_tokens: int = 0
@@ -166,7 +168,8 @@ class _Attempt:
         self.answered: bool | None = None  # True: answered; False: failed; None: not finished
 
 
-def usage_totals(events: Sequence[SessionEvent], *, turn: int | None = None) -> UsageTotals:
+# Complexity (C901): one fold over the log, one branch per event type.
+def usage_totals(events: Sequence[SessionEvent], *, turn: int | None = None) -> UsageTotals:  # noqa: C901
     """Sum usage over the log, or over one turn (see the module docstring for estimates)."""
     t = _Totals()
     history = header = 0  # estimated tokens of the history so far, and of the header in force

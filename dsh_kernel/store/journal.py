@@ -80,6 +80,8 @@ DEFAULT_WINDOW_S = 0.2
 
 
 class LoadedSession(NamedTuple):
+    """A session read from its journal: header, events, and whether repair closed an open turn."""
+
     header: SessionHeader
     events: tuple[SessionEvent, ...]
     repaired: bool
