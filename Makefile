@@ -11,7 +11,13 @@ RUN_STAMP := $(VENV)/.dsh-setup-lab
 DEV_STAMP := $(VENV)/.dsh-setup-dev
 BENCH_STAMP := $(VENV)/.dsh-setup-bench
 
-.PHONY: setup-run setup-dev run test stress lint format typecheck bench clean
+.PHONY: help setup-run setup-dev run test stress lint format typecheck bench clean
+
+# `make help` (also plain `make`): every target with its one line, read from the `## ` comment
+# after the target's prerequisites.
+.DEFAULT_GOAL := help
+help: ## list the targets
+	@awk -F ':.*## ' '/^[a-z-]+:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -36,39 +42,39 @@ $(BENCH_STAMP): pyproject.toml | $(PY)
 
 comma := ,
 
-setup-run: $(RUN_STAMP)
-setup-dev: $(DEV_STAMP)
+setup-run: $(RUN_STAMP) ## set up .venv with the project and the lab extra (what `make run` needs)
+setup-dev: $(DEV_STAMP) ## set up .venv with the project and the dev extra (tests, ruff, pyright)
 
 # `make run`: JupyterLab on notebooks/. LAB_ARGS passes options to `jupyter lab`
 # (e.g. LAB_ARGS="--port=9999 --no-browser").
 LAB_ARGS ?=
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-run: $(RUN_STAMP)
+run: $(RUN_STAMP) ## open JupyterLab on notebooks/ (LAB_ARGS passes options to jupyter lab)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
-test: $(DEV_STAMP)
+test: $(DEV_STAMP) ## run the suite (what CI runs after lint and typecheck)
 	$(PY) -m pytest -q
 
-stress: $(DEV_STAMP)
+stress: $(DEV_STAMP) ## run the long fault-injection tier (tests/reliability, -m stress)
 	$(PY) -m pytest -q -m stress tests/reliability
 
-lint: $(DEV_STAMP)
+lint: $(DEV_STAMP) ## ruff check (docstrings and complexity too) and format --check: dsh_kernel, tests, benchmarks
 	$(PY) -m ruff check dsh_kernel tests benchmarks
 	$(PY) -m ruff format --check dsh_kernel tests benchmarks
 
-format: $(DEV_STAMP)
+format: $(DEV_STAMP) ## ruff format and ruff check --fix over dsh_kernel, tests and benchmarks
 	$(PY) -m ruff format dsh_kernel tests benchmarks
 	$(PY) -m ruff check --fix dsh_kernel tests benchmarks
 
-typecheck: $(DEV_STAMP)
+typecheck: $(DEV_STAMP) ## pyright: strict over dsh_kernel, basic over tests and benchmarks
 	$(PY) -m pyright
 
-bench: $(BENCH_STAMP)
+bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/assembler_append.py
 	$(PY) benchmarks/streaming.py
 	$(PY) benchmarks/store.py
 	$(PY) benchmarks/kernel.py
 
-clean:
+clean: ## remove .venv, build outputs and caches
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache artifacts

@@ -43,10 +43,11 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
-from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.codec import dumps, encode_event, header_to_json
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.store.db import open_db
@@ -83,7 +84,7 @@ class _Log:
     t: int
     rng: random.Random
     events: list[SessionEvent] = field(default_factory=lambda: [])
-    responses: list[JsonObject] = field(default_factory=lambda: [])
+    responses: list[dict[str, Any]] = field(default_factory=lambda: [])
 
     def add(
         self,
@@ -200,7 +201,7 @@ def _step(log: _Log, turn: int, step: int, last: bool, model: tuple[str, str], p
     message: JsonObject = {
         "id": log.uid(),
         "role": "assistant",
-        "content": content,
+        "content": [*content],
         "source": {"kind": "model", "provider": provider, "model": name},
     }
     log.add(
@@ -209,7 +210,7 @@ def _step(log: _Log, turn: int, step: int, last: bool, model: tuple[str, str], p
         surface=True,
         sources=chunk_seqs,
     )
-    results: list[JsonObject] = []
+    results: list[dict[str, Any]] = []
     log.responses.append(
         {
             "time": log.t,
@@ -297,7 +298,7 @@ def generate_session(rng: random.Random, index: int, target: int) -> tuple[Sessi
                 }
                 log.add("user/message", msg, surface=True)
             if turn == 1 and step == 1:
-                tools = [
+                tools: list[JsonValue] = [
                     {"name": t, "description": f"The {t} tool.", "parameters": {"type": "object"}}
                     for t in TOOLS
                 ]
@@ -305,7 +306,7 @@ def generate_session(rng: random.Random, index: int, target: int) -> tuple[Sessi
                     "config": {"provider": model[0], "model": model[1]},
                     "system": "You are a data assistant. " + log.words(60),
                     "tools": tools,
-                }  # type: ignore[dict-item]
+                }
                 log.add("request/header", {"header": header_data, "reason": "initial"})
                 log.add(
                     "request/context",
@@ -379,12 +380,12 @@ def build_sqlite(path: Path, logs: list[tuple[str, str, _Log]]) -> None:
                     json.dumps({"cached_tokens": usage["cacheReadTokens"]}),
                 ),
             )
-            for name, cid, args in r["calls"]:  # type: ignore[union-attr,misc]
+            for name, cid, args in r["calls"]:
                 db.execute(
                     "INSERT INTO tool_calls (response_id, name, arguments, tool_call_id) VALUES (?, ?, ?, ?)",
                     (rid, name, args, cid),
                 )
-            for res in r["results"]:  # type: ignore[union-attr]
+            for res in r["results"]:
                 db.execute(
                     "INSERT INTO tool_results (response_id, name, output, tool_call_id, exception) VALUES (?, ?, ?, ?, ?)",
                     (
@@ -393,7 +394,7 @@ def build_sqlite(path: Path, logs: list[tuple[str, str, _Log]]) -> None:
                         res["output"],
                         res["callId"],
                         "ToolError" if res["failed"] else None,
-                    ),  # type: ignore[index]
+                    ),
                 )
     db.executemany("INSERT INTO prices VALUES (?, ?, ?, ?)", [(m, *p) for m, p in PRICES.items()])
     db.execute(

@@ -6,6 +6,7 @@ import sys
 
 
 def main() -> int:
+    """``python -m dsh_kernel install …`` installs the kernelspecs; anything else starts the kernel."""
     if len(sys.argv) > 1 and sys.argv[1] == "install":
         from dsh_kernel.kernel.kernelspec import main as install_main
 

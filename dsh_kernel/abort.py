@@ -95,6 +95,8 @@ class AbortSignal:
 
 
 class AbortController:
+    """Owns one ``AbortSignal`` and is the only way to fire it (``abort(cause)``)."""
+
     __slots__ = ("signal",)
 
     def __init__(self) -> None:

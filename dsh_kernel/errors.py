@@ -67,14 +67,20 @@ class DshError(Exception):
 
 
 class UsageError(DshError):
+    """The caller used the API or a command wrongly; the message says what to do instead."""
+
     code = "USAGE"
 
 
 class ReentrantAppendError(UsageError):
+    """An observer appended to the session while it was being notified of an append."""
+
     code = "REENTRANT_APPEND"
 
 
 class TemplateError(UsageError):
+    """A system-prompt template names a ``{{variable}}`` that is unknown or empty."""
+
     code = "TEMPLATE"
 
 
@@ -135,22 +141,32 @@ class LlmError(DshError):
 
 
 class SessionError(DshError):
+    """The session log refused an event or could not be read."""
+
     code = "SESSION"
 
 
 class LosslessJsonError(SessionError):
+    """Event data that would not survive a JSON round trip unchanged (the message names the path)."""
+
     code = "NOT_LOSSLESS_JSON"
 
 
 class SurfaceError(SessionError):
+    """An append or replace that breaks the surface (append / replace) rules of the log."""
+
     code = "SURFACE"
 
 
 class InvariantError(SessionError):
+    """The log, or a request rebuilt from it, breaks an invariant the agent checks."""
+
     code = "INVARIANT"
 
 
 class SessionFormatError(SessionError):
+    """A journal that is not a session of a format this version reads."""
+
     code = "SESSION_FORMAT"
 
 
@@ -163,18 +179,26 @@ class ToolError(DshError):
 
 
 class ToolArgsError(ToolError):
+    """The model's arguments do not match the tool's parameter schema."""
+
     code = "INVALID_ARGS"
 
 
 class ToolOutputError(ToolError):
+    """A tool returned a value that is not lossless JSON or does not fit its output schema."""
+
     code = "INVALID_TOOL_OUTPUT"
 
 
 class ToolSchemaError(ToolError):
+    """A tool's schema uses JSON Schema outside the supported subset."""
+
     code = "INVALID_TOOL_SCHEMA"
 
 
 class StoreError(DshError):
+    """The store (journals, the DuckDB database) could not do what was asked."""
+
     code = "STORE"
 
 

@@ -21,20 +21,25 @@ RetryId = NewType("RetryId", str)
 
 
 def new_session_id() -> SessionId:
+    """A fresh random (UUID4) session id."""
     return SessionId(str(uuid.uuid4()))
 
 
 def new_message_id() -> MessageId:
+    """A fresh random (UUID4) message id."""
     return MessageId(str(uuid.uuid4()))
 
 
 def new_approval_id() -> ApprovalRequestId:
+    """A fresh random (UUID4) approval request id."""
     return ApprovalRequestId(str(uuid.uuid4()))
 
 
 def new_command_id() -> CommandId:
+    """A fresh random (UUID4) command id."""
     return CommandId(str(uuid.uuid4()))
 
 
 def new_retry_id() -> RetryId:
+    """A fresh random (UUID4) retry id."""
     return RetryId(str(uuid.uuid4()))

@@ -32,6 +32,8 @@ TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
 
 
 class Inbox:
+    """The ``next-turn`` and ``next-step`` lists of one session; every change is logged (module docstring)."""
+
     def __init__(self, session: Session) -> None:
         self._session = session
         self._lists: dict[Target, list[Message]] = {"next-turn": [], "next-step": []}

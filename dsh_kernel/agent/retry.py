@@ -36,6 +36,8 @@ DEFAULT_RETRYABLE = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOU
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RetryPolicy:
+    """When and how long to wait before retrying a failed model call within its step."""
+
     mode: Literal["normal", "always", "off"] = "normal"
     max_retries: int = 5
     retryable_codes: frozenset[str] = field(default_factory=lambda: DEFAULT_RETRYABLE)

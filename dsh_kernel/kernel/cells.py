@@ -30,6 +30,8 @@ DefaultCell: TypeAlias = Literal["chat", "python"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Cell:
+    """One routed cell: its kind and the text that kind runs."""
+
     kind: CellKind
     body: str
     """The cell without its routing magic line."""
@@ -75,6 +77,8 @@ _REF = re.compile(r"(\\?)([$&])`([^`\n]+)`")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Reference:
+    """One ``$`expr``` or ``&`expr``` in a prompt: its sigil, expression and span in the text."""
+
     sigil: Literal["$", "&"]
     expr: str
     start: int

@@ -127,7 +127,7 @@ class AgentHost:
             raise UsageError(f"DSH_APPROVAL={mode!r}: use ask, auto or never")
         policy = ApprovalPolicy()
         if mode != "ask":
-            policy.set(None, mode)  # type: ignore[arg-type]
+            policy.set(None, mode)
         return policy
 
     def _build_agent(self, session: Session | None = None) -> Agent:

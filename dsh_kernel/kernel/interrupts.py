@@ -19,6 +19,8 @@ from collections.abc import Callable, Generator
 
 @contextlib.contextmanager
 def sigint_calls(fn: Callable[[], None]) -> Generator[None, None, None]:
+    """While the block runs, SIGINT calls ``fn`` on the running loop; the previous handler is
+    restored after (a no-op where the loop cannot take signal handlers; see the module docstring)."""
     loop = asyncio.get_running_loop()
     previous = signal.getsignal(signal.SIGINT)
     try:

@@ -46,11 +46,13 @@ if TYPE_CHECKING:
 
 
 class DshKernel(IPythonKernel):
+    """The DSH Agent kernel: IPython with chat, ``%%sql`` and ``%agent`` cells (``do_*`` overrides only)."""
+
     implementation = "dsh-kernel"
     implementation_version = __version__
 
     @property
-    def banner(self) -> str:  # pyright: ignore[reportIncompatibleVariableOverride]
+    def banner(self) -> str:
         return f"DSH Agent {__version__}: an LLM agent in your notebook (IPython inside)"
 
     default_cell = Enum(
@@ -154,7 +156,7 @@ class DshKernel(IPythonKernel):
 
     # --- execution -------------------------------------------------------------------------------
 
-    async def do_execute(  # type: ignore[override]
+    async def do_execute(
         self,
         code: str,
         silent: bool,
@@ -281,7 +283,7 @@ class DshKernel(IPythonKernel):
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def do_shutdown(self, restart: bool) -> dict[str, Any]:  # type: ignore[override]
+    def do_shutdown(self, restart: bool) -> dict[str, Any]:
         if self._host is not None:
             try:
                 self._host.shutdown()

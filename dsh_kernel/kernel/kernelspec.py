@@ -22,6 +22,7 @@ KERNELS: dict[str, tuple[str, list[str]]] = {
 
 
 def spec(name: str, executable: str | None = None) -> dict[str, object]:
+    """The ``kernel.json`` of kernel ``name``, started with ``executable`` (default: this Python)."""
     display, extra = KERNELS[name]
     return {
         "argv": [
@@ -71,6 +72,7 @@ def install(*, user: bool = False, prefix: str | None = None) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
+    """``python -m dsh_kernel install``: both kernelspecs, for ``--user``, ``--sys-prefix`` or ``--prefix``."""
     parser = argparse.ArgumentParser(
         prog="python -m dsh_kernel install",
         description="Install the DSH Agent and DSH Python kernelspecs.",

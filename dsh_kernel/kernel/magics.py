@@ -85,6 +85,8 @@ the function f to the agent as a tool.
 
 @magics_class
 class AgentMagics(Magics):
+    """The ``%agent`` line magic and its subcommands, over the kernel's agent host."""
+
     def __init__(self, shell: Any, *, host: Callable[[], AgentHost]) -> None:
         """``host``: the kernel's agent host, built on first use (it raises ``DshError`` for a
         configuration it refuses)."""
@@ -219,7 +221,7 @@ class AgentMagics(Magics):
             raise UsageError(
                 f"no tool named {tool!r}; tools: {', '.join(host.agent.registry.names())}"
             )
-        host.set_approval(mode, tool)  # type: ignore[arg-type]
+        host.set_approval(mode, tool)
         policy = host.agent.approval_policy
         return "approval: " + _policy_text(policy.default, dict(policy.tools))
 

@@ -33,6 +33,8 @@ class PromptError(ValueError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExpandedPrompt:
+    """A chat cell's prompt with its references expanded, and the tools its ``&`f``` named."""
+
     message: Message
     tools: tuple[ToolDefinition, ...]
 
@@ -93,7 +95,7 @@ def expand_prompt(text: str, namespace: dict[str, object]) -> ExpandedPrompt | N
                 defn = fn
             else:
                 try:
-                    defn = tool(fn)  # type: ignore[arg-type]
+                    defn = tool(fn)
                 except Exception as exc:
                     raise PromptError(f"&`{ref.expr}` cannot be offered as a tool: {exc}") from exc
             if defn.name not in seen_tools:

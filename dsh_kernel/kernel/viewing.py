@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 
 class CellView:
+    """The live ``TurnView`` of one chat cell's turn, shown under one display id (module docstring)."""
+
     def __init__(
         self, host: AgentHost, message_id: str, *, silent: bool, kernel: object = None
     ) -> None:

@@ -1,0 +1,1 @@
+"""The model seam: content blocks, messages, stream chunks, the assembler and the providers."""

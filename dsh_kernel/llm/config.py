@@ -75,6 +75,8 @@ PLACEHOLDER_KEY = "sk-no-key"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ProviderConfig:
+    """Which provider to talk to and how: kind, endpoint, key variable and model (never the key)."""
+
     id: str
     """What the log records as ``config.provider``."""
     kind: ProviderKind
@@ -184,6 +186,7 @@ def key_source(
 def has_key(
     config: ProviderConfig, *, env: Mapping[str, str] | None = None, keys: KeyStore | None = None
 ) -> bool:
+    """Whether a usable key for ``config`` is in ``keys`` or its environment variable."""
     name = config.api_key_env
     if not name:
         return False

@@ -278,7 +278,7 @@ def _summary(value: object) -> str:
             return f"dtype {getattr(value, 'dtype')}"  # noqa: B009
         if inspect.isroutine(value):
             name = getattr(value, "__name__", "function")
-            return _cut(f"{name}{inspect.signature(value)}", _SHORT_REPR)  # pyright: ignore[reportArgumentType]
+            return _cut(f"{name}{inspect.signature(value)}", _SHORT_REPR)
     except Exception:
         pass
     return short_repr(value)

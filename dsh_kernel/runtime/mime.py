@@ -60,6 +60,7 @@ def json_bundle(data: Mapping[str, object]) -> JsonObject:
 
 
 def payload_size(payload: JsonValue) -> int:
+    """Size of a display payload: UTF-8 bytes of a string, else the length of its JSON."""
     if isinstance(payload, str):
         return utf8_len(payload)
     return len(json.dumps(payload, ensure_ascii=False))

@@ -256,11 +256,11 @@ def _has_semicolon(source: str, tree: ast.Module) -> bool:
 
 def _run_coroutine(coro: Coroutine[object, object, object]) -> None:
     """Drive ``coro`` on a private loop on this thread (see the module docstring)."""
-    outer = asyncio.events._get_running_loop()  # pyright: ignore[reportPrivateUsage]
+    outer = asyncio.events._get_running_loop()
     loop = asyncio.new_event_loop()
     # asyncio refuses to run a loop while this thread's marker names another running loop; the
     # outer loop is blocked inside this call, so lending the thread to the private loop is safe.
-    asyncio.events._set_running_loop(None)  # pyright: ignore[reportPrivateUsage]
+    asyncio.events._set_running_loop(None)
     try:
         task = loop.create_task(coro)
         try:
@@ -274,7 +274,7 @@ def _run_coroutine(coro: Coroutine[object, object, object]) -> None:
         finally:
             _close_private_loop(loop)
     finally:
-        asyncio.events._set_running_loop(outer)  # pyright: ignore[reportPrivateUsage]
+        asyncio.events._set_running_loop(outer)
 
 
 def _close_private_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -23,6 +23,7 @@ def format_size(n: int) -> str:
 
 
 def truncation_marker(dropped_bytes: int) -> str:
+    """The line that ends output cut after ``dropped_bytes`` more bytes."""
     return f"… [output truncated: {format_size(dropped_bytes)} more]"
 
 
@@ -71,6 +72,7 @@ def utf8_suffix(text: str, max_bytes: int) -> str:
 
 
 def fit_text(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` UTF-8 bytes, else its head and tail around a truncation line."""
     size = utf8_len(text)
     if size <= limit:
         return text

@@ -35,6 +35,7 @@ _CONTEXT: Final = "\nDuring handling of the above exception, another exception o
 
 
 def exception_message(exc: BaseException) -> str:
+    """``Name: message`` for ``exc`` (a ``SyntaxError`` with its line)."""
     name = type(exc).__name__
     if isinstance(exc, SyntaxError):
         where = f" (line {exc.lineno})" if exc.lineno is not None else ""
@@ -50,6 +51,7 @@ def exception_message(exc: BaseException) -> str:
 
 
 def short_traceback(exc: BaseException, filename: str) -> str | None:
+    """The traceback of ``exc`` from the run's code in ``filename`` on (module docstring); ``None`` if empty."""
     text = clean_text("".join(_format_chain(exc, filename, depth=0, seen=set())))
     return text or None
 

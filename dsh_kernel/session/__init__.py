@@ -1,0 +1,1 @@
+"""The append-only session log, what is derived from it, its repair, invariants and codec."""

@@ -84,6 +84,7 @@ def _anchor(event_type: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Write the event catalogue to a path (default docs/session-events.md); ``--check``: fail if stale."""
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     paths = [a for a in args if a != "--check"]

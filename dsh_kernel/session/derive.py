@@ -87,6 +87,7 @@ class EpochHeader:
 
 
 def header_equals(a: EpochHeader | None, b: EpochHeader | None) -> bool:
+    """Whether two request headers are the same (canonical JSON); ``None`` equals only ``None``."""
     if a is None or b is None:
         return a is b
     return canonical(a.to_json()) == canonical(b.to_json())

@@ -194,7 +194,7 @@ class Session:
             )
         if not type or not isinstance(type, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError("event type must be a non-empty string")
-        if not isinstance(data, dict):  # pyright: ignore[reportUnnecessaryIsInstance]
+        if not isinstance(data, dict):
             raise UsageError(f"{type} data must be a dict, not {_type_name(data)}")
         required = _REQUIRED.get(type)
         if required is not None and not data.keys() >= required:

@@ -190,7 +190,8 @@ def _route(ev: SessionEvent, stream: _Stream) -> None:
         stream.provider, stream.model = provider, model
 
 
-def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:
+# Complexity (C901): one fold over the log, one branch per event type.
+def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
     """The events that close a trailing open turn of ``events``, in append order (``[]`` if none).
 
     The first closer's seq will be ``events[-1].seq + 1``; synthetic message ids depend on it.

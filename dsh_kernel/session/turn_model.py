@@ -27,6 +27,8 @@ SETTLED: frozenset[str] = frozenset({"done", "failed", "denied", "aborted"})
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCardModel:
+    """One tool call as a card shows it: name, raw arguments, status, result, approval, duration."""
+
     call_id: str
     name: str
     arguments: str
@@ -53,6 +55,8 @@ class ToolCardModel:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReasoningItem:
+    """A reasoning block of the turn (folded away in the views)."""
+
     type: Literal["reasoning"] = "reasoning"
     key: str
     text: str
@@ -62,6 +66,8 @@ class ReasoningItem:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextItem:
+    """A text block of the answer, in stream order."""
+
     type: Literal["text"] = "text"
     key: str
     text: str
@@ -70,6 +76,8 @@ class TextItem:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolItem:
+    """A tool card in the turn's stream order."""
+
     type: Literal["tool"] = "tool"
     key: str
     card: ToolCardModel
@@ -77,6 +85,8 @@ class ToolItem:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SteerItem:
+    """A message the user sent while the turn ran (the steer box)."""
+
     type: Literal["steer"] = "steer"
     key: str
     text: str
@@ -84,6 +94,8 @@ class SteerItem:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoticeItem:
+    """A one-line notice inside the turn (a retry, a discarded attempt)."""
+
     type: Literal["notice"] = "notice"
     key: str
     text: str
@@ -105,6 +117,8 @@ TurnItem: TypeAlias = ReasoningItem | TextItem | ToolItem | SteerItem | NoticeIt
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnError:
+    """How a failed turn failed: the stable code and the message."""
+
     code: str
     message: str
     status: int | None = None
@@ -112,6 +126,8 @@ class TurnError:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnModel:
+    """Everything a view draws of one turn, read from its events (``session.turn``)."""
+
     turn: int | None = None
     message_id: str | None = None
     prompt: str | None = None

@@ -40,6 +40,8 @@ _DELTAS = ("text-delta", "reasoning-delta", "tool-call-delta")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UsageTotals:
+    """Token counts (disjoint: uncached input, cache reads, cache writes, output) and their cost."""
+
     requests: int = 0
     input_tokens: int = 0
     cache_read_tokens: int = 0

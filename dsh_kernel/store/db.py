@@ -70,6 +70,7 @@ def _lock_for(path: Path) -> threading.Lock:
 
 
 def is_lock_conflict(exc: BaseException) -> bool:
+    """Whether ``exc`` is DuckDB refusing a database file that another process holds."""
     return isinstance(exc, duckdb.IOException) and "lock" in str(exc).lower()
 
 

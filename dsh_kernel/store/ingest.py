@@ -85,6 +85,8 @@ _log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IngestReport:
+    """What one ingest did: its status, how much it read, the journals it could not, and a notice."""
+
     status: Literal["ingested", "up-to-date", "deferred"]
     events: int = 0
     journals: int = 0

@@ -1,7 +1,6 @@
 """The per-session journal: write-behind JSONL with durable checkpoints, and loading with crash repair.
 
-Format: ``dsh_kernel.session.codec`` (line 1 the header, then one event per line, ``\\n``-terminated).
-Path: ``Store.journal_path(header)`` (see ``dsh_kernel.store.layout``).
+Format: ``dsh_kernel.session.codec`` (a header line, then one event per line), at ``Store.journal_path``.
 
 ``JournalWriter`` is a session observer (SPINE §6.2):
 
@@ -80,6 +79,8 @@ DEFAULT_WINDOW_S = 0.2
 
 
 class LoadedSession(NamedTuple):
+    """A session read from its journal: header, events, and whether repair closed an open turn."""
+
     header: SessionHeader
     events: tuple[SessionEvent, ...]
     repaired: bool

@@ -48,6 +48,7 @@ def store_dir() -> Path:
 
 
 def check_session_id(session_id: str) -> str:
+    """``session_id`` when it can name a journal file, else ``StoreError`` ``BAD_SESSION_ID``."""
     if not _SAFE_ID.match(session_id) or session_id in (".", ".."):
         raise StoreError(
             f"session id {session_id!r} cannot name a journal file (use letters, digits, '.', '_' "
@@ -58,6 +59,7 @@ def check_session_id(session_id: str) -> str:
 
 
 def journal_date(created_at_ms: int) -> str:
+    """The UTC ``YYYY-MM-DD`` directory of a journal created at ``created_at_ms``."""
     return datetime.fromtimestamp(created_at_ms / 1000, tz=UTC).strftime("%Y-%m-%d")
 
 

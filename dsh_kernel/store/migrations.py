@@ -38,6 +38,7 @@ def migration(fn: Migration) -> Migration:
 
 
 def run_sql_file(con: duckdb.DuckDBPyConnection, name: str) -> None:
+    """Execute the packaged ``store/sql/<name>`` on ``con``."""
     sql = resources.files("dsh_kernel.store").joinpath("sql", name).read_text(encoding="utf-8")
     con.execute(sql)
 
@@ -56,6 +57,7 @@ def applied(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def pending(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Names of the migrations not yet applied to ``con``, in order."""
     done = set(applied(con))
     return [m.__name__ for m in MIGRATIONS if m.__name__ not in done]
 

@@ -38,6 +38,7 @@ def generation() -> int:
 
 
 def bump() -> None:
+    """Count one more ``set_price`` (readers compare ``generation()`` to refresh)."""
     global _generation
     _generation += 1
 

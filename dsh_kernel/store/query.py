@@ -203,6 +203,7 @@ def frames_in(sql: str, namespace: Mapping[str, object] | None) -> dict[str, obj
 
 
 def classify(exc: duckdb.Error) -> str:
+    """The stable ``SQL_*`` code for a DuckDB error."""
     if isinstance(exc, duckdb.ParserException):
         return "SQL_SYNTAX"
     if isinstance(exc, duckdb.CatalogException):

@@ -80,6 +80,7 @@ def _md(text: str | None) -> str:
 
 
 def render() -> str:
+    """docs/store-schema.md as generated from the migrations on an empty database."""
     con = connect_memory()
     try:
         migrate(con)
@@ -132,6 +133,7 @@ def render() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Write the schema doc to a path (default docs/store-schema.md); ``--check``: fail if stale."""
     args = list(sys.argv[1:] if argv is None else argv)
     check = "--check" in args
     paths = [a for a in args if a != "--check"]

@@ -60,6 +60,8 @@ EXPORT_BAD_PATH = "EXPORT_BAD_PATH"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SessionSummary:
+    """One row of ``list_sessions``: a session's id, title, notebook and size."""
+
     id: str
     title: str | None
     created: datetime

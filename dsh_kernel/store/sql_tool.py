@@ -79,6 +79,7 @@ def safe_query(
 
 
 def result_json(result: QueryResult) -> JsonObject:
+    """``result`` as the ``sql`` tool's JSON value: columns, rows, truncation, timing and source."""
     return {
         "columns": list(result.columns),
         "rows": [[to_json_cell(v) for v in r] for r in result.rows],

@@ -159,6 +159,8 @@ class ApprovalRecorder:
 
 
 class ApprovalService:
+    """Asks the answerer about the calls the policy sends to a human, and logs the question and answer."""
+
     def __init__(
         self,
         answerer: Answerer | None = None,

@@ -321,7 +321,8 @@ def tool(
     return build(fn) if fn is not None else build
 
 
-def _build(
+# Complexity (C901): each unsupported signature shape is its own check and error.
+def _build(  # noqa: C901
     fn: ToolFunction,
     *,
     name: str | None,

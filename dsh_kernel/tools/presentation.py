@@ -38,6 +38,8 @@ ToolKind: TypeAlias = Literal[
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Location:
+    """A file (and line) a tool call touches, shown on its card."""
+
     path: str
     line: int | None = None
 

@@ -40,6 +40,8 @@ class _Filter:
 
 
 class ToolRegistry:
+    """One scope of tools (module docstring); every mutation returns its disposer."""
+
     def __init__(
         self, *, tool_order: Sequence[str] | None = None, parent: ToolRegistry | None = None
     ) -> None:

@@ -44,6 +44,8 @@ DEFAULT_MAX_CALLS = 64
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StepToolOutcome:
+    """The results of one step's tool calls, and whether one of them concludes the turn."""
+
     results: tuple[ToolResult, ...]
     """One per call, in model order."""
     concludes_turn: bool

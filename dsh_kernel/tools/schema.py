@@ -75,6 +75,7 @@ def json_type(value: object) -> str:
 
 
 def key_path(path: str, key: str) -> str:
+    """The JSON path of ``key`` under ``path`` (``$.a`` or ``$["a b"]``), for error messages."""
     return f"{path}.{key}" if _IDENT.match(key) else f"{path}[{json.dumps(key)}]"
 
 
@@ -113,7 +114,8 @@ def _kind(schema: JsonObject, path: str) -> str:
     return t if t in ("array", "object") else "scalar"
 
 
-def check_schema(schema: JsonValue, path: str = "$") -> None:
+# Complexity (C901): one check per keyword of the supported subset.
+def check_schema(schema: JsonValue, path: str = "$") -> None:  # noqa: C901
     """Raise ``ToolSchemaError`` unless ``schema`` is in the subset (see the module docstring)."""
     if not isinstance(schema, dict):
         raise ToolSchemaError(f"a schema must be an object at {path}, got {json_type(schema)}")
@@ -327,7 +329,8 @@ def from_json_schema(schema: JsonObject) -> JsonObject:
     return out
 
 
-def _convert(node: JsonObject, defs: JsonObject, stack: tuple[str, ...], path: str) -> JsonObject:
+# Complexity (C901): one branch per JSON-Schema construct it inlines.
+def _convert(node: JsonObject, defs: JsonObject, stack: tuple[str, ...], path: str) -> JsonObject:  # noqa: C901
     if "$ref" in node:
         ref = node["$ref"]
         if not isinstance(ref, str) or not ref.startswith("#/$defs/"):

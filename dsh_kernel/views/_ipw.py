@@ -38,7 +38,7 @@ Label = ipywidgets.Label
 def set_children(box: Box, widgets: Sequence[DOMWidget]) -> None:
     new = tuple(widgets)
     if cast(tuple[DOMWidget, ...], box.children) != new:  # pyright: ignore[reportUnknownMemberType]
-        box.children = new  # pyright: ignore[reportAttributeAccessIssue]
+        box.children = new
 
 
 def children(box: Box) -> tuple[DOMWidget, ...]:
@@ -50,7 +50,7 @@ def set_outputs(out: Output, outputs: Sequence[JsonObject]) -> None:
     new = tuple(outputs)
     current = cast(tuple[JsonObject, ...], out.outputs)  # pyright: ignore[reportUnknownMemberType]
     if current != new:
-        out.outputs = new  # pyright: ignore[reportAttributeAccessIssue]
+        out.outputs = new
 
 
 def outputs(out: Output) -> tuple[JsonObject, ...]:
@@ -60,7 +60,7 @@ def outputs(out: Output) -> tuple[JsonObject, ...]:
 def set_titles(acc: Accordion, titles: Sequence[str]) -> None:
     new = tuple(titles)
     if cast(tuple[str, ...], acc.titles) != new:  # pyright: ignore[reportUnknownMemberType]
-        acc.titles = new  # pyright: ignore[reportAttributeAccessIssue]
+        acc.titles = new
 
 
 def titles(acc: Accordion) -> tuple[str, ...]:
@@ -94,7 +94,7 @@ def observe(widget: Widget, name: str, callback: Callable[[], None]) -> None:
     def handler(_change: object) -> None:
         callback()
 
-    widget.observe(handler, names=name)  # pyright: ignore[reportUnknownMemberType]
+    widget.observe(handler, names=name)
 
 
 def track_views(widget: Widget) -> None:
@@ -113,7 +113,7 @@ def radio_value(radio: RadioButtons) -> str | None:
 
 
 def set_radio_value(radio: RadioButtons, value: str | None) -> None:
-    radio.value = value  # pyright: ignore[reportAttributeAccessIssue]
+    radio.value = value
 
 
 def multi_values(select: SelectMultiple) -> tuple[str, ...]:
@@ -122,9 +122,9 @@ def multi_values(select: SelectMultiple) -> tuple[str, ...]:
 
 
 def set_multi_values(select: SelectMultiple, values: Sequence[str]) -> None:
-    select.value = tuple(values)  # pyright: ignore[reportAttributeAccessIssue]
+    select.value = tuple(values)
 
 
 def is_open(widget: Widget) -> bool:
     """False once the widget's comm was closed (``Widget.close()`` / ``close_all()``)."""
-    return cast(object, widget.comm) is not None  # pyright: ignore[reportUnknownMemberType]
+    return cast(object, widget.comm) is not None

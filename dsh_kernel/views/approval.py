@@ -25,6 +25,8 @@ ANSWERS: Final[frozenset[str]] = frozenset({"allowed-once", "allowed-always", "r
 
 
 class WidgetAnswerer:
+    """An approval answerer whose answers come from the cards' buttons (module docstring)."""
+
     def __init__(self, *, available: Callable[[], bool] | None = None) -> None:
         self._available = available
         self._pending: dict[str, asyncio.Future[ApprovalOutcome]] = {}

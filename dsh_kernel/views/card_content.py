@@ -77,6 +77,8 @@ APPROVAL_LABELS: Final[dict[str, str]] = {
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Section:
+    """One labelled part of a card (arguments, result, outputs) as text."""
+
     label: str
     text: str
     lang: str = ""
@@ -84,6 +86,8 @@ class Section:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CardView:
+    """What a tool card says, ready to draw: icon, title, status label, sections."""
+
     icon: str
     title: str
     name: str
@@ -156,6 +160,7 @@ def _result_sections(
 
 
 def card_view(card: ToolCardModel, defn: ToolDefinition | None = None) -> CardView:
+    """What ``card`` says, with the tool's presenters from ``defn`` when it has any."""
     kind, title, args = _args_sections(card, defn)
     result: tuple[Section, ...] = ()
     outputs: tuple[JsonObject, ...] = ()

@@ -24,6 +24,8 @@ ModelInfoLookup: TypeAlias = Callable[[str, str], ModelInfo | None]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class EndNotice:
+    """What a view says under a turn that did not simply complete."""
+
     level: str
     """``error``, ``warning`` or ``info``."""
     title: str
@@ -34,6 +36,7 @@ class EndNotice:
 
 
 def duration(ms: int | None) -> str | None:
+    """``ms`` for people (``320 ms``, ``1.4 s``, ``2 min 5 s``); ``None`` stays ``None``."""
     if ms is None:
         return None
     if ms < 1000:
@@ -45,6 +48,7 @@ def duration(ms: int | None) -> str | None:
 
 
 def tokens(n: int) -> str:
+    """A token count for people (``9,812``, ``12.3k``, ``1.20M``)."""
     if n < 10_000:
         return f"{n:,}"
     if n < 1_000_000:
@@ -73,6 +77,7 @@ def cost(model: TurnModel, info: ModelInfo | None) -> float | None:
 def footer_parts(
     model: TurnModel, *, session_id: str | None = None, info: ModelInfo | None = None
 ) -> list[str]:
+    """The footer's parts, in order: route, reasoning effort, tokens, context, cost, times, session."""
     parts: list[str] = []
     if model.model is not None:
         name = f"{model.provider}:{model.model}" if model.provider else model.model

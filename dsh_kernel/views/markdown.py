@@ -139,6 +139,7 @@ def _defang_links(text: str) -> str:
 
 
 def backtick_run(text: str, i: int) -> int:
+    """How many backticks start at ``text[i]``."""
     j = i
     while j < len(text) and text[j] == "`":
         j += 1
@@ -163,6 +164,7 @@ def close_code(text: str, start: int, n: int) -> int:
 
 
 def close_math(text: str, start: int, closer: str) -> int:
+    """Where ``closer`` ends the formula opened before ``start`` (``$`` stops at a blank line); -1 if not."""
     i = start
     limit = text.find("\n\n", start) if closer == "$" else -1
     end = len(text) if limit < 0 else limit

@@ -194,6 +194,7 @@ def render_markdown(
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
 ) -> str:
+    """The finished turn ``model`` as Markdown (what a saved notebook's ``text/markdown`` holds)."""
     blocks: list[str] = []
     if include_prompt and model.prompt:
         blocks.append("> **You:** " + escape_inline_markdown(model.prompt))
@@ -289,6 +290,7 @@ def render_html(
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
 ) -> str:
+    """The finished turn ``model`` as HTML (what a saved notebook's ``text/html`` holds)."""
     blocks: list[str] = []
     if include_prompt and model.prompt:
         blocks.append(f"<blockquote><strong>You:</strong> {escape(model.prompt)}</blockquote>")

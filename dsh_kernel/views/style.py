@@ -28,6 +28,7 @@ _shared: list[_ipw.HTML] = []
 
 
 def stylesheet_path() -> Path | None:
+    """The first ``dsh.css`` found (next to this module, then the source tree's widgets/), or ``None``."""
     for path in _CANDIDATES:
         if path.is_file():
             return path
@@ -36,6 +37,7 @@ def stylesheet_path() -> Path | None:
 
 @cache
 def stylesheet() -> str:
+    """The views' CSS, read once; empty (with a warning) when no ``dsh.css`` is found."""
     path = stylesheet_path()
     if path is None:
         _log.warning("dsh.css not found (looked in %s); turn views are unstyled", _CANDIDATES)

@@ -70,6 +70,7 @@ def body_outputs(view: CardView) -> list[JsonObject]:
 
 
 def header_html(view: CardView, status_key: str) -> str:
+    """The card's header line: icon, title, name, status pill (by ``status_key``) and duration."""
     name = (
         f'<span class="dsh-card-name">{escape(view.name)}</span>' if view.name != view.title else ""
     )
@@ -82,6 +83,8 @@ def header_html(view: CardView, status_key: str) -> str:
 
 
 class ToolCardWidget:
+    """The live card of one tool call, redrawn from each new ``ToolCardModel`` (module docstring)."""
+
     def __init__(
         self,
         *,

@@ -57,6 +57,29 @@ def test_every_readme_command_is_exercised() -> None:
         assert dry.returncode == 0, f"README mentions `make {target}`: {dry.stderr}"
 
 
+def test_make_help_lists_every_target() -> None:
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    [phony] = re.findall(r"^\.PHONY: (.+)$", makefile, flags=re.M)
+    targets = phony.split()
+    assert {"help", "test", "lint", "typecheck", "run"} <= set(targets)
+    shown = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    lines = {line.split(maxsplit=1)[0]: line for line in shown.stdout.splitlines() if line.strip()}
+    for target in targets:
+        assert target in lines, f"`make help` does not list {target}"
+        assert len(lines[target].split()) > 1, f"`make help` gives {target} no description"
+    assert set(lines) == set(targets), "`make help` lists a target that is not .PHONY"
+    # Plain `make` is `make help`: it never sets anything up by surprise.
+    plain = subprocess.run(["make"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert plain.stdout == shown.stdout
+
+
+def test_ci_lints_and_typechecks_before_the_suite() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    steps = re.findall(r"^make ([a-z-]+)$", ci, flags=re.M)
+    assert steps == ["lint", "typecheck", "test"]
+    assert ci.index("rm -rf .venv") < ci.index("\nmake lint\n")
+
+
 def test_every_agent_subcommand_is_in_the_readme() -> None:
     names = re.findall(r"^  %agent ([a-z]+)", HELP, flags=re.M)
     assert len(names) >= 15

@@ -36,7 +36,7 @@ def build_notebook() -> nbformat.NotebookNode:
     return nb
 
 
-def chat_output(cell: nbformat.NotebookNode) -> dict[str, Any]:
+def chat_output(cell: nbformat.NotebookNode) -> Any:
     (out,) = [o for o in cell.outputs if o.output_type == "display_data"]
     return out
 

@@ -15,6 +15,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -210,7 +211,8 @@ def test_a_long_sql_tool_query_stops_at_its_time_limit(rig: Rig) -> None:
     assert "longer than 5 s" in str(msg["content"])
     events = verify_log(k)
     (result,) = [e for e in of_type(events, "tool/result") if "slow" in json.dumps(e.data)]
-    assert result.data["error"]["code"] == "SQL_TIMEOUT"
+    error: Any = result.data["error"]
+    assert error["code"] == "SQL_TIMEOUT"
     healthy(k, srv)
 
 

@@ -26,7 +26,7 @@ import os
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -120,7 +120,7 @@ def check_after_kill(
             assert len(events) >= int(n), f"acknowledged {n} events, journal has {len(events)}"
             assert events[int(n) - 1].type == kind
             assert [e.seq for e in events[: int(n)]] == list(range(int(n)))
-    calls = {e.data["callId"] for e in events if e.type == "tool/call"}
+    calls = {cast(str, e.data["callId"]) for e in events if e.type == "tool/call"}
     for mark in marks.iterdir():
         run, turn = mark.name.split("-")
         assert f"call_{run}_{turn}" in calls, (

@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -195,7 +196,7 @@ def run_case(k: Kernel, srv: SseServer, case: Case, *, answer: str = "recovered-
     elapsed = time.monotonic() - started
     events = verify_log(k)
     end = turn_ends(events)[-1]
-    retries = [
+    retries: list[Any] = [
         e.data for e in of_type(events, "llm/retry") if e.data["turn"] == len(turn_ends(events))
     ]
     if case.outcome == "error":

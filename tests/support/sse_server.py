@@ -631,7 +631,7 @@ class SseServer:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n", 1)[0])
     parser.add_argument("script", nargs="?", help='JSON file: {"replies": [...], "checks": [...]}')
     args = parser.parse_args(argv)
     replies: list[Reply] = []

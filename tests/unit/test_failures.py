@@ -34,7 +34,8 @@ def test_the_view_notice_names_its_code_once() -> None:
 def test_the_cell_and_the_turn_notice_give_the_same_advice(code: str) -> None:
     model = TurnModel(end_kind="error", error=TurnError(code=code, message="it broke"))
     notice = end_notice(model)
-    assert notice is not None and notice.hint == advice_sentence(code)
+    assert notice is not None and notice.hint is not None
+    assert notice.hint == advice_sentence(code)
     assert notice.hint.lower().startswith(advice(code)[:20].lower())
     assert notice.hint.endswith(".") and notice.hint[0].isupper()
     assert describe_failure(code, "it broke").endswith(advice(code))

@@ -114,8 +114,8 @@ def test_jupyter_is_imported_only_where_the_architecture_says() -> None:
 
 def test_no_module_imports_itself_back_through_others() -> None:
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
-    for module, path in MODULES.items():
-        for target, _line in _imports(path):
+    for module, source in MODULES.items():
+        for target, _line in _imports(source):
             if target in MODULES and not module.startswith(target + "."):
                 graph[module].add(target)  # a module importing its own package's __init__ aside
     cycles: list[list[str]] = []

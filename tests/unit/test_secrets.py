@@ -100,8 +100,8 @@ def test_scrub_walks_values_and_keys_in_place_without_recursion() -> None:
     for _ in range(5000):
         deep = [deep]
     data = {"a": [KEY, {"b": f"x{KEY}y"}], KEY: 1, "deep": deep, "n": 3}
-    copied = r.scrubbed(data)  # type: ignore[arg-type]
-    out = r.scrub(data)  # type: ignore[arg-type]
+    copied = r.scrubbed(data)
+    out = r.scrub(data)
     assert out is data and isinstance(copied, dict) and copied is not data
     assert copied["a"] == data["a"] and copied["deep"] is not data["deep"]
     assert data["a"] == [REDACTED, {"b": f"x{REDACTED}y"}] and REDACTED in data

@@ -226,6 +226,7 @@ def retry_after_ms(headers: httpx.Headers, *, now: float | None = None) -> int |
 
 
 def request_id(headers: httpx.Headers) -> str | None:
+    """The provider's request id from the response headers, if it sent one."""
     for name in ("x-request-id", "x-deepseek-request-id", "request-id"):
         value = headers.get(name)
         if value:

@@ -16,7 +16,8 @@ import pytest
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.retry import RetryPolicy
-from dsh_kernel.llm.config import KeyStore, ProviderConfig, make_provider
+from dsh_kernel.ids import CallId
+from dsh_kernel.llm.config import KeyStore, ProviderConfig, ProviderKind, make_provider
 from dsh_kernel.llm.types import ReasoningBlock, ToolCallBlock
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.events import SessionEvent
@@ -49,7 +50,7 @@ class FakeClock:
 def agent_for(
     server: SseServer,
     client: httpx.AsyncClient,
-    kind: str = "deepseek",
+    kind: ProviderKind = "deepseek",
     *,
     clock: FakeClock | None = None,
     retry: RetryPolicy | None = None,
@@ -57,7 +58,7 @@ def agent_for(
 ) -> Agent:
     config = ProviderConfig(
         id=kind, kind=kind, base_url=server.url, api_key_env="E2E_KEY", model="m"
-    )  # type: ignore[arg-type]
+    )
     if keys is None:
         keys = KeyStore()
         keys.set("E2E_KEY", KEY)
@@ -102,7 +103,7 @@ async def test_deepseek_tool_turn_with_reasoning_passback(
     assert [m.role for m in messages] == ["user", "assistant", "user", "assistant"]
     assert messages[1].content == (
         ReasoningBlock(text="The user asks for Paris weather. I should call get_weather."),
-        ToolCallBlock(id="call_00_x1", name="get_weather", arguments='{"city": "Paris"}'),
+        ToolCallBlock(id=CallId("call_00_x1"), name="get_weather", arguments='{"city": "Paris"}'),
     )
     assert messages[3].text() == "It is 11°C and cloudy in Paris."
     # The adapter's defaults were logged in the request header and sent on the wire.

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import httpx
 import pytest
 
 from dsh_kernel.errors import LlmError
+from dsh_kernel.ids import CallId
 from dsh_kernel.llm.types import (
     BlockEndChunk,
+    ContentBlock,
     FinishError,
     FinishMaxTokens,
     FinishStop,
     FinishToolCalls,
     LlmCallConfig,
     ReasoningBlock,
+    StreamChunk,
     TextBlock,
     TextDeltaChunk,
     TokenUsage,
@@ -41,12 +45,12 @@ SIGNATURE = "EqQBCkgIARABGAIiQL...fake...=="
 THINKING = ReasoningBlock(
     text="Need the weather; call get_weather with Paris.", signature=SIGNATURE
 )
-CALL = ToolCallBlock(id="toolu_01ABC", name="get_weather", arguments='{"city": "Paris"}')
+CALL = ToolCallBlock(id=CallId("toolu_01ABC"), name="get_weather", arguments='{"city": "Paris"}')
 BUDGET_MODEL = "claude-haiku-4-5"
 """A model with manual (``budget_tokens``) thinking; the Claude 5.x models think adaptively."""
 
 
-def blocks(chunks: list[object]) -> list[object]:
+def blocks(chunks: Sequence[StreamChunk]) -> list[ContentBlock]:
     return [c.block for c in chunks if isinstance(c, BlockEndChunk)]
 
 
@@ -141,7 +145,7 @@ async def test_thinking_tool_use_cache_and_signature_passback(
         user("weather?"),
         assistant(*blocks(first)),
         tool_result("toolu_01ABC", "11°C, cloudy"),
-    )  # type: ignore[arg-type]
+    )
     second = await collect(
         provider,
         request(
@@ -290,7 +294,7 @@ async def test_redacted_thinking_and_unknown_blocks_round_trip(
         raw={"type": "server_tool_use", "id": "srv_1", "name": "web_search", "input": {"q": "x"}},
     )
     assert got[2] == TextBlock(text="ok")
-    await collect(provider, request(user("q"), assistant(*got), user("more")))  # type: ignore[arg-type]
+    await collect(provider, request(user("q"), assistant(*got), user("more")))
     sent = server.requests[1].json["messages"]
     assert sent[1]["content"] == [
         {"type": "redacted_thinking", "data": "opaque=="},

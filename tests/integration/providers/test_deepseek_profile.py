@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import httpx
 import pytest
 
 from dsh_kernel.errors import LlmError
+from dsh_kernel.ids import CallId
 from dsh_kernel.llm.providers import ProviderDefaults
 from dsh_kernel.llm.types import (
     BlockEndChunk,
     BlockStartChunk,
+    ContentBlock,
     FinishError,
     FinishToolCalls,
     LlmCallConfig,
     ReasoningBlock,
     ReasoningDeltaChunk,
+    StreamChunk,
     TextBlock,
     TokenUsage,
     ToolCallBlock,
@@ -34,10 +39,10 @@ from tests.support.providers import (
 from tests.support.sse_server import Framing, SseServer, json_reply, sse_reply
 
 REASONING = "The user asks for Paris weather. I should call get_weather."
-CALL = ToolCallBlock(id="call_00_x1", name="get_weather", arguments='{"city": "Paris"}')
+CALL = ToolCallBlock(id=CallId("call_00_x1"), name="get_weather", arguments='{"city": "Paris"}')
 
 
-def blocks(chunks: list[object]) -> list[object]:
+def blocks(chunks: Sequence[StreamChunk]) -> list[ContentBlock]:
     return [c.block for c in chunks if isinstance(c, BlockEndChunk)]
 
 
@@ -89,7 +94,7 @@ async def test_reasoning_passback_satisfies_the_stateful_server(
     first = await collect(provider, request(user("weather in Paris?"), tools=[WEATHER_TOOL]))
     history = (
         user("weather in Paris?"),
-        assistant(*blocks(first)),  # type: ignore[arg-type]
+        assistant(*blocks(first)),
         tool_result("call_00_x1", "11°C, cloudy"),
     )
     second = await collect(provider, request(*history, tools=[WEATHER_TOOL]))
@@ -121,7 +126,7 @@ async def test_server_rejects_a_history_without_reasoning(
         checks=["deepseek-reasoning"],
     )
     first = await collect(chat_provider(server.url, client, profile="deepseek"), request())
-    history = (user("q"), assistant(*blocks(first)), tool_result("call_00_x1", "11°C"))  # type: ignore[arg-type]
+    history = (user("q"), assistant(*blocks(first)), tool_result("call_00_x1", "11°C"))
     with pytest.raises(LlmError) as info:
         await collect(chat_provider(server.url, client, profile="generic"), request(*history))
     assert info.value.code == "INVALID_REQUEST"

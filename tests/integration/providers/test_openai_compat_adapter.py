@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import httpx
 import pytest
 
 from dsh_kernel.errors import LlmError
+from dsh_kernel.ids import CallId
 from dsh_kernel.llm.types import (
     BlockEndChunk,
     BlockStartChunk,
+    ContentBlock,
     FinishError,
     FinishMaxTokens,
     FinishStop,
     FinishToolCalls,
     LlmCallConfig,
     ReasoningBlock,
+    StreamChunk,
     TextBlock,
     TextDeltaChunk,
     TokenUsage,
@@ -47,7 +51,7 @@ FRAMINGS = {
 }
 
 
-def blocks(chunks: list[object]) -> list[object]:
+def blocks(chunks: Sequence[StreamChunk]) -> list[ContentBlock]:
     return [c.block for c in chunks if isinstance(c, BlockEndChunk)]
 
 
@@ -136,8 +140,8 @@ async def test_parallel_tool_calls_and_their_passback(
     chunks = await collect(provider, request(user("weather and time in Paris")))
     calls = blocks(chunks)
     assert calls == [
-        ToolCallBlock(id="call_aaa111", name="get_weather", arguments='{"city": "Paris"}'),
-        ToolCallBlock(id="call_bbb222", name="get_time", arguments='{"tz":"Europe/Paris"}'),
+        ToolCallBlock(id=CallId("call_aaa111"), name="get_weather", arguments='{"city": "Paris"}'),
+        ToolCallBlock(id=CallId("call_bbb222"), name="get_time", arguments='{"tz":"Europe/Paris"}'),
     ]
     deltas = [c for c in chunks if isinstance(c, ToolCallDeltaChunk)]
     assert [d.arguments_delta for d in deltas if d.index == 0] == ["", '{"ci', 'ty": "Paris"}']
@@ -148,7 +152,7 @@ async def test_parallel_tool_calls_and_their_passback(
 
     history = (
         user("weather and time in Paris"),
-        assistant(*calls),  # type: ignore[arg-type]
+        assistant(*calls),
         tool_result("call_aaa111", '{"temp_c": 11}'),
         tool_result("call_bbb222", "14:02"),
     )
@@ -209,7 +213,9 @@ async def test_truncated_tool_arguments_under_length(
         )
     )
     chunks = await collect(chat_provider(server.url, client), request())
-    assert blocks(chunks) == [ToolCallBlock(id="call_t", name="get_weather", arguments='{"ci')]
+    assert blocks(chunks) == [
+        ToolCallBlock(id=CallId("call_t"), name="get_weather", arguments='{"ci')
+    ]
     assert finish_of(chunks).reason == FinishMaxTokens()  # the assembler drops the unsafe call
 
 
@@ -409,7 +415,7 @@ async def test_non_streaming_json_answer_is_accepted(
     server.script(json_reply(200, b"\n\n" + json.dumps(completion).encode()))
     chunks = await collect(chat_provider(server.url, client), request())
     assert blocks(chunks) == [
-        ToolCallBlock(id="call_n", name="get_weather", arguments='{"city":"Rome"}')
+        ToolCallBlock(id=CallId("call_n"), name="get_weather", arguments='{"city":"Rome"}')
     ]
     assert UsageChunk(usage=TokenUsage(input_tokens=9, output_tokens=4)) in chunks
     assert finish_of(chunks).reason == FinishToolCalls()
@@ -434,8 +440,8 @@ async def test_tool_calls_without_index(server: SseServer, client: httpx.AsyncCl
     server.script(sse_reply(wt.LOCAL_NO_INDEX))
     chunks = await collect(chat_provider(server.url, client, profile="generic"), request())
     assert blocks(chunks) == [
-        ToolCallBlock(id="call_a", name="get_weather", arguments='{"city": "Oslo"}'),
-        ToolCallBlock(id="call_b", name="get_time", arguments="{}"),
+        ToolCallBlock(id=CallId("call_a"), name="get_weather", arguments='{"city": "Oslo"}'),
+        ToolCallBlock(id=CallId("call_b"), name="get_time", arguments="{}"),
     ]
 
 
@@ -456,8 +462,8 @@ async def test_parallel_calls_all_at_index_zero(
     server.script(sse_reply(wt.LOCAL_SAME_INDEX))
     chunks = await collect(chat_provider(server.url, client, profile="generic"), request())
     assert blocks(chunks) == [
-        ToolCallBlock(id="call_1", name="a", arguments="{}"),
-        ToolCallBlock(id="call_2", name="b", arguments='{"x":1}'),
+        ToolCallBlock(id=CallId("call_1"), name="a", arguments="{}"),
+        ToolCallBlock(id=CallId("call_2"), name="b", arguments='{"x":1}'),
     ]
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from dsh_kernel.errors import LlmError, error_chain
 from dsh_kernel.llm.codec import chunk_to_json, failure_to_json
-from dsh_kernel.llm.config import KeyStore, ProviderConfig, make_provider
+from dsh_kernel.llm.config import KeyStore, ProviderConfig, ProviderKind, make_provider
 from dsh_kernel.llm.provider import stream_call
 from dsh_kernel.llm.types import FinishChunk, FinishError
 from tests.support import wire_transcripts as wt
@@ -62,14 +62,17 @@ def scenarios() -> list[tuple[str, object]]:
 
 @pytest.mark.parametrize("kind", ["deepseek", "anthropic"])
 async def test_the_key_never_surfaces(
-    server: SseServer, client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture, kind: str
+    server: SseServer,
+    client: httpx.AsyncClient,
+    caplog: pytest.LogCaptureFixture,
+    kind: ProviderKind,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     keys = KeyStore()
     keys.set("CANARY_KEY", CANARY)
     config = ProviderConfig(
         id=kind, kind=kind, base_url=server.url, api_key_env="CANARY_KEY", model="m"
-    )  # type: ignore[arg-type]
+    )
     provider = make_provider(config, client, keys=keys, env={})
     written: list[str] = [repr(provider), repr(config), repr(keys)]
     for _name, reply in scenarios():

@@ -128,7 +128,7 @@ def test_cli_mode_serves_a_script_file_to_another_process(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("close", ["abort", "hang"])
 async def test_close_modes(server: SseServer, client: httpx.AsyncClient, close: str) -> None:
-    server.script(sse_reply(wt.OPENAI_TEXT, close=close))  # type: ignore[arg-type]
+    server.script(sse_reply(wt.OPENAI_TEXT, close=close))
     timeout = httpx.Timeout(5, read=0.5)
     with pytest.raises((httpx.RemoteProtocolError, httpx.ReadTimeout)):
         async with client.stream("POST", server.url + "/x", timeout=timeout) as resp:

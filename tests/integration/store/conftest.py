@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,7 @@ from dsh_kernel.store.journal import JournalWriter, attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.testing import (
     ScriptedProvider,
+    ScriptEntry,
     error_response,
     text_response,
     tool_call_response,
@@ -86,22 +88,22 @@ TOOLS = (add, lookup, python_tool)
 
 def make_agent(
     store: Store,
-    script: Sequence[object],
+    script: Sequence[ScriptEntry],
     *,
     model: str = "m1",
     extra_tools: Sequence[ToolDefinition] = (),
     tools: Sequence[ToolDefinition] = TOOLS,
     approval: ApprovalPolicy | None = None,
-    **kw: object,
+    **kw: Any,
 ) -> tuple[Agent, ScriptedProvider, JournalWriter]:
-    provider = ScriptedProvider(script)  # type: ignore[arg-type]
+    provider = ScriptedProvider(script)
     agent = Agent(
         provider=provider,
         model=model,
         tools=(*tools, *extra_tools),
         retry_policy=RetryPolicy(initial_delay_ms=1, max_delay_ms=1, jitter_ratio=0.0),
         approval_policy=approval or ApprovalPolicy("auto"),
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
     writer = attach_journal(agent, store)
     return agent, provider, writer
@@ -113,7 +115,7 @@ async def chat(agent: Agent, *prompts: str) -> None:
         await agent.when_idle()
 
 
-RICH_SCRIPT: tuple[object, ...] = (
+RICH_SCRIPT: tuple[ScriptEntry, ...] = (
     # turn 1, step 1: two tools in one message
     tool_call_response(
         "add", {"a": 2, "b": 3}, call_id="c-add", text="Let me add.", usage=usage(100, 10, 50)
@@ -133,7 +135,7 @@ RICH_SCRIPT: tuple[object, ...] = (
 RICH_PROMPTS = ("What is 2+3? Use the tools.", "thanks a lot")
 
 
-async def record_rich_session(store: Store, **kw: object) -> tuple[Agent, JournalWriter]:
+async def record_rich_session(store: Store, **kw: Any) -> tuple[Agent, JournalWriter]:
     """A two-turn session: tool successes and failures, python runs, a retried request."""
     agent, provider, writer = make_agent(store, RICH_SCRIPT, **kw)
     await chat(agent, *RICH_PROMPTS)

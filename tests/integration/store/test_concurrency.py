@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from typing import cast
 
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
@@ -69,9 +70,9 @@ def test_two_writers_and_a_reader(store: Store) -> None:
     )
     assert final.source == "database" and final.notices == ()
     assert {r[0]: r[1] for r in final.rows} == done  # every event of both sessions, none twice
-    assert all(r[2] == r[1] - 1 for r in final.rows)
+    assert all(r[2] == cast(int, r[1]) - 1 for r in final.rows)
     turns = run_query(
         store,
         "SELECT session_id, count(*) FILTER (WHERE end_reason = 'completed') FROM turns GROUP BY 1",
     )
-    assert dict(turns.rows) == {sid: TURNS for sid in done}
+    assert {r[0]: r[1] for r in turns.rows} == {sid: TURNS for sid in done}

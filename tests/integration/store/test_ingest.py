@@ -6,6 +6,7 @@ from __future__ import annotations
 import fcntl
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 from dsh_kernel.llm.codec import chunk_to_json
 from dsh_kernel.llm.types import TokenUsage
@@ -270,8 +271,8 @@ def test_a_request_whose_first_chunk_starts_a_batch_keeps_its_start(store: Store
     first_delta = next(
         e.time
         for e in s.events
-        if e.type == "assistant/chunk" and e.data["chunk"]["type"] == "text-delta"
-    )  # type: ignore[index]
+        if e.type == "assistant/chunk" and cast(Any, e.data["chunk"])["type"] == "text-delta"
+    )
     assert started == sent_at and ttft == first_delta - sent_at and count == 1
 
 

@@ -80,7 +80,8 @@ async def test_every_view_with_copied_rows_marks_them_seeded(store: Store) -> No
         ).rows
         (_, p_seeded, p_own), (_, f_seeded, f_own) = rows
         # the parents own every row; a fork's rows (it added nothing) are all copies of them
-        assert (p_seeded, f_own) == (0, 0) and f_seeded == p_own > 0, (view, rows)
+        assert (p_seeded, f_own) == (0, 0) and f_seeded == p_own, (view, rows)
+        assert isinstance(p_own, int) and p_own > 0, (view, rows)
 
 
 async def test_code_runs_list_added_changed_and_removed_names(store: Store) -> None:
@@ -184,7 +185,8 @@ async def test_usage_without_a_report_is_the_meters_estimate(store: Store) -> No
         assert estimated is True
         assert out == message_tokens(message_from_json(answer.data["message"]))
         assert history == sum(message_tokens(m) for m in sent.messages)
-        assert isinstance(inp, int) and inp > history  # plus the system prompt and the tools
+        assert isinstance(inp, int) and isinstance(history, int)
+        assert inp > history  # plus the system prompt and the tools
     totals = usage_totals(agent.session.events)
     [(inp, out, n, cost)] = run_query(
         store,

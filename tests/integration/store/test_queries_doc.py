@@ -107,8 +107,8 @@ async def test_every_documented_query(store: Store) -> None:
         "".join(
             str(b.get("text", ""))
             for blk in m["content"]  # type: ignore[union-attr]
-            for b in ([blk] if blk.get("type") != "tool-result" else blk.get("content", []))  # type: ignore[union-attr]
-            if b.get("type") == "text"  # type: ignore[union-attr]
+            for b in ([blk] if blk.get("type") != "tool-result" else blk.get("content", []))
+            if b.get("type") == "text"
         )
         for m in expected
     ]
@@ -120,4 +120,4 @@ async def test_every_documented_query(store: Store) -> None:
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected"]
     [teams] = results["Joining a DataFrame from the notebook"]
-    assert sorted(teams.column("team")) == ["a", "b", "c", "d"]
+    assert sorted(map(str, teams.column("team"))) == ["a", "b", "c", "d"]

@@ -22,7 +22,9 @@ def answers(events: object) -> list[JsonObject]:
     for e in events:  # type: ignore[attr-defined]
         assert isinstance(e, SessionEvent)
         if e.type == "assistant/message":
-            msg = dict(e.data["message"])  # type: ignore[arg-type]
+            message = e.data["message"]
+            assert isinstance(message, dict)
+            msg = dict(message)
             msg.pop("id")
             msg.pop("source")
             out.append(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -113,7 +114,8 @@ async def test_the_model_queries_its_own_history_mid_turn(store: Store) -> None:
     await chat(agent, "what did I ask so far?")
     provider.assert_consumed()
     results = [e for e in agent.session.events if e.type == "tool/result"]
-    first = results[0].data["message"]["content"][0]["content"][0]["text"]  # type: ignore[index]
+    message: Any = results[0].data["message"]
+    first = message["content"][0]["content"][0]["text"]
     assert (
         "| turn | prompt |" in first and "| 1 | what did I ask so far? |" in first
     )  # the open turn is there

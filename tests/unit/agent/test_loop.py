@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any, cast
 
 import pytest
 
@@ -229,7 +230,7 @@ async def test_retry_in_same_step_honours_retry_after() -> None:
     assert retries[0].data["delayMs"] == 1500
     assert slept[0] == 1.5
     assert 0.45 <= slept[1] <= 1.1  # 2nd retry: 1000 ms ± 10 %
-    assert len({r.data["retryId"] for r in retries}) == 1
+    assert len({cast(str, r.data["retryId"]) for r in retries}) == 1
     assert len(of_type(ev, "llm/retry-started")) == 2
     assert turn_ends(ev) == [{"kind": "completed"}]
     assert len(provider.requests) == 3
@@ -301,7 +302,10 @@ async def test_context_injected_before_a_followup_enters_before_its_prompt() -> 
     agent.followup("the question")
     agent.inject("context after")
     await agent.when_idle()
-    logged = [m.data["content"][0]["text"] for m in of_type(agent.session.events, "user/message")]
+    logged = [
+        cast(Any, m.data)["content"][0]["text"]
+        for m in of_type(agent.session.events, "user/message")
+    ]
     assert logged == ["context before", "the question", "context after"]
     sent = [m.text() for m in provider.requests[0].messages]
     assert sent == logged

@@ -72,7 +72,7 @@ async def _scenario(responses: list[str], ops: list[tuple[str, int]]) -> Agent:
     counter = itertools.count()
     cycle = itertools.cycle(responses)
 
-    async def fn(_req: GenerateRequest):  # type: ignore[no-untyped-def]
+    async def fn(_req: GenerateRequest):
         n = next(counter)
         kind = next(cycle)
         if kind == "raise":

@@ -15,7 +15,7 @@ import pandas as pd
 from dsh_kernel.runtime import CodeRunner, OutputCaps
 
 
-def run(code: str, ns: dict[str, object] | None = None, **kw: object):  # type: ignore[no-untyped-def]
+def run(code: str, ns: dict[str, object] | None = None, **kw: object):
     runner = CodeRunner(ns if ns is not None else {})
     return runner.run(code, **kw)  # type: ignore[arg-type]
 

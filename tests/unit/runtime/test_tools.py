@@ -7,6 +7,7 @@ import base64
 import json
 import signal
 import time
+from collections.abc import Sequence
 
 import pandas as pd
 import pytest
@@ -26,7 +27,13 @@ from dsh_kernel.runtime import (
     python_tool,
 )
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.testing import ScriptedProvider, hang, text_response, tool_call_response
+from dsh_kernel.testing import (
+    ScriptedProvider,
+    ScriptEntry,
+    hang,
+    text_response,
+    tool_call_response,
+)
 from dsh_kernel.tools.approval import ApprovalPolicy
 from dsh_kernel.tools.pipeline import lossless_problem
 from dsh_kernel.tools.presentation import GenericCallView
@@ -36,7 +43,7 @@ from ..agent.helpers import of_type, result_texts, turn_ends
 from .images import make_png
 
 
-def tool_result(events: list[SessionEvent], index: int = 0) -> SessionEvent:
+def tool_result(events: Sequence[SessionEvent], index: int = 0) -> SessionEvent:
     return of_type(events, "tool/result")[index]
 
 
@@ -311,7 +318,7 @@ async def test_kernel_style_interrupt_with_the_loop_owning_sigint(wire_on_interr
     # cancelled right after the call's result; without it the loop's own handler cancels it a few
     # iterations later (here, while the next model request hangs).
     code = "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)"
-    script = [tool_call_response("python", {"code": code})]
+    script: list[ScriptEntry] = [tool_call_response("python", {"code": code})]
     if not wire_on_interrupt:
         script.append(hang())
     provider = ScriptedProvider(script)

@@ -13,11 +13,11 @@ from tests.unit.session.scripts import new_session
 
 def test_every_event_type_has_one_payload_and_the_catalog_is_derived_from_it() -> None:
     assert list(EVENT_CATALOG) == list(payloads.PAYLOADS)
-    assert set(payloads.PAYLOADS) == set(payloads.EventType.__args__)  # type: ignore[attr-defined]
+    assert set(payloads.PAYLOADS) == set(payloads.EventType.__args__)
     for t, spec in EVENT_CATALOG.items():
         cls = payloads.PAYLOADS[t]
         assert spec.required + spec.optional == tuple(cls.__annotations__)
-        assert set(spec.required) == cls.__required_keys__  # type: ignore[attr-defined]
+        assert set(spec.required) == cls.__required_keys__
         assert spec.summary and spec.summary == " ".join((cls.__doc__ or "").split())
     assert EVENT_CATALOG["tool/call"].required == ("turn", "step", "callId", "name", "arguments")
     assert EVENT_CATALOG["tool/call"].optional == ("synthetic",)

@@ -3,6 +3,8 @@ an interrupted answer, and a call that waited for an approval click never ran.""
 
 from __future__ import annotations
 
+from typing import Any
+
 from dsh_kernel.llm.codec import message_from_json
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.invariants import TOOL_NOT_STARTED, check_invariants
@@ -102,7 +104,8 @@ def test_a_call_waiting_for_its_approval_never_ran() -> None:
     call_seq = _waiting_call(s, decided=None)
     result, step_end, turn_end = closers(list(s.events))
     assert result.data["error"] == {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
-    text = result.data["message"]["content"][0]["content"][0]["text"]  # type: ignore[index]
+    message: Any = result.data["message"]
+    text = message["content"][0]["content"][0]["text"]
     assert "waiting for the user's approval" in text and "never ran" in text
     assert "may have" not in text and "unknown" not in text
     assert result.source_event_seqs == (call_seq,)

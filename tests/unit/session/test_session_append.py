@@ -164,12 +164,12 @@ def test_lossless_rejections_name_the_path(value: object, path: str, words: str)
     s = new_session()
     data = {"title": "t", "source": "user", "v": value}
     with pytest.raises(LosslessJsonError) as info:
-        s.append("session/title", data)  # type: ignore[arg-type]
+        s.append("session/title", data)
     assert f"at {path}:" in str(info.value)
     assert words in str(info.value)
     assert "session/title data" in str(info.value)
     assert info.value.code == "NOT_LOSSLESS_JSON"
-    refused(s, LosslessJsonError, lambda: s.append("session/title", data))  # type: ignore[arg-type]
+    refused(s, LosslessJsonError, lambda: s.append("session/title", data))
 
 
 def test_cycle_is_rejected_with_its_path() -> None:

@@ -7,12 +7,13 @@ import logging
 import pytest
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.session.log import Session
 from tests.unit.session.scripts import new_session, user_message
 
-TITLE = {"title": "t", "source": "user"}
+TITLE: JsonObject = {"title": "t", "source": "user"}
 
 
 # --- observers ---------------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ def test_append_from_an_observer_is_rejected() -> None:
     s.append("session/title", TITLE)
     assert len(errors) == 1
     assert isinstance(errors[0], UsageError)
-    assert errors[0].code == "REENTRANT_APPEND"  # type: ignore[attr-defined]
+    assert errors[0].code == "REENTRANT_APPEND"
     assert len(s) == 1
     # After notification the session accepts appends again.
     s.append("session/title", TITLE)

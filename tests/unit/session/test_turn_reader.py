@@ -37,7 +37,7 @@ def test_the_footer_reads_usage_as_agent_cost_does_the_last_usage_chunk_wins() -
     s = new_session()
     _turn(s, user_message())
     for n in (10, 40):  # the stream grammar allows several usage chunks: the last one wins
-        usage = {"inputTokens": n, "outputTokens": n // 10}
+        usage: JsonObject = {"inputTokens": n, "outputTokens": n // 10}
         s.append("assistant/chunk", _chunk({"type": "usage", "usage": usage}))
     s.append("assistant/chunk", _chunk({"type": "text-delta", "index": 0, "text": "ok"}))
     s.append("assistant/chunk", _chunk({"type": "finish", "reason": {"kind": "stop"}}))

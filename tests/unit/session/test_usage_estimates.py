@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dsh_kernel.agent.meter import message_tokens
 from dsh_kernel.ids import CallId, MessageId
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import (
     Message,
@@ -63,7 +64,7 @@ def test_the_logged_form_is_estimated_exactly_as_the_meter_estimates_the_message
         assert estimate_message_tokens(message_to_json(m)) == message_tokens(m)
 
 
-def _chunk(turn: int, step: int, chunk: dict[str, object]) -> dict[str, object]:
+def _chunk(turn: int, step: int, chunk: JsonObject) -> JsonObject:
     return {"turn": turn, "step": step, "chunk": chunk}
 
 
@@ -108,7 +109,7 @@ def test_reported_usage_is_not_estimated_and_a_failed_call_has_no_counts() -> No
     s.append("turn/start", {"turn": 1})
     s.append("step/start", {"turn": 1, "step": 1})
     s.append("user/message", message_to_json(MESSAGES[0]), surface_op="append")
-    fail = {"kind": "error", "failure": {"code": "RATE_LIMIT", "message": "slow down"}}
+    fail: JsonObject = {"kind": "error", "failure": {"code": "RATE_LIMIT", "message": "slow down"}}
     s.append("assistant/chunk", _chunk(1, 1, {"type": "finish", "reason": fail}))
     s.append("llm/retry-started", {"retryId": "r", "turn": 1, "step": 1, "retry": 1})
     s.append(

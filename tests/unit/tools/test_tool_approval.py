@@ -96,7 +96,7 @@ class Log:
         return [e[1][1] for e in self.events if e[0] == "decided"]  # type: ignore[index]
 
 
-def answering(answer: object):  # type: ignore[no-untyped-def]
+def answering(answer: object):
     async def answerer(rid: ApprovalRequestId, req: ApprovalRequest) -> object:
         return answer
 

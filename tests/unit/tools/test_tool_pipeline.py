@@ -34,8 +34,11 @@ from dsh_kernel.tools import (
     ToolRuntime,
 )
 from dsh_kernel.tools.pipeline import (
+    PostDecision,
+    PostExecuteHook,
     PostExecuteInput,
     PreDecision,
+    PreExecuteHook,
     PreExecuteInput,
     lossless_problem,
 )
@@ -239,7 +242,7 @@ async def test_a_json_string_is_not_mistaken_for_invalid_json() -> None:
 # -- hooks, policy, approval, guards ----------------------------------------------------------------
 
 
-def pre(decision: PreDecision | None, seen: list[PreExecuteInput] | None = None):  # type: ignore[no-untyped-def]
+def pre(decision: PreDecision | None, seen: list[PreExecuteInput] | None = None) -> PreExecuteHook:
     async def hook(inp: PreExecuteInput) -> PreDecision | None:
         if seen is not None:
             seen.append(inp)
@@ -558,7 +561,7 @@ async def test_timeout_stops_the_body() -> None:
         execute=slow,
         timeout_ms=20,
         finalize_content=lambda ctx, r: probe.finalized.append(r),
-    )  # type: ignore[func-returns-value]
+    )
     result = await run(runtime(defn))
     assert code(result) == "TIMEOUT"
     assert "timed out after 20 ms" in text(result)
@@ -575,8 +578,10 @@ async def test_a_body_raising_timeout_error_is_not_our_timeout() -> None:
 # -- post-execute hooks -----------------------------------------------------------------------------
 
 
-def post(decision: object, seen: list[PostExecuteInput] | None = None):  # type: ignore[no-untyped-def]
-    async def hook(inp: PostExecuteInput) -> object:
+def post(
+    decision: PostDecision | None, seen: list[PostExecuteInput] | None = None
+) -> PostExecuteHook:
+    async def hook(inp: PostExecuteInput) -> PostDecision | None:
         if seen is not None:
             seen.append(inp)
         return decision
@@ -587,7 +592,7 @@ def post(decision: object, seen: list[PostExecuteInput] | None = None):  # type:
 async def test_post_accept_replaces_content() -> None:
     probe = Probe()
     seen: list[PostExecuteInput] = []
-    hooks = ToolHooks(post_execute=[post(HookAccept(content=(TextBlock(text="redacted"),)), seen)])  # type: ignore[list-item]
+    hooks = ToolHooks(post_execute=[post(HookAccept(content=(TextBlock(text="redacted"),)), seen)])
     result = await run(runtime(make(probe), hooks=hooks))
     assert text(result) == "redacted" and result.value == 1
     assert seen[0].result.value == 1 and seen[0].args == {"n": 1}
@@ -603,7 +608,7 @@ async def test_post_accept_replaces_value_and_rerenders() -> None:
                 )
             )
         ]
-    )  # type: ignore[list-item]
+    )
     result = await run(runtime(make(probe), hooks=hooks))
     assert result.value == {"n": 2} and text(result) == '{"n":2}'
     assert [m.text() for m in result.additional_contexts] == ["note"]
@@ -611,7 +616,7 @@ async def test_post_accept_replaces_value_and_rerenders() -> None:
 
 async def test_post_accept_with_a_bad_value_is_invalid_output() -> None:
     probe = Probe()
-    hooks = ToolHooks(post_execute=[post(HookAccept(value=ReplaceValue(value=math.nan)))])  # type: ignore[list-item]
+    hooks = ToolHooks(post_execute=[post(HookAccept(value=ReplaceValue(value=math.nan)))])
     assert code(await run(runtime(make(probe), hooks=hooks))) == "INVALID_TOOL_OUTPUT"
 
 
@@ -627,7 +632,7 @@ async def test_post_block_turns_success_into_feedback() -> None:
             post(HookBlock(feedback="output leaked a secret; rerun with redact=true")),
             post(None),
         ]
-    )  # type: ignore[list-item]
+    )
     result = await run(runtime(make(probe), hooks=hooks))
     assert code(result) == "BLOCKED"
     assert text(result) == "Error: output leaked a secret; rerun with redact=true"
@@ -671,7 +676,7 @@ async def test_cancellation_with_aborted_signal_becomes_aborted_result() -> None
         parameters={"type": "object"},
         execute=body,
         finalize_content=lambda ctx, r: probe.finalized.append(r),
-    )  # type: ignore[func-returns-value]
+    )
     task = asyncio.ensure_future(run(runtime(defn), signal=ctl.signal))
     await started.wait()
     ctl.abort(USER_CANCEL)
@@ -747,8 +752,8 @@ async def test_finalize_may_replace_content_and_may_not_fail(
         raise RuntimeError("finaliser bug")
 
     base = {"description": "", "parameters": {"type": "object"}, "execute": lambda a, c: 7}
-    good = ToolDefinition(name="good", finalize_content=replace_it, **base)  # type: ignore[arg-type]
-    bad = ToolDefinition(name="bad", finalize_content=broken, **base)  # type: ignore[arg-type]
+    good = ToolDefinition(name="good", finalize_content=replace_it, **base)
+    bad = ToolDefinition(name="bad", finalize_content=broken, **base)
     rt = runtime(good, bad)
     assert text(await run(rt, call("{}", "good"))) == "final: 7"
     result = await run(rt, call("{}", "bad"))

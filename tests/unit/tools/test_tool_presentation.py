@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -17,13 +19,13 @@ from dsh_kernel.tools.presentation import (
 )
 
 
-def defn(**kw: object) -> ToolDefinition:
+def defn(**kw: Any) -> ToolDefinition:
     def execute(args: JsonObject, ctx: ToolContext) -> JsonValue:
         return None
 
     return ToolDefinition(
         name="sh", description="", parameters={"type": "object"}, execute=execute, **kw
-    )  # type: ignore[arg-type]
+    )
 
 
 INFO = ToolResultInfo(content=(TextBlock(text="line 1"), TextBlock(text="line 2")), is_error=False)

@@ -16,7 +16,7 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> Iterator[CommLog]:
     log = CommLog()
 
     def create_comm(**kwargs: object) -> RecordingComm:
-        return RecordingComm(log, **kwargs)  # type: ignore[arg-type]
+        return RecordingComm(log, **kwargs)
 
     monkeypatch.setattr(comm, "create_comm", create_comm)
     yield log

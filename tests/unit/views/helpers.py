@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import ipywidgets
 from comm.base_comm import BaseComm
@@ -99,7 +99,7 @@ def state_of(widget: ipywidgets.Widget) -> Any:
     if isinstance(layout, ipywidgets.Layout):
         out["display"] = layout.display
     if widget.has_trait("children"):
-        out["children"] = [state_of(c) for c in widget.children]
+        out["children"] = [state_of(c) for c in cast(Any, widget).children]
     return out
 
 
@@ -111,7 +111,7 @@ def find(
     if isinstance(widget, kind) and pred(widget):
         found.append(widget)
     if widget.has_trait("children"):
-        for c in widget.children:
+        for c in cast(Any, widget).children:
             found += find(c, kind, pred)
     return found
 
@@ -141,3 +141,16 @@ def replay(events: Sequence[SessionEvent], view: TurnView) -> dict[str, str]:
     for ev in events:
         view.observe(ev)
     return view.finish()
+
+
+T = TypeVar("T")
+
+
+def ignoring_result(resolve: Callable[[str, T], object]) -> Callable[[str, T], None]:
+    """``resolve`` (an answerer's, which says whether it took the answer) as a view callback: the
+    view does nothing with what a callback returns."""
+
+    def callback(key: str, value: T) -> None:
+        resolve(key, value)
+
+    return callback

@@ -12,6 +12,7 @@ from dsh_kernel import Agent
 from dsh_kernel.abort import AbortCause, AbortController, AbortedError
 from dsh_kernel.errors import ToolError
 from dsh_kernel.ids import CallId
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.tools.builtin.ask_user import (
     Answer,
@@ -26,9 +27,9 @@ from dsh_kernel.views import QuestionBroker, TurnView, ViewControls
 from dsh_kernel.views.tool_card import ToolCardWidget
 
 from ..agent.helpers import of_type, result_texts
-from .helpers import CommLog, attach, find, replay, state_of, wait_for
+from .helpers import CommLog, attach, find, ignoring_result, replay, state_of, wait_for
 
-QUESTIONS = {
+QUESTIONS: JsonObject = {
     "questions": [
         {
             "id": "color",
@@ -128,12 +129,12 @@ async def test_question_form_in_the_card_answers_the_tool(comms: CommLog) -> Non
         [tool_call_response("ask_user", QUESTIONS, call_id="c1"), text_response("thanks")]
     )
     agent = Agent(provider=provider, model="m", tools=[ask_user_tool(broker)])
-    view = TurnView(ViewControls(on_answer=broker.resolve))
+    view = TurnView(ViewControls(on_answer=ignoring_result(broker.resolve)))
     attach(agent, view)
     agent.followup("ask me")
     await wait_for(lambda: broker.pending)
     await wait_for(lambda: find(view.items, ipywidgets.RadioButtons))
-    (card,) = [b for b in view._blocks.values() if isinstance(b, ToolCardWidget)]  # pyright: ignore[reportPrivateUsage]
+    (card,) = [b for b in view._blocks.values() if isinstance(b, ToolCardWidget)]
     form = card.question
     assert form is not None
     labels = [h.value for h in find(form.widget, ipywidgets.HTML)]

@@ -42,7 +42,7 @@ def shell() -> Iterator[InteractiveShell]:
 
 
 def card_of(view: TurnView) -> ToolCardWidget:
-    (card,) = [b for b in view._blocks.values() if isinstance(b, ToolCardWidget)]  # pyright: ignore[reportPrivateUsage]
+    (card,) = [b for b in view._blocks.values() if isinstance(b, ToolCardWidget)]
     return card
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import cast
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
@@ -87,7 +88,11 @@ async def test_two_replays_with_different_clocks_draw_the_same(comms: CommLog) -
     # Only the drawing changed: each replay's log has its own, real times and ids.
     assert first.id != second.id
     assert times(first.session.events) != times(second.session.events)
-    assert {e.data.get("provider") for e in first.session.events if e.type == "request/header"} <= {
+    assert {
+        cast(str | None, e.data.get("provider"))
+        for e in first.session.events
+        if e.type == "request/header"
+    } <= {
         None,
         REPLAY_PROVIDER_ID,
     }

@@ -96,6 +96,7 @@ def serialize_messages(messages: tuple[Message, ...]) -> tuple[list[WireMessage]
 
 
 def thinking_budget(effort: str | None, max_tokens: int) -> int | None:
+    """The ``budget_tokens`` for ``effort`` under ``max_tokens``; ``None`` for no (or too small a) budget."""
     budget = EFFORT_BUDGETS.get(effort or "")
     if budget is None:
         return None

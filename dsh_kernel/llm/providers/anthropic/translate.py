@@ -106,6 +106,7 @@ class _Open:
 
 
 def map_stop(reason: str | None, *, has_blocks: bool, has_tools: bool) -> FinishReason:
+    """The finish reason for Anthropic's ``stop_reason`` (no content is ``EMPTY_RESPONSE``)."""
     if reason in (None, "end_turn", "stop_sequence"):
         if not has_blocks:
             return FinishError(

@@ -69,6 +69,7 @@ def _assistant(message: Message, profile: ChatProfile) -> WireAssistantMessage:
 def serialize_messages(
     messages: tuple[Message, ...], system: str | None, profile: ChatProfile
 ) -> list[WireMessage]:
+    """The Chat Completions ``messages`` for ``system`` and ``messages``, shaped by ``profile``."""
     out: list[WireMessage] = []
     if system:
         out.append({"role": "system", "content": system})

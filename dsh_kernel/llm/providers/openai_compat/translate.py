@@ -114,6 +114,7 @@ def map_usage(raw: JsonObject) -> TokenUsage | None:
 
 
 def map_finish(reason: str | None, *, has_blocks: bool, has_tools: bool) -> FinishReason:
+    """The finish reason for a ``finish_reason`` (no content is ``EMPTY_RESPONSE``)."""
     if has_tools and reason in (None, "stop", "tool_calls"):
         return FinishToolCalls()
     if reason in (None, "stop", "tool_calls"):
