@@ -72,6 +72,7 @@ typecheck: $(DEV_STAMP) ## pyright: strict over dsh_kernel, basic over tests and
 
 bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/assembler_append.py
+	$(PY) benchmarks/turn_reader.py
 	$(PY) benchmarks/streaming.py
 	$(PY) benchmarks/store.py
 	$(PY) benchmarks/kernel.py
