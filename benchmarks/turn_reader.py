@@ -45,7 +45,7 @@ def run(chunks: int, *, read: bool, redraw_every: int | None) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--reps", type=int, default=7)
     args = parser.parse_args()
