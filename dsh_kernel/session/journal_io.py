@@ -14,6 +14,9 @@ Rules:
   derivation, invariants and repair act only on types they know — but it is **kept** in ``events``:
   it owns its seq, and dropping it would leave a hole that the next live append would fill with a
   second event of the same seq. ``unknown_ignorable_seqs`` lists them.
+* Every known event's data is its type's payload (``payloads.problem``: required keys present, each
+  of its JSON kind), else the journal is refused (code ``JOURNAL_BAD_SHAPE``, naming the line and
+  the key), so readers may trust the kinds of the keys they find.
 * Seqs run 0, 1, 2, … over all event lines; a gap or a repeat is damage (code ``JOURNAL_DAMAGED``).
 * Only a *torn final line* — invalid JSON on the last line, as a crash mid-write leaves it (no
   trailing newline, cut mid-object) — is tolerated: it is dropped and ``torn_tail`` is set. Invalid
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 from dsh_kernel.errors import LosslessJsonError, SessionFormatError
 from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.session.codec import (
+    JOURNAL_BAD_SHAPE,
     JOURNAL_TOO_DEEP,
     MAX_DEPTH,
     event_from_json,
@@ -48,6 +52,7 @@ from dsh_kernel.session.codec import (
     loads,
 )
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent, SessionHeader
+from dsh_kernel.session.payloads import problem as payload_problem
 
 JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
 """``SessionFormatError.code`` for a journal whose committed lines are broken (not merely torn)."""
@@ -146,6 +151,9 @@ def read_journal(lines: Iterable[str] | str, *, name: str) -> LoadedJournal:
             event = event_from_json(obj, None, where=where)
             assert event is not None
             unknown.append(event.seq)
+        wrong = payload_problem(event.type, event.data)
+        if wrong is not None:
+            raise SessionFormatError(f"{where}: {wrong}", code=JOURNAL_BAD_SHAPE)
         if event.seq != len(events):
             raise SessionFormatError(
                 f"{where}: event {event.type!r} has seq {event.seq} but seq {len(events)} was "

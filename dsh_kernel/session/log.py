@@ -36,7 +36,6 @@ from dsh_kernel.llm.types import Message
 from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import (
-    EVENT_CATALOG,
     SURFACE_TYPES,
     ReplaceOp,
     SessionEvent,
@@ -44,6 +43,7 @@ from dsh_kernel.session.events import (
     SurfaceOp,
     new_event,
 )
+from dsh_kernel.session.payloads import problem as payload_problem
 
 _log = logging.getLogger(__name__)
 
@@ -53,9 +53,6 @@ Observer = Callable[[SessionEvent], None]
 
 _time_ns = _time.time_ns
 
-_REQUIRED: dict[str, frozenset[str]] = {
-    t: frozenset(spec.required) for t, spec in EVENT_CATALOG.items() if spec.required
-}
 _BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
 
 
@@ -186,7 +183,8 @@ class Session:
     ) -> SessionEvent:
         """Append one event. ``data`` is its payload — a plain dict, or the type's payload
         ``TypedDict`` from ``dsh_kernel.session.payloads`` — copied losslessly (what the log keeps
-        is the copy); its required keys are checked against the catalog."""
+        is the copy); its keys are checked against the payload type first
+        (``payloads.problem``: required keys present, each of its JSON kind)."""
         if self._notifying:
             raise ReentrantAppendError(
                 f"Session.append({type!r}) called from inside a session observer; schedule the "
@@ -196,10 +194,9 @@ class Session:
             raise UsageError("event type must be a non-empty string")
         if not isinstance(data, dict):
             raise UsageError(f"{type} data must be a dict, not {_type_name(data)}")
-        required = _REQUIRED.get(type)
-        if required is not None and not data.keys() >= required:
-            missing = [k for k in EVENT_CATALOG[type].required if k not in data]
-            raise UsageError(f"{type} event is missing data field(s): {', '.join(missing)}")
+        wrong = payload_problem(type, data, kinds=type != "assistant/chunk")  # the hot path
+        if wrong is not None:
+            raise UsageError(wrong)
         copied = lossless_copy_object(data, event_type=type)
         redactor = self._redactor
         if type != "assistant/chunk":  # not on the hot path (chunks are scrubbed all the same)

@@ -12,18 +12,34 @@ required keys. ``event.data`` stays a plain dict (the README documents it as pub
         data = payload_of(ev, "tool/call")  # ToolCall: data["callId"] is a str
 
 ``payload_of`` checks the tag (a mismatch is a bug: ``UsageError``) and returns ``data`` typed;
-it does not re-validate the values — the log validated the required keys on append and the
-journal reader on load, and readers of optional keys still handle their absence.
+it does not re-validate the values — ``problem`` did, on append and on load — and readers of
+optional keys still handle their absence.
 
 Values are JSON (``JsonObject`` for nested structures the log does not interpret itself, such as a
 message or a stream chunk, whose own codecs live in ``llm/``). Where the catalog places an event
 (inside a turn, between turns) is ``PLACEMENT``. The journal format is unchanged by this module.
 
+``problem(type_, data)`` checks a payload against its type — required keys present, each key of its
+JSON kind — for the log on every append and the journal reader on every line, so a reader may trust
+the kinds of the keys it finds.
+
 This module deliberately does not use ``from __future__ import annotations``: ``TypedDict`` reads
-``NotRequired`` from evaluated annotations.
+``NotRequired`` from evaluated annotations. It is over 500 lines because it declares one payload type
+and one ``payload_of`` overload per event type: the vocabulary is long, not complicated.
 """
 
-from typing import Literal, NotRequired, Protocol, TypedDict, overload
+from collections.abc import Mapping
+from typing import (
+    Literal,
+    NotRequired,
+    Protocol,
+    TypedDict,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+    overload,
+)
 
 from dsh_kernel.errors import UsageError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -247,7 +263,8 @@ class SessionTitle(TypedDict):
     """The session's title; the latest wins."""
 
     title: str
-    source: str
+    source: JsonValue
+    """Who named it: ``{"kind": "user"}`` as this kernel writes it (any JSON value is accepted)."""
     messageSeqs: NotRequired[list[int]]
 
 
@@ -429,3 +446,74 @@ def payload_of(event: HasData, type_: EventType) -> object:
     if event.type != type_:
         raise UsageError(f"payload_of: a {event.type!r} event read as {type_!r}")
     return event.data
+
+
+# --- checking a payload -----------------------------------------------------------------------------
+
+_ANY: tuple[type, ...] = ()
+"""Any JSON value (``JsonValue``): nothing to check beyond the log's lossless gate."""
+
+
+def _kinds(annotation: object) -> tuple[type, ...]:
+    """The runtime types a value of ``annotation`` may have (``_ANY``: any JSON value)."""
+    origin = get_origin(annotation)
+    if origin is NotRequired:
+        return _kinds(get_args(annotation)[0])
+    for simple in (int, str, bool):
+        if annotation is simple:
+            return (simple,)
+    if origin is list:
+        return (list,)
+    if origin is dict or is_typeddict(annotation):
+        return (dict,)
+    return _ANY
+
+
+_Spec = tuple[frozenset[str], tuple[str, ...], tuple[tuple[str, type], ...]]
+
+
+def _spec(cls: type) -> _Spec:
+    """``(required keys, them in order, (key, exact type) of each key with a kind to check)``."""
+    required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
+    hints = get_type_hints(cls)
+    order = tuple(k for k in cls.__annotations__ if k in required)
+    checks = tuple((k, kinds[0]) for k in cls.__annotations__ if (kinds := _kinds(hints[k])))
+    return required, order, checks
+
+
+_SPECS = {t: _spec(cls) for t, cls in PAYLOADS.items()}
+
+_KIND_NAMES = {
+    int: "an integer",
+    str: "a string",
+    bool: "true or false",
+    list: "a list",
+    dict: "an object",
+}
+
+
+def problem(type_: str, data: Mapping[str, object], *, kinds: bool = True) -> str | None:
+    """What is wrong with ``data`` as ``type_``'s payload — a required key missing, or a key of the
+    wrong JSON kind (an integer, a string, true/false, a list, an object: the exact JSON type, so
+    ``True`` is not an integer) — else ``None``. Unknown types and extra keys are not this check's
+    business. ``kinds=False`` checks the required keys only. Cheap (a set comparison and one type
+    lookup per typed key): the log runs it on every append — the required keys only for
+    ``assistant/chunk``, the hot path, whose values the agent builds from typed chunks — and the
+    journal reader, in full, on every line."""
+    spec = _SPECS.get(type_)
+    if spec is None:
+        return None
+    required, order, checks = spec
+    if not data.keys() >= required:
+        missing = [k for k in order if k not in data]
+        return f"{type_} event is missing data field(s): {', '.join(missing)}"
+    if not kinds:
+        return None
+    for key, kind in checks:
+        value = data.get(key, _ABSENT)
+        if value is not _ABSENT and type(value) is not kind:
+            return f"{type_} data field {key!r} must be {_KIND_NAMES[kind]}, not {value!r:.40}"
+    return None
+
+
+_ABSENT = object()

@@ -150,7 +150,7 @@ HOSTILE: list[tuple[str, Callable[[], bytes], str, int]] = [
     (
         "nesting-300-levels",
         lambda: (
-            f"{header()}\n{event(0, 'session/title', {'title': 't', 'source': json.loads(nested(300))})}\n".encode()
+            f"{header()}\n{event(0, 'session/title', {'title': 't', 'source': {'kind': json.loads(nested(300))}})}\n".encode()
         ),
         "JOURNAL_TOO_DEEP",
         2,

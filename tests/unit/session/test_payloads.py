@@ -37,3 +37,28 @@ def test_payload_of_narrows_by_tag_and_refuses_another_type() -> None:
     assert data["turn"] == 3
     with pytest.raises(UsageError, match="'turn/start' event read as 'turn/end'"):
         payloads.payload_of(ev, "turn/end")
+
+
+def test_the_log_refuses_a_payload_of_the_wrong_kinds_naming_the_key() -> None:
+    session = new_session()
+    with pytest.raises(
+        UsageError, match="turn/start data field 'turn' must be an integer, not True"
+    ):
+        session.append("turn/start", {"turn": True})
+    with pytest.raises(UsageError, match=r"missing data field.*callId, name"):
+        session.append("tool/call", {"turn": 1, "step": 1, "arguments": "{}"})
+    with pytest.raises(UsageError, match="'title' must be a string"):
+        session.append("session/title", {"title": 3, "source": {"kind": "user"}})
+    assert len(session.events) == 0  # nothing was appended
+
+
+def test_problem_checks_kinds_and_optional_keys_only_when_present() -> None:
+    ok = {"turn": 1, "step": 1, "message": {}}
+    assert payloads.problem("tool/result", ok) is None
+    assert payloads.problem("tool/result", {**ok, "meta": [1]}) is not None
+    assert payloads.problem("tool/result", {**ok, "durationMs": 5}) is None
+    assert payloads.problem("future/type", {"anything": 1}) is None
+    # the hot path checks required keys only
+    chunk = {"turn": "1", "step": 1, "chunk": {}}
+    assert payloads.problem("assistant/chunk", chunk, kinds=False) is None
+    assert payloads.problem("assistant/chunk", chunk) is not None

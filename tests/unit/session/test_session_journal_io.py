@@ -8,13 +8,21 @@ import random
 import pytest
 
 from dsh_kernel.errors import SessionFormatError
-from dsh_kernel.session.codec import dumps, encode_event, header_to_json
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.session.codec import JOURNAL_BAD_SHAPE, dumps, encode_event, header_to_json
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.journal_io import JOURNAL_DAMAGED, LoadedJournal, read_journal
+from dsh_kernel.session.journal_io import (
+    JOURNAL_DAMAGED,
+    LoadedJournal,
+    read_journal,
+)
 from dsh_kernel.session.repair import repair
 from tests.unit.session.scripts import HEADER, scripted_log
 
 HEADER_LINE = dumps(header_to_json(HEADER))
+
+TITLE: JsonObject = {"title": "t", "source": "user"}
+"""A valid standalone event to append after a log."""
 
 
 def journal_lines(events: list[SessionEvent]) -> list[str]:
@@ -111,7 +119,7 @@ def test_unknown_type_is_refused_naming_type_seq_and_line() -> None:
     lines = journal_lines(log)
     lines.append(f'{{"type":"future/x","seq":{len(log)},"time":1,"data":{{}}}}')
     lines.append(
-        encode_event(SessionEvent(type="session/title", seq=len(log) + 1, time=1, data={}))
+        encode_event(SessionEvent(type="session/title", seq=len(log) + 1, time=1, data=TITLE))
     )
     err = damaged(text_of(lines), "future/x")
     assert err.code == "UNKNOWN_EVENT_TYPE"
@@ -124,7 +132,7 @@ def test_unknown_ignorable_events_are_kept_in_place() -> None:
     n = len(log)
     lines = journal_lines(log)
     lines.append(f'{{"type":"future/x","seq":{n},"time":1,"data":{{"a":1}},"ignorable":true}}')
-    lines.append(encode_event(SessionEvent(type="session/title", seq=n + 1, time=2, data={})))
+    lines.append(encode_event(SessionEvent(type="session/title", seq=n + 1, time=2, data=TITLE)))
     loaded = read_journal(text_of(lines), name="j")
     assert loaded.unknown_ignorable_seqs == (n,)
     assert [e.seq for e in loaded.events] == list(range(n + 2))
@@ -136,9 +144,9 @@ def test_unknown_ignorable_events_are_kept_in_place() -> None:
 def test_a_seq_gap_or_repeat_is_damage(delta: int) -> None:
     log = sample_log()
     lines = journal_lines(log)
-    bad = SessionEvent(type="session/title", seq=len(log) + delta, time=1, data={})
+    bad = SessionEvent(type="session/title", seq=len(log) + delta, time=1, data=TITLE)
     lines.append(encode_event(bad))
-    lines.append(encode_event(SessionEvent(type="session/title", seq=0, time=1, data={})))
+    lines.append(encode_event(SessionEvent(type="session/title", seq=0, time=1, data=TITLE)))
     err = damaged(text_of(lines), f"j.jsonl:{len(lines) - 1}: .*seq {len(log) + delta}")
     assert err.code == JOURNAL_DAMAGED
 
@@ -163,3 +171,17 @@ def test_line_separators_inside_strings_do_not_split_lines() -> None:
     text = text_of([HEADER_LINE, encode_event(ev)])
     assert "\u2028" in text  # written raw (ensure_ascii=False)
     assert read_journal(text, name="j").events == (ev,)
+
+
+def test_an_event_whose_data_is_not_its_payload_is_refused_naming_line_and_key() -> None:
+    log = sample_log()
+    lines = journal_lines(log)
+    bad = SessionEvent(type="turn/start", seq=len(log), time=1, data={"turn": "3"})
+    lines.append(encode_event(bad))
+    err = damaged(
+        text_of(lines), f"j.jsonl:{len(lines)}: turn/start data field 'turn' must be an integer"
+    )
+    assert err.code == JOURNAL_BAD_SHAPE
+    lines[-1] = encode_event(SessionEvent(type="turn/start", seq=len(log), time=1, data={}))
+    err = damaged(text_of(lines), "missing data field.*turn")
+    assert err.code == JOURNAL_BAD_SHAPE
