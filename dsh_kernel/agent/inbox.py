@@ -26,6 +26,7 @@ from dsh_kernel.llm.codec import message_from_json, message_to_json
 from dsh_kernel.llm.types import Message
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import payload_of
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
@@ -159,13 +160,10 @@ class Inbox:
         for ev in events[start_seq:]:
             if ev.type != "agent/inbox/spliced":
                 continue
-            target = ev.data.get("target")
-            start = ev.data.get("start")
-            removed = ev.data.get("removedCount", 0)
-            inserted = ev.data.get("inserted", [])
-            if target not in TARGETS or not isinstance(start, int) or not isinstance(removed, int):
-                continue
-            if not isinstance(inserted, list):
+            data = payload_of(ev, "agent/inbox/spliced")  # kinds checked on append and load
+            target, start, inserted = data["target"], data["start"], data["inserted"]
+            removed = data.get("removedCount", 0)
+            if target not in TARGETS:
                 continue
             lst = self._lists["next-turn" if target == "next-turn" else "next-step"]
             messages = [message_from_json(m) for m in inserted]

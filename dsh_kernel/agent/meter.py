@@ -30,6 +30,7 @@ from dsh_kernel.llm.types import (
 from dsh_kernel.session.derive import EpochHeader, header_equals, project_event
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import payload_of
 
 
 def _chars(n: int) -> int:
@@ -90,10 +91,11 @@ def _anchor(events: list[SessionEvent]) -> tuple[int, int, EpochHeader | None] |
     """``(seq of the answer, its tokens, the header then in force)`` of the latest successful call
     with usage, or ``None``."""
     for ev in reversed(events):
-        if ev.type != "assistant/message" or ev.data.get("interrupted"):
+        if ev.type != "assistant/message":
             continue
-        usage = ev.data.get("usage")
-        if not isinstance(usage, dict):
+        answer = payload_of(ev, "assistant/message")
+        usage = answer.get("usage")
+        if answer.get("interrupted") or usage is None:
             continue
         tokens = 0
         for key in ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens"):
