@@ -62,14 +62,22 @@ def test_make_help_lists_every_target() -> None:
     [phony] = re.findall(r"^\.PHONY: (.+)$", makefile, flags=re.M)
     targets = phony.split()
     assert {"help", "test", "lint", "typecheck", "run"} <= set(targets)
-    shown = subprocess.run(["make", "help"], cwd=ROOT, capture_output=True, text=True, check=True)
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "help"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     lines = {line.split(maxsplit=1)[0]: line for line in shown.stdout.splitlines() if line.strip()}
     for target in targets:
         assert target in lines, f"`make help` does not list {target}"
         assert len(lines[target].split()) > 1, f"`make help` gives {target} no description"
     assert set(lines) == set(targets), "`make help` lists a target that is not .PHONY"
     # Plain `make` is `make help`: it never sets anything up by surprise.
-    plain = subprocess.run(["make"], cwd=ROOT, capture_output=True, text=True, check=True)
+    plain = subprocess.run(
+        ["make", "--no-print-directory"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
     assert plain.stdout == shown.stdout
 
 
