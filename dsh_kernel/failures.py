@@ -35,10 +35,13 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
         "STREAM_CLOSED": "the connection closed mid-answer; run the cell again",
         "MALFORMED_RESPONSE": "the provider sent something that is not valid streaming JSON; a "
         "proxy or local server may be incompatible — see docs/troubleshooting.md",
-        "EMPTY_RESPONSE": "no answer came even after retries; rephrase the prompt or run the cell "
-        "again",
+        "EMPTY_RESPONSE": "no answer came even after a retry; rephrase the prompt or run the cell "
+        "again — a local server that sends nothing may have refused the request (one longer than "
+        "its context, say): see the server's log, and `%agent new` if the conversation is long",
         "CONTEXT_WINDOW_EXCEEDED": "the conversation is longer than the model's context window; "
-        "start a new session with `%agent new` or fork an earlier turn with `%agent fork <turn>`",
+        "the failed turn is left out of the history, so send something shorter, start a new "
+        "session with `%agent new`, fork an earlier turn with `%agent fork <turn>`, or, if the "
+        "model's window is bigger, set it with `%agent context <tokens>`",
         "INVALID_REQUEST": "the provider refused the request; `%%sql SELECT * FROM errors` shows "
         "the details",
         "UNSUPPORTED_REASONING_EFFORT": "choose an effort the model takes: `%agent reasoning` lists "

@@ -5,11 +5,12 @@ in the inbox and, when they wake the agent, start its driver task (``agent.drive
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the
 model owes nothing. A step's parts live beside it: the request and its envelope events
 (``agent.request``), the streamed answer (``agent.response``), the tool calls and approvals
-(``agent.tool_calls``).
+(``agent.tool_calls``), the context window and what fits in it (``agent.window``, ``agent.budget``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
-``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
-(``tool/call`` … ``tool/result``)* · ``step/end`` · … · ``turn/end``. ``turn/end`` is always written.
+``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* ·
+``assistant/message`` · (``tool/call`` … ``tool/result``)* · ``step/end`` · … · [the note replacing
+an overflowed turn's messages] · ``turn/end``. ``turn/end`` is always written.
 
 Cancellation: ``cancel(cause)`` aborts the activity's ``AbortSignal`` (first cause wins), which
 cancels the driver task; the loop finalises what the user saw (an ``interrupted`` assistant message
@@ -29,6 +30,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from dsh_kernel.abort import USER_CANCEL, AbortCause, AbortSignal
+from dsh_kernel.agent.budget import drop_overflowed_turn
 from dsh_kernel.agent.driver import Driver, Status
 from dsh_kernel.agent.hooks import (
     AgentErrorPayload,
@@ -51,6 +53,7 @@ from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
+from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.ids import new_message_id, new_session_id
 from dsh_kernel.jsonvalue import JsonObject
@@ -115,6 +118,7 @@ class Agent:
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         check_invariants: bool | None = None,
+        context_windows: ContextWindows | None = None,
     ) -> None:
         self.providers: dict[str, Provider] = {provider.id: provider}
         self.provider = provider
@@ -125,6 +129,8 @@ class Agent:
         self.reasoning_effort = reasoning_effort
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.windows = context_windows or ContextWindows()
+        """Where each route's context window comes from (``agent.window``)."""
         self.session = (
             session
             if session is not None
@@ -346,6 +352,7 @@ class Agent:
             raise
         except LlmError as exc:
             ends = {"kind": "error", "error": failure_to_json(exc.failure)}
+            drop_overflowed_turn(self.session, turn, exc.failure)
             self.hooks.error.emit(
                 AgentErrorPayload(turn=turn, step=self._phase_step or None, error=exc)
             )
@@ -453,8 +460,10 @@ class Agent:
                     code="NO_ADAPTER", message=f"no provider registered as {config.provider!r}"
                 )
             )
-        prepared = provider.prepare_call(config)
-        header = self._requests.record(prepared, provider, system, self.registry.schemas())
+        window = await self.windows.resolve(provider, config.model)
+        header = self._requests.record(
+            provider.prepare_call(config), window, system, self.registry.schemas(), at=(turn, step)
+        )
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)

@@ -2,8 +2,10 @@
 
 ``measure(session)`` anchors on the latest successful model call's real usage — its billed input plus
 its output covers the whole history up to and including that answer — when the request header in
-force then still matches the current one (same system prompt and tools); everything the surface holds
-after that answer is *estimated* and added on top. With no such anchor the whole request is estimated.
+force then still matches the current one (same system prompt and tools; the output cap, which the
+agent sets per request from the room left, is not compared: it does not change the input); everything
+the surface holds after that answer is *estimated* and added on top. With no such anchor the whole
+request is estimated.
 
 Estimates (the harness heuristic): text or reasoning ``ceil(chars / 4) + 4``; a tool call
 ``(name + arguments) / 4 + 4``; a tool result its nested blocks ``+ 4``; ``+ 4`` per message; the
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from dsh_kernel.llm.codec import tool_schema_to_json
@@ -87,6 +89,21 @@ class TokenMeasurement:
         return text
 
 
+def _same_input(a: EpochHeader | None, b: EpochHeader | None) -> bool:
+    """Whether two headers send the same input: equal but for the output cap."""
+
+    def uncapped(h: EpochHeader | None) -> EpochHeader | None:
+        if h is None:
+            return None
+        return replace(
+            h,
+            config=replace(h.config, max_tokens=None),
+            adapter_defaults=h.adapter_defaults - {"maxTokens"},
+        )
+
+    return header_equals(uncapped(a), uncapped(b))
+
+
 def _anchor(events: list[SessionEvent]) -> tuple[int, int, EpochHeader | None] | None:
     """``(seq of the answer, its tokens, the header then in force)`` of the latest successful call
     with usage, or ``None``."""
@@ -122,7 +139,7 @@ def measure(
                 break
     anchor = _anchor(events)
     surface = session.surface
-    if anchor is not None and header_equals(anchor[2], header):
+    if anchor is not None and _same_input(anchor[2], header):
         seq, tokens, _ = anchor
         after = [s for s in surface[surface.index(seq) + 1 :]] if seq in surface else []
         delta = 0

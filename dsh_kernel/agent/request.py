@@ -8,7 +8,12 @@ use it, so the two can differ only in what they are built from.
 ``RequestLog`` writes the envelope of a session's requests: ``request/header`` before the first
 request of this process (``reason: "initial"`` for a new session, ``"resume"`` for one with an
 earlier header in its log) and whenever the header changes (``"change"``); ``request/context`` (the
-route and its context window) when that changes. A header equal to the last one writes nothing.
+route, its context window and where the window came from: ``contextWindowSource`` configured /
+discovered / catalogue / default, ``contextWindowFrom`` the server lookup that reported it) at the
+first request of each turn and whenever it changes, so every turn's own events say its window (its
+footer and notices are drawn from them). A header equal to the last one writes nothing. Before either, the call is fitted to the
+window (``agent.budget.fit_request``: the warning, the refusal, the output cap), so the header logged
+is the one sent — a per-request output cap included.
 
 ``assert_reconstruction(session, request)`` rebuilds the request from the log alone — the latest
 logged header, and the messages projected afresh from the surface events (on purpose not
@@ -20,9 +25,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from dsh_kernel.agent.budget import fit_request
+from dsh_kernel.agent.window import ContextWindow
 from dsh_kernel.errors import InvariantError
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.llm.provider import PreparedCall, Provider
+from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, Message, ToolSchema
 from dsh_kernel.session.derive import EpochHeader, header_equals, last_request_header, project_event
 from dsh_kernel.session.log import Session
@@ -54,15 +61,24 @@ class RequestLog:
         self._session = session
         self._written = False
         self._last: EpochHeader | None = last_request_header(session.events)
+        self._context_turn: int | None = None
 
     def record(
         self,
         prepared: PreparedCall,
-        provider: Provider,
+        window: ContextWindow | None,
         system: str,
         tools: tuple[ToolSchema, ...],
+        *,
+        at: tuple[int, int],
     ) -> EpochHeader:
-        """Log the envelope of the next request where it changed; returns its header."""
+        """Fit the next request (turn, step ``at``) to ``window`` and log its envelope where it
+        changed; returns its header. Raises ``LlmError(CONTEXT_WINDOW_EXCEEDED)`` for a request
+        that cannot fit (nothing is logged then)."""
+        turn, step = at
+        prepared = fit_request(
+            self._session, prepared, window, system=system, tools=tools, turn=turn, step=step
+        )
         header = EpochHeader(
             config=prepared.config,
             adapter_defaults=prepared.adapter_defaults,
@@ -76,24 +92,24 @@ class RequestLog:
             self._written = True
         elif not header_equals(self._last, header):
             append("request/header", {"header": header.to_json(), "reason": "change"})
-        self._log_context_change(prepared.config, provider)
+        self._log_context(prepared.config, window, turn)
         self._last = header
         return header
 
-    def _log_context_change(self, config: LlmCallConfig, provider: Provider) -> None:
-        window = provider.model_info(config.model).context_window
-        for ev in reversed(self._session.events):
-            if ev.type == "request/context":
-                if (
-                    ev.data.get("provider") == config.provider
-                    and ev.data.get("model") == config.model
-                    and ev.data.get("contextWindow") == window
-                ):
-                    return
-                break
+    def _log_context(self, config: LlmCallConfig, window: ContextWindow | None, turn: int) -> None:
         data: JsonObject = {"provider": config.provider, "model": config.model}
         if window is not None:
-            data["contextWindow"] = window
+            data["contextWindow"] = window.tokens
+            data["contextWindowSource"] = window.source
+            if window.where is not None:
+                data["contextWindowFrom"] = window.where
+        if self._context_turn == turn:
+            for ev in reversed(self._session.events):
+                if ev.type == "request/context":
+                    if ev.data == data:
+                        return
+                    break
+        self._context_turn = turn
         self._session.append("request/context", data)
 
 

@@ -14,14 +14,22 @@ Counting comes from the log: ``retry = 1 +`` the last ``llm/retry.retry`` for th
 Delay for retry *n*: ``min(initial · 2^(n−1), max) · uniform(1 − j, 1 + j)`` capped at ``max``; a
 provider ``Retry-After`` of at most ``max`` replaces it exactly (no jitter); a longer one makes the
 ``normal`` mode give up and the ``always`` mode use its own backoff. Cancellation beats retry.
+
+Some codes are retried fewer times than ``max_retries`` (``code_max_retries``; the ``normal`` mode
+only): ``EMPTY_RESPONSE`` at most once (``DEFAULT_CODE_MAX_RETRIES``). An empty answer that a retry
+does not mend is not mended by four more, and a server that answers HTTP 200 with no bytes has
+already been asked once more without streaming by its adapter (the probe reads the real error); the
+harness's five retries cost ~15 s of backoff before the user heard anything. An overflow
+(``CONTEXT_WINDOW_EXCEEDED``) is never retried as it is: it would fail the same way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Literal
 
 from dsh_kernel.agent.hooks import Next, RequestErrorPayload, Retry
@@ -32,6 +40,7 @@ from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.log import Session
 
 DEFAULT_RETRYABLE = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
+DEFAULT_CODE_MAX_RETRIES: Mapping[str, int] = MappingProxyType({"EMPTY_RESPONSE": 1})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -41,6 +50,9 @@ class RetryPolicy:
     mode: Literal["normal", "always", "off"] = "normal"
     max_retries: int = 5
     retryable_codes: frozenset[str] = field(default_factory=lambda: DEFAULT_RETRYABLE)
+    code_max_retries: Mapping[str, int] = field(default_factory=lambda: DEFAULT_CODE_MAX_RETRIES)
+    """Codes retried fewer than ``max_retries`` times (a failure of the code counts every retry of
+    its step so far)."""
     initial_delay_ms: int = 500
     max_delay_ms: int = 10_000
     jitter_ratio: float = 0.1
@@ -57,7 +69,13 @@ class RetryPolicy:
         if self.mode == "normal":
             body["maxRetries"] = self.max_retries
             body["retryableCodes"] = list(sorted(self.retryable_codes))
+            if self.code_max_retries:
+                body["codeMaxRetries"] = dict(sorted(self.code_max_retries.items()))
         return canonical(body)
+
+    def retries_for(self, code: str) -> int:
+        """How many retries a failure with ``code`` may have in its step (``normal`` mode)."""
+        return min(self.max_retries, self.code_max_retries.get(code, self.max_retries))
 
     def delay_ms(
         self, retry: int, provider_retry_after_ms: int | None, rng: random.Random
@@ -120,7 +138,7 @@ class RetryHandler:
         key = policy.key
         last, retry_id = self._last_retry(payload.turn, payload.step, payload.provider, key)
         retry = last + 1
-        if policy.mode == "normal" and retry > policy.max_retries:
+        if policy.mode == "normal" and retry > policy.retries_for(failure.code):
             return await next()
         delay = policy.delay_ms(retry, failure.provider_retry_after_ms, self.rng)
         if delay is None:
@@ -138,7 +156,7 @@ class RetryHandler:
             "failure": failure_to_json(failure),
         }
         if policy.mode == "normal":
-            data["maxRetries"] = policy.max_retries
+            data["maxRetries"] = policy.retries_for(failure.code)
         self.session.append("llm/retry", data)
         await self.sleep(delay / 1000)
         if payload.signal.aborted:

@@ -16,6 +16,12 @@ one) — and the key sent is always the target's own (``llm/config.py``). A mode
 provider changes nothing else; the model configured at start (``DSH_MODEL``) likewise comes back only
 with the provider the kernel started with. The host's keys are the process's ``KEYS`` unless it is given a store.
 
+The context window (``agent.window``) is the host's, shared by every session of the kernel: the
+configured one (``DSH_CONTEXT_WINDOW``, ``c.DshKernel.context_window``, ``%agent context``) stays
+until cleared, and a window the server reported is asked once per route. The lookup starts in the
+background as soon as a route is chosen (a new session, a model or provider switch), so the first
+message seldom waits for it.
+
 Sessions know their notebook: a new session's header carries the path jupyter-server gives the kernel
 in ``JPY_SESSION_NAME`` (``notebook_path``), so the store can find a notebook's sessions again.
 
@@ -39,6 +45,7 @@ from typing import TYPE_CHECKING, cast
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
+from dsh_kernel.agent.window import ContextWindow, ContextWindows
 from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
@@ -114,6 +121,7 @@ class AgentHost:
         self.notebook = notebook_path()
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
+        self.windows = ContextWindows(configured=self.settings.context_window)
         self._open_store()
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
@@ -150,6 +158,7 @@ class AgentHost:
             approval_policy=self._policy(),
             answerer=self.bridge.answer_approval,
             approval_timeout_s=None,
+            context_windows=self.windows,
         )
         if self.settings.reasoning:
             try:
@@ -167,6 +176,8 @@ class AgentHost:
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
         self._attach_journal(agent)
+        self.windows.forget_failures()
+        self.windows.prefetch(agent.provider, agent.model)
         return agent
 
     # --- the store --------------------------------------------------------------------------------
@@ -400,6 +411,7 @@ class AgentHost:
         """A model of the current provider for the next request, kept for later sessions."""
         agent = self.agent
         agent.set_route(model=model)
+        self.windows.prefetch(agent.provider, model)
         if agent.provider.id in BUILTIN_PROVIDERS:
             self.settings = replace(self.settings, model=f"{agent.provider.id}:{model}")
         return f"{agent.provider.id}:{model}" + self._keep_reasoning()
@@ -425,6 +437,7 @@ class AgentHost:
         new_provider, new_model, note = choose_provider(settings, self.keys)
         self.settings = settings
         self.agent.set_route(provider=new_provider, model=new_model)
+        self.windows.prefetch(new_provider, new_model)
         self.provider_note = note
         return note + self._keep_reasoning()
 
@@ -440,6 +453,30 @@ class AgentHost:
             env.get("DSH_PROVIDER", "").strip(), env.get("DSH_MODEL", "").strip()
         )
         return url if url and owner == provider else ""
+
+    # --- the context window -------------------------------------------------------------------
+
+    def window(self) -> ContextWindow | None:
+        """The current route's context window as known now (nothing is asked)."""
+        return self.windows.current(self.agent.provider, self.agent.model)
+
+    def window_text(self) -> str:
+        """The window and where it came from (``%agent status``, ``%agent context``)."""
+        agent = self.agent
+        window = self.window()
+        if window is None:
+            return "not known (this model does not say)"
+        text = window.describe()
+        if self.windows.asking(agent.provider, agent.model):
+            text += "; asking the server"
+        return text
+
+    def set_context_window(self, tokens: int | None) -> str:
+        """Set (``None``: clear) the window of every route; it stays for later sessions."""
+        self.windows.configured = tokens
+        self.settings = replace(self.settings, context_window=tokens)
+        self.windows.prefetch(self.agent.provider, self.agent.model)
+        return self.window_text()
 
     def new_session(self, session: Session | None = None) -> Agent:
         self._hinted = True  # the user chose a session (new, resume, fork, replay): no hint

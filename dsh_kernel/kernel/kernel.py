@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Enum, Float, Unicode
+from traitlets import Enum, Float, Integer, Unicode
 
 from dsh_kernel import __version__
 from dsh_kernel.abort import USER_CANCEL
@@ -86,6 +86,11 @@ class DshKernel(IPythonKernel):
         help="Reasoning effort, one the model takes (e.g. off, low, high); empty: the model's "
         "default. Env: DSH_REASONING.",
     ).tag(config=True)
+    context_window = Integer(
+        0,
+        help="The model's context window in tokens (0: the catalogue's, else asked of the server, "
+        "else 4096 assumed). Env: DSH_CONTEXT_WINDOW.",
+    ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
@@ -128,7 +133,7 @@ class DshKernel(IPythonKernel):
     def host(self) -> AgentHost:
         if self._host is None:
             from dsh_kernel.kernel.host import AgentHost
-            from dsh_kernel.kernel.settings import HostSettings
+            from dsh_kernel.kernel.settings import HostSettings, parse_context_window
 
             assert self.shell is not None
             self._host = AgentHost(
@@ -142,6 +147,9 @@ class DshKernel(IPythonKernel):
                     store=self.store,
                     system_prompt=self.system_prompt,
                     reasoning=self.reasoning,
+                    context_window=parse_context_window(
+                        str(self.context_window or ""), "c.DshKernel.context_window = "
+                    ),
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,

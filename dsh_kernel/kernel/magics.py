@@ -57,6 +57,9 @@ HELP = """\
   %agent reasoning [<effort>|default]
                                  the reasoning effort (off, low, high, … as the model takes);
                                  with none, the effort in force and the model's choices
+  %agent context [<tokens>|default]
+                                 the model's context window: set it, go back to what the
+                                 catalogue or server says, or (with none) show it and its source
   %agent key <provider>          type an API key (hidden; kept in memory only)
   %agent approve ask|auto|never [tool]
                                  approval for tools that change things (default: ask)
@@ -151,15 +154,16 @@ class AgentMagics(Magics):
 
         host = self._host()
         agent = host.agent
-        info = agent.model_info
+        window = host.window()
         turns = agent.session.last_turn
         lines = [
             f"provider: {host.provider_note}",
-            f"model:    {agent.provider.id}:{agent.model}"
-            + (f" (context window {info.context_window:,} tokens)" if info.context_window else ""),
+            f"model:    {agent.provider.id}:{agent.model}",
+            f"window:   {host.window_text()}",
             f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
             f"{len(agent.session.events)} events)",
-            f"context:  {measure(agent.session, context_window=info.context_window).describe()}",
+            "context:  "
+            + measure(agent.session, context_window=window.tokens if window else None).describe(),
             f"reasoning: {host.reasoning_text()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
             f"store:    {host.store_description()}",
@@ -190,6 +194,17 @@ class AgentMagics(Magics):
             )
         effort = None if args[0] == "default" else args[0]
         return "reasoning: " + host.set_reasoning(effort)
+
+    def _cmd_context(self, args: list[str]) -> str:
+        from dsh_kernel.kernel.settings import parse_context_window
+
+        host = self._host()
+        if not args:
+            return "context window: " + host.window_text()
+        if len(args) != 1:
+            raise UsageError("usage: %agent context [<tokens>|default] (e.g. %agent context 8192)")
+        tokens = parse_context_window(args[0])
+        return "context window: " + host.set_context_window(tokens)
 
     def _cmd_provider(self, args: list[str]) -> str:
         if len(args) != 1:

@@ -2,7 +2,8 @@
 
 ``HostSettings`` is the resolved configuration — the kernel's traitlets (``c.DshKernel.*``), then the
 ``DSH_*`` environment variables over them (``settings_from_env``); ``%agent`` commands override both
-at run time. ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
+at run time. ``parse_context_window`` reads a context window the way all three take it (a whole
+number of tokens, at least ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set). ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
 ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose key is
 present when none is named), else the clearly labelled offline demo model.
 """
@@ -41,12 +42,39 @@ class HostSettings:
     system_prompt: str = ""
     reasoning: str = ""
     """The reasoning effort asked for (``""``: the model's default)."""
+    context_window: int | None = None
+    """The model's context window in tokens, set by the user (``None``: the catalogue's, the
+    server's, else a default; see ``agent.window``)."""
+
+
+MIN_CONTEXT_WINDOW = 512
+"""The smallest window accepted: a request needs room for itself and an answer of 256 tokens."""
+
+
+def parse_context_window(raw: str, where: str = "") -> int | None:
+    """``raw`` as a window in tokens (``8192``, ``8_192``, ``8,192``); ``None`` for ``""`` or
+    ``default``. A ``UsageError`` for anything else, its message starting with ``where`` (e.g.
+    ``"DSH_CONTEXT_WINDOW="``)."""
+    text = raw.strip().lower()
+    if text in ("", "default", "none"):
+        return None
+    try:
+        tokens = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        tokens = 0
+    if tokens < MIN_CONTEXT_WINDOW:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a context window: give the model's window in tokens, "
+            f"a whole number of at least {MIN_CONTEXT_WINDOW} (e.g. 8192), or 'default'"
+        )
+    return tokens
 
 
 def settings_from_env(base: HostSettings) -> HostSettings:
     """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
     ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
-    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``. ``%agent`` overrides both at run time."""
+    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``.
+    ``%agent`` overrides both at run time."""
     env = os.environ
 
     def pick(current: str, name: str) -> str:
@@ -68,6 +96,10 @@ def settings_from_env(base: HostSettings) -> HostSettings:
             headless = float(raw)
         except ValueError as exc:
             raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
+    window = base.context_window
+    raw = env.get("DSH_CONTEXT_WINDOW", "")
+    if raw.strip():
+        window = parse_context_window(raw, "DSH_CONTEXT_WINDOW=")
     provider = pick(base.provider, "DSH_PROVIDER")
     model = pick(base.model, "DSH_MODEL")
     base_url = pick(base.base_url, "DSH_BASE_URL")
@@ -82,6 +114,7 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         store=pick(base.store, "DSH_STORE"),
         system_prompt=base.system_prompt,
         reasoning=pick(base.reasoning, "DSH_REASONING"),
+        context_window=window,
     )
 
 

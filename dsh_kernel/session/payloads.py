@@ -157,11 +157,29 @@ class RequestHeader(TypedDict):
 
 
 class RequestContext(TypedDict):
-    """The route changed: provider, model, context window."""
+    """The route changed: provider, model, context window and where the window came from."""
 
     provider: str
     model: str
     contextWindow: NotRequired[int]
+    contextWindowSource: NotRequired[str]
+    """``configured``, ``discovered``, ``catalogue`` or ``default`` (assumed: the server did not say)."""
+    contextWindowFrom: NotRequired[str]
+    """For a discovered window: the server lookup that reported it (``/props``, ``/api/show``, ``/models``)."""
+
+
+class ContextWarning(TypedDict):
+    """The next request fills most of the model's context window (informational: the turn shows a
+    one-line notice)."""
+
+    turn: int
+    step: int
+    tokens: int
+    """The request's size: the meter's estimate, anchored on real usage when ``measured``."""
+    measured: bool
+    contextWindow: int
+    source: str
+    """Where the window came from (as ``request/context.contextWindowSource``)."""
 
 
 class EndSeed(TypedDict):
@@ -301,6 +319,7 @@ EventType = Literal[
     "todo/write",
     "request/header",
     "request/context",
+    "context/warning",
     "session/end-seed",
     "agent/inbox/spliced",
     "approval/asked",
@@ -329,6 +348,7 @@ PAYLOADS: dict[str, type] = {
     "todo/write": TodoWrite,
     "request/header": RequestHeader,
     "request/context": RequestContext,
+    "context/warning": ContextWarning,
     "session/end-seed": EndSeed,
     "agent/inbox/spliced": InboxSpliced,
     "approval/asked": ApprovalAsked,
@@ -353,6 +373,7 @@ IN_TURN: frozenset[str] = frozenset(
         "todo/write",
         "request/header",
         "request/context",
+        "context/warning",
         "approval/asked",
         "approval/decided",
         "llm/retry",
@@ -416,6 +437,8 @@ def payload_of(event: HasData, type_: Literal["todo/write"]) -> TodoWrite: ...
 def payload_of(event: HasData, type_: Literal["request/header"]) -> RequestHeader: ...
 @overload
 def payload_of(event: HasData, type_: Literal["request/context"]) -> RequestContext: ...
+@overload
+def payload_of(event: HasData, type_: Literal["context/warning"]) -> ContextWarning: ...
 @overload
 def payload_of(event: HasData, type_: Literal["session/end-seed"]) -> EndSeed: ...
 @overload

@@ -24,7 +24,8 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * usage: ``session.usage.UsageReader.summary()`` over the turn (the same reading as ``%agent cost``:
   what the servers reported, summed over every attempt), the context window of the last request,
   the route (``request/context``, ``request/header``, else the assistant message's model source) and
-  the reasoning effort (the header's, else the one the fold was started with);
+  the reasoning effort (the header's, else the one the fold was started with); a context warning
+  (``context/warning``) is a notice item;
 * times: time to first token (first text or reasoning delta minus the start of the request that
   produced it: the latest ``step/start``, ``request/*`` or ``llm/retry-started``), total time
   (``turn/end`` minus ``turn/start``), per-card durations (``durationMs`` or result minus call time);
@@ -188,6 +189,7 @@ class TurnFold:
         self._provider: str | None = None
         self._model: str | None = None
         self._context_window: int | None = None
+        self._window_source: str | None = None
         self._ttft_ms: int | None = None
         self._prompt: str | None = None
         self._prompt_id: str | None = None
@@ -225,7 +227,10 @@ class TurnFold:
                 window = _i(d.get("contextWindow"))
                 if window is not None:
                     self._context_window = window
+                    self._window_source = _opt_s(d.get("contextWindowSource"))
                 self._request_at = event.time
+            case "context/warning":
+                self._entries.append(NoticeItem(key=f"context-{event.seq}", text=_pressure(d)))
             case "llm/retry-started":
                 self._new_attempt(event.time)
             case "llm/retry":
@@ -484,11 +489,25 @@ class TurnFold:
             model=self._model,
             reasoning_effort=self._effort,
             context_window=self._context_window,
+            context_window_source=self._window_source,
             usage=self._usage.summary(),
             started_at=self._started_at,
             ended_at=self._ended_at,
             ttft_ms=self._ttft_ms,
         )
+
+
+def _pressure(d: JsonObject) -> str:
+    """A ``context/warning`` as its one-line notice."""
+    tokens, window = _i(d.get("tokens")) or 0, _i(d.get("contextWindow")) or 0
+    how = "measured" if d.get("measured") is True else "estimated"
+    assumed = " (assumed: the server did not say)" if d.get("source") == "default" else ""
+    share = f" ({100 * tokens / window:.0f}%)" if window else ""
+    return (
+        f"This request is ~{tokens:,} tokens ({how}) of a {window:,}-token context window{assumed}"
+        f"{share}: the next messages may not fit — %agent new starts afresh, %agent fork <turn> "
+        "keeps the start"
+    )
 
 
 # --- slicing a log ----------------------------------------------------------------------------------

@@ -148,6 +148,9 @@ class TurnModel:
     reasoning_effort: str | None = None
     """The effort the turn's requests sent (``None``: none was sent, or it is not known)."""
     context_window: int | None = None
+    context_window_source: str | None = None
+    """Where the window came from (``request/context.contextWindowSource``): ``configured``,
+    ``discovered``, ``catalogue`` or ``default``; ``None`` when the turn's events do not say."""
     usage: UsageSummary = field(default_factory=UsageSummary)
     started_at: int | None = None
     ended_at: int | None = None

@@ -123,6 +123,20 @@ def footer_parts(
 # --- how a turn ended ----------------------------------------------------------------------------
 
 
+def _cut_off_hint(model: TurnModel) -> str:
+    """What to do after a cut-off answer. A catalogue model has a real output limit, so it can go
+    on; on any other server the limit is the room left in the context window (the cap the agent
+    sends, or the server's own when no window is known), so the window is probably full."""
+    if model.context_window_source in (None, "catalogue"):
+        return "Ask the agent to continue."
+    window = f" ({model.context_window:,} tokens)" if model.context_window else ""
+    return (
+        f"The model's context window{window} is probably full, so asking it to continue would not "
+        "fit: start a new session with `%agent new`, or keep the start of this one with "
+        "`%agent fork <turn>`."
+    )
+
+
 def end_notice(model: TurnModel) -> EndNotice | None:
     """What to tell the user about how the turn ended; ``None`` for a normal completion."""
     reason = model.end_reason or {}
@@ -146,7 +160,7 @@ def end_notice(model: TurnModel) -> EndNotice | None:
             return EndNotice(
                 level="warning",
                 title="The answer was cut off at the output token limit.",
-                hint="Ask the agent to continue, or raise the limit in the model settings.",
+                hint=_cut_off_hint(model),
             )
         case "max-steps":
             limit = reason.get("limit")

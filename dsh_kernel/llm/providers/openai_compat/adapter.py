@@ -12,6 +12,16 @@ closes the response, which closes the connection at once, so no further tokens a
 A server that ignores ``stream: true`` and answers with one ``application/json`` completion is
 accepted: its message is fed to the translator as if it were a single delta.
 
+An empty stream — HTTP 200 and not one byte — is, with ``profile.probe_empty_stream``, sent once more
+*without* streaming (the same body, ``stream: false``, the output cap 1) to read the server's real
+error: llama-cpp-python answers an over-long prompt so when streaming, and with a proper 400
+``context_length_exceeded`` otherwise. The attempt then ends with that error (classified as any
+answer is), or with ``EMPTY_RESPONSE`` saying what the probe saw. The probe is a diagnosis, not a
+retry: its answer is never shown.
+
+``discover_context_window`` (with ``profile.discover_window``) asks the server for a model's window
+(``llm.providers.discovery``), with this provider's key, on its own host only.
+
 The httpx client is injected (tests, connection sharing) or created on first use and then owned:
 ``aclose()`` closes an owned client and leaves an injected one alone.
 """
@@ -19,11 +29,14 @@ The httpx client is injected (tests, connection sharing) or created on first use
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import httpx
 
+from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.provider import PreparedCall, apply_defaults
 from dsh_kernel.llm.providers.base import (
@@ -33,6 +46,7 @@ from dsh_kernel.llm.providers.base import (
     Timeouts,
     model_info_for,
 )
+from dsh_kernel.llm.providers.discovery import DiscoveredWindow, discover_window
 from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile
 from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
 from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
@@ -42,6 +56,7 @@ from dsh_kernel.llm.providers.transport import (
     error_info,
     inband_failure,
     iter_body,
+    json_object,
     malformed,
     open_stream,
     read_all,
@@ -52,6 +67,7 @@ from dsh_kernel.llm.types import (
     FinishError,
     GenerateRequest,
     LlmCallConfig,
+    LlmFailure,
     ModelInfo,
     StreamChunk,
 )
@@ -73,6 +89,7 @@ class ChatCompletionsProvider:
         default_model: str | None = None,
     ) -> None:
         self._id = id
+        self._base_url = base_url
         self.default_model = default_model
         """The configured model id; ``Agent`` uses it when given no ``model``."""
         self._url = base_url.rstrip("/") + profile.path
@@ -92,6 +109,23 @@ class ChatCompletionsProvider:
     @property
     def profile(self) -> ChatProfile:
         return self._profile
+
+    @property
+    def endpoint(self) -> str:
+        return self._base_url
+
+    @property
+    def discovers_window(self) -> bool:
+        return self._profile.discover_window
+
+    async def discover_context_window(self, model: str) -> DiscoveredWindow | None:
+        """The window the server reports for ``model`` (``None`` without ``discover_window``)."""
+        if not self._profile.discover_window:
+            return None
+        headers = {"user-agent": USER_AGENT}
+        with contextlib.suppress(LlmError):  # no key: ask without one
+            headers["authorization"] = f"Bearer {self._api_key()}"
+        return await discover_window(self._client.get(), self._base_url, model, headers=headers)
 
     def model_info(self, model: str) -> ModelInfo:
         p = self._profile
@@ -164,11 +198,67 @@ class ChatCompletionsProvider:
                     return
                 if reader.done:
                     return
+            if reader.bytes_seen == 0 and self._profile.probe_empty_stream:
+                await response.aclose()
+                failure = await self._probe(dict(body), key, deadline)
+                yield FinishChunk(reason=FinishError(failure=failure))
+                return
             translator.end_of_stream(bytes_seen=reader.bytes_seen)
             for chunk in translator.out:
                 yield chunk
         finally:
             await response.aclose()
+
+    async def _probe(self, body: dict[str, object], key: str, deadline: float) -> LlmFailure:
+        """After an empty stream: the same request without streaming, read for the real error."""
+        name = self._profile.name
+        empty = f"{name} sent an empty stream (HTTP 200, no bytes)"
+        body["stream"] = False
+        body.pop("stream_options", None)
+        body[self._profile.max_tokens_field] = 1
+        request = self._client.get().build_request(
+            "POST",
+            self._url,
+            content=request_body(body),
+            headers={
+                "authorization": f"Bearer {key}",
+                "content-type": "application/json",
+                "accept": "application/json",
+                "user-agent": USER_AGENT,
+            },
+            timeout=self._client.timeout,
+        )
+        try:
+            response = await open_stream(
+                self._client.get(), request, deadline=deadline, provider=name, secret=key
+            )
+        except LlmError as exc:
+            failure = exc.failure
+            detail = failure.message.removeprefix(f"{name} ")
+            return replace(failure, message=f"{empty}; asked again without streaming: {detail}")
+        try:
+            raw = await read_all(
+                response,
+                deadline=deadline,
+                idle_s=self._timeouts.idle_s,
+                provider=name,
+                secret=key,
+            )
+        except LlmError:
+            raw = b""
+        finally:
+            await response.aclose()
+        obj = json_object(raw)
+        info = error_info(obj) if obj is not None and obj.get("error") else None
+        if info is not None:
+            failure = inband_failure(info, provider=name, secret=key)
+            detail = failure.message.removeprefix(f"{name} ")
+            return replace(failure, message=f"{empty}; asked again without streaming: {detail}")
+        return LlmFailure(
+            code="EMPTY_RESPONSE",
+            message=f"{empty}; the same request without streaming was answered, so the server "
+            "could not stream it — its log says why",
+        )
 
 
 def _whole_completion(

@@ -45,6 +45,13 @@ class ChatProfile:
     reasoning_passback: bool = False
     """Send ``reasoning_content`` back on assistant turns (``""`` on tool-call turns without any)."""
     path: str = "/chat/completions"
+    discover_window: bool = False
+    """Ask the server for the model's context window (``llm.providers.discovery``): servers whose
+    window is set when they start, not known from a catalogue."""
+    probe_empty_stream: bool = False
+    """A streamed request answered with HTTP 200 and no bytes at all is sent once more without
+    streaming (``max_tokens`` 1) to read the server's real error (llama-cpp-python answers an
+    over-long prompt that way)."""
 
 
 DEEPSEEK = ChatProfile(
@@ -62,5 +69,8 @@ OPENAI = ChatProfile(
     off_effort="none",
 )
 
-GENERIC = ChatProfile(name="OpenAI-compatible server")
-"""vLLM, Ollama ``/v1``, llama.cpp, LM Studio, OpenRouter, LiteLLM: nothing assumed."""
+GENERIC = ChatProfile(
+    name="OpenAI-compatible server", discover_window=True, probe_empty_stream=True
+)
+"""vLLM, Ollama ``/v1``, llama.cpp, LM Studio, OpenRouter, LiteLLM: nothing assumed — the context
+window is asked of the server, and an empty stream is probed."""
