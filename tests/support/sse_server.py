@@ -25,8 +25,14 @@ equal to what this server streamed with those calls; ``content`` never null) and
 ``anthropic-signature`` (the thinking blocks streamed before a ``tool_use`` come back verbatim,
 signature included). A failed check answers 400 without consuming the script.
 
-Control endpoints for other processes: ``POST /_dsh/script`` (``{"replies": [...], "checks": [...]}``
-replaces the script and forgets requests and passback state) and ``GET /_dsh/requests``.
+Lookups are not model calls: a ``GET`` (``/props``, ``/models``) or a ``POST`` to ``/api/show`` — what
+a provider asks a server about its models — is answered from ``routes`` (path → ``Reply``, never
+consumed), else with a 404, and never takes a reply from the script. They are recorded apart, in
+``lookups``, so ``requests`` stays the model calls a test scripted.
+
+Control endpoints for other processes: ``POST /_dsh/script`` (``{"replies": [...], "checks": [...],
+"routes": {path: reply}}`` replaces the script and forgets requests, lookups and passback state),
+``GET /_dsh/requests`` and ``GET /_dsh/lookups``.
 """
 
 from __future__ import annotations
@@ -373,12 +379,20 @@ def _coalesce(frames: list[Frame], limit: int = 65536) -> list[Frame]:
 class SseServer:
     """The scenario server. ``start()`` returns self; use as a context manager in sync code."""
 
-    def __init__(self, replies: Iterable[Reply] = (), *, checks: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        replies: Iterable[Reply] = (),
+        *,
+        checks: Iterable[str] = (),
+        routes: dict[str, Reply] | None = None,
+    ) -> None:
         self._lock = threading.Lock()
         self._queue: list[Reply] = list(replies)
         self._checks = tuple(checks)
         self._passback = PassbackState()
         self._requests: list[Recorded] = []
+        self._routes: dict[str, Reply] = dict(routes or {})
+        self._lookups: list[Recorded] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -388,14 +402,23 @@ class SseServer:
 
     # -- script -----------------------------------------------------------------------------------
 
-    def script(self, *replies: Reply, checks: Iterable[str] | None = None) -> None:
-        """Replace the script; forget recorded requests and passback state."""
+    def script(
+        self,
+        *replies: Reply,
+        checks: Iterable[str] | None = None,
+        routes: dict[str, Reply] | None = None,
+    ) -> None:
+        """Replace the script (and ``routes``, when given); forget recorded requests, lookups and
+        passback state."""
         with self._lock:
             self._queue = list(replies)
             if checks is not None:
                 self._checks = tuple(checks)
+            if routes is not None:
+                self._routes = dict(routes)
             self._passback = PassbackState()
             self._requests = []
+            self._lookups = []
 
     def push(self, *replies: Reply) -> None:
         with self._lock:
@@ -405,6 +428,12 @@ class SseServer:
     def requests(self) -> list[Recorded]:
         with self._lock:
             return list(self._requests)
+
+    @property
+    def lookups(self) -> list[Recorded]:
+        """The lookups (not model calls) the server was asked, in order (module docstring)."""
+        with self._lock:
+            return list(self._lookups)
 
     @property
     def remaining(self) -> int:
@@ -514,6 +543,10 @@ class SseServer:
 
     def _next(self, rec: Recorded) -> Reply:
         with self._lock:
+            if rec.method == "GET" or rec.path.endswith("/api/show"):
+                self._lookups.append(rec)
+                route = self._routes.get(rec.path.split("?", 1)[0])
+                return route or json_reply(404, {"error": f"sse_server: no route {rec.path}"})
             self._requests.append(rec)
             if "deepseek-reasoning" in self._checks and not self._passback.check_deepseek(rec.json):
                 rec.rejected = "deepseek-reasoning"
@@ -539,11 +572,15 @@ class SseServer:
         if method == "POST" and path == "/_dsh/script":
             obj = json.loads(body)
             self.script(
-                *(reply_from_json(r) for r in obj.get("replies", [])), checks=obj.get("checks", [])
+                *(reply_from_json(r) for r in obj.get("replies", [])),
+                checks=obj.get("checks", []),
+                routes={k: reply_from_json(v) for k, v in obj.get("routes", {}).items()},
             )
             out = b'{"ok":true}'
         elif method == "GET" and path == "/_dsh/requests":
             out = json.dumps([r.to_json() for r in self.requests]).encode()
+        elif method == "GET" and path == "/_dsh/lookups":
+            out = json.dumps([r.to_json() for r in self.lookups]).encode()
         else:
             out = b'{"ok":false}'
         writer.write(
