@@ -502,10 +502,10 @@ def _pressure(d: JsonObject) -> str:
     tokens, window = _i(d.get("tokens")) or 0, _i(d.get("contextWindow")) or 0
     how = "measured" if d.get("measured") is True else "estimated"
     assumed = " (assumed: the server did not say)" if d.get("source") == "default" else ""
-    share = f" ({100 * tokens / window:.0f}%)" if window else ""
+    share = f", {100 * tokens / window:.0f}% of" if window else " of"
     return (
-        f"This request is ~{tokens:,} tokens ({how}) of a {window:,}-token context window{assumed}"
-        f"{share}: the next messages may not fit — %agent new starts afresh, %agent fork <turn> "
+        f"This request is ~{tokens:,} tokens ({how}){share} a {window:,}-token context window"
+        f"{assumed}: the next messages may not fit — %agent new starts afresh, %agent fork <turn> "
         "keeps the start"
     )
 

@@ -145,6 +145,8 @@ def test_an_empty_stream_is_probed_once_and_the_next_message_works(
     assert ex.status == "error", ex.content
     assert ex.content["ename"] == "CONTEXT_WINDOW_EXCEEDED"
     assert "maximum context length is 4096" in ex.content["evalue"]
+    rendered = ex.data("text/html")[-1]  # the saved rendering shows the warning too
+    assert "of a 4,096-token context window (assumed: the server did not say)" in rendered
     streamed, probe = server.requests  # one attempt and one probe: no retry storm
     assert streamed.json["stream"] is True and "max_tokens" not in streamed.json
     assert probe.json["stream"] is False and probe.json["max_tokens"] == 1

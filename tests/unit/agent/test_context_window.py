@@ -20,9 +20,11 @@ from dsh_kernel.testing import (
     FunctionProvider,
     ScriptedProvider,
     error_response,
+    max_tokens_response,
     text_response,
     tool_call_response,
 )
+from dsh_kernel.views.format import end_notice
 from tests.unit.agent.helpers import of_type, turn_ends
 
 LONG = "lorem ipsum dolor sit amet " * 1500  # ~40k characters: ~10k tokens by chars / 4
@@ -201,7 +203,7 @@ async def test_a_request_filling_most_of_the_window_warns_once_per_turn() -> Non
     assert warning.seq < of_type(ev, "request/header")[0].seq
     model = fold_turn(turn_events(ev, 1))
     (notice,) = [i for i in model.items if isinstance(i, NoticeItem)]
-    assert "of a 4,096-token context window" in notice.text and "%agent new" in notice.text
+    assert "% of a 4,096-token context window:" in notice.text and "%agent new" in notice.text
     assert turn_ends(ev) == [{"kind": "completed"}]
 
 
@@ -257,3 +259,17 @@ async def test_an_empty_answer_is_retried_once_not_five_times() -> None:
     assert retry.data["maxRetries"] == 1
     other = RetryPolicy(code_max_retries={})
     assert other.retries_for("EMPTY_RESPONSE") == 5 and other.key != RetryPolicy().key
+
+
+async def test_a_cut_off_answer_on_a_known_window_says_the_window_is_probably_full() -> None:
+    provider = ScriptedProvider([max_tokens_response("1 2 3 4")])
+    agent = agent_with(provider, window=4096)
+    await run(agent, "Count.")
+    notice = end_notice(fold_turn(turn_events(agent.session.events, 1)))
+    assert notice is not None and notice.hint is not None
+    assert "(4,096 tokens) is probably full" in notice.hint and "%agent new" in notice.hint
+    catalogue = ScriptedProvider([max_tokens_response("1 2")], info=ModelInfo(context_window=9000))
+    agent = agent_with(catalogue)
+    await run(agent, "Count.")
+    notice = end_notice(fold_turn(turn_events(agent.session.events, 1)))
+    assert notice is not None and notice.hint == "Ask the agent to continue."
