@@ -80,6 +80,7 @@ from dsh_kernel.tools.approval import (
     ApprovalPolicy,
     ApprovalService,
 )
+from dsh_kernel.tools.lean import LEAN_BELOW, ToolSchemaForm
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolDefinition
@@ -125,6 +126,8 @@ class Agent:
         self.reasoning_effort = reasoning_effort
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.tool_schemas: ToolSchemaForm = "auto"
+        """``full``, ``lean`` or ``auto`` (lean when the model's window is under ``LEAN_BELOW``)."""
         self.session = (
             session
             if session is not None
@@ -454,11 +457,19 @@ class Agent:
                 )
             )
         prepared = provider.prepare_call(config)
-        header = self._requests.record(prepared, provider, system, self.registry.schemas())
+        lean = self.lean_tools(provider.model_info(config.model).context_window)
+        header = self._requests.record(prepared, provider, system, self.registry.schemas(lean=lean))
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)
         return request
+
+    def lean_tools(self, context_window: int | None) -> bool:
+        """Whether the tools go out in their lean form (``dsh_kernel.tools.lean``) for a model with
+        this window: ``tool_schemas`` says, ``auto`` meaning a known window under ``LEAN_BELOW``."""
+        if self.tool_schemas == "auto":
+            return context_window is not None and context_window < LEAN_BELOW
+        return self.tool_schemas == "lean"
 
     # --- approvals ---------------------------------------------------------------------------------
 
