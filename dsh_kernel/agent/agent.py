@@ -2,15 +2,13 @@
 
 The agent owns a ``Session`` (the log) and an ``Inbox`` (a projection of it). Sends put user messages
 in the inbox and, when they wake the agent, start its driver task (``agent.driver``), which runs
-turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the
-model owes nothing. A step's parts live beside it: the request and its envelope events
-(``agent.request``), the streamed answer (``agent.response``), the tool calls and approvals
-(``agent.tool_calls``), the context window and what fits in it (``agent.window``, ``agent.budget``).
+turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the model
+owes nothing. Beside each step: the request (``agent.request``), the answer (``agent.response``),
+tools and approvals (``agent.tool_calls``), the context window (``agent.window``, ``agent.budget``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
-``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* ·
-``assistant/message`` · (``tool/call`` … ``tool/result``)* · ``step/end`` · … · [the note replacing
-an overflowed turn's messages] · ``turn/end``. ``turn/end`` is always written.
+``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
+(``tool/call`` … ``tool/result``)* · ``step/end`` · … · [overflow note] · ``turn/end`` (always written).
 
 Cancellation: ``cancel(cause)`` aborts the activity's ``AbortSignal`` (first cause wins), which
 cancels the driver task; the loop finalises what the user saw (an ``interrupted`` assistant message
@@ -53,7 +51,7 @@ from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
-from dsh_kernel.agent.window import ContextWindows
+from dsh_kernel.agent.window import ContextWindows, sized
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.ids import new_message_id, new_session_id
 from dsh_kernel.jsonvalue import JsonObject
@@ -83,6 +81,7 @@ from dsh_kernel.tools.approval import (
     ApprovalPolicy,
     ApprovalService,
 )
+from dsh_kernel.tools.lean import LEAN_BELOW, ToolSchemaForm
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolDefinition
@@ -129,8 +128,9 @@ class Agent:
         self.reasoning_effort = reasoning_effort
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.windows = context_windows or ContextWindows()
-        """Where each route's context window comes from (``agent.window``)."""
+        self.windows = context_windows or ContextWindows()  # each route's window (agent.window)
+        self.tool_schemas: ToolSchemaForm = "auto"
+        """``full``, ``lean`` or ``auto`` (lean when the model's window is under ``LEAN_BELOW``)."""
         self.session = (
             session
             if session is not None
@@ -461,13 +461,19 @@ class Agent:
                 )
             )
         window = await self.windows.resolve(provider, config.model)
-        header = self._requests.record(
-            provider.prepare_call(config), window, system, self.registry.schemas(), at=(turn, step)
-        )
+        tools = self.registry.schemas(lean=self.lean_tools(sized(window)))
+        header = self._requests.record(provider.prepare_call(config), window, system, tools)
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)
         return request
+
+    def lean_tools(self, context_window: int | None) -> bool:
+        """Whether the tools go out in their lean form (``dsh_kernel.tools.lean``) for a model with
+        this window: ``tool_schemas`` says, ``auto`` meaning a known window under ``LEAN_BELOW``."""
+        if self.tool_schemas == "auto":
+            return context_window is not None and context_window < LEAN_BELOW
+        return self.tool_schemas == "lean"
 
     # --- approvals ---------------------------------------------------------------------------------
 

@@ -69,13 +69,11 @@ class RequestLog:
         window: ContextWindow | None,
         system: str,
         tools: tuple[ToolSchema, ...],
-        *,
-        at: tuple[int, int],
     ) -> EpochHeader:
-        """Fit the next request (turn, step ``at``) to ``window`` and log its envelope where it
-        changed; returns its header. Raises ``LlmError(CONTEXT_WINDOW_EXCEEDED)`` for a request
-        that cannot fit (nothing is logged then)."""
-        turn, step = at
+        """Fit the next request (of the session's open turn and step) to ``window`` and log its
+        envelope where it changed; returns its header. Raises ``LlmError(CONTEXT_WINDOW_EXCEEDED)``
+        for a request that cannot fit (nothing is logged then)."""
+        turn, step = self._session.open_turn or 0, self._session.open_step or 0
         prepared = fit_request(
             self._session, prepared, window, system=system, tools=tools, turn=turn, step=step
         )

@@ -74,6 +74,11 @@ class ContextWindow:
         return f"{self.tokens:,} tokens ({self.origin()})"
 
 
+def sized(window: ContextWindow | None) -> int | None:
+    """The window's tokens unless it is merely assumed (``default``) or unknown."""
+    return window.tokens if window is not None and window.source != "default" else None
+
+
 class ContextWindows:
     """The windows of the routes an agent (or a kernel's agents) talk to (module docstring)."""
 

@@ -20,7 +20,7 @@ The context window (``agent.window``) is the host's, shared by every session of 
 configured one (``DSH_CONTEXT_WINDOW``, ``c.DshKernel.context_window``, ``%agent context``) stays
 until cleared, and a window the server reported is asked once per route. The lookup starts in the
 background as soon as a route is chosen (a new session, a model or provider switch), so the first
-message seldom waits for it.
+message seldom waits for it (``kernel.context_window`` has ``%agent context``).
 
 Sessions know their notebook: a new session's header carries the path jupyter-server gives the kernel
 in ``JPY_SESSION_NAME`` (``notebook_path``), so the store can find a notebook's sessions again.
@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, cast
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
-from dsh_kernel.agent.window import ContextWindow, ContextWindows
+from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
@@ -56,6 +56,7 @@ from dsh_kernel.kernel.settings import (
     notebook_path,
     settings_from_env,
 )
+from dsh_kernel.kernel.toolset import ToolSet
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KEYS,
@@ -122,6 +123,8 @@ class AgentHost:
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
         self.windows = ContextWindows(configured=self.settings.context_window)
+        self.toolset = ToolSet()
+        """``%agent tools``: kept for every session of this kernel."""
         self._open_store()
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
@@ -175,6 +178,7 @@ class AgentHost:
         agent.runtime_context.add(self._variables_context)
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
+        self.toolset.apply(agent)
         self._attach_journal(agent)
         self.windows.forget_failures()
         self.windows.prefetch(agent.provider, agent.model)
@@ -453,30 +457,6 @@ class AgentHost:
             env.get("DSH_PROVIDER", "").strip(), env.get("DSH_MODEL", "").strip()
         )
         return url if url and owner == provider else ""
-
-    # --- the context window -------------------------------------------------------------------
-
-    def window(self) -> ContextWindow | None:
-        """The current route's context window as known now (nothing is asked)."""
-        return self.windows.current(self.agent.provider, self.agent.model)
-
-    def window_text(self) -> str:
-        """The window and where it came from (``%agent status``, ``%agent context``)."""
-        agent = self.agent
-        window = self.window()
-        if window is None:
-            return "not known (this model does not say)"
-        text = window.describe()
-        if self.windows.asking(agent.provider, agent.model):
-            text += "; asking the server"
-        return text
-
-    def set_context_window(self, tokens: int | None) -> str:
-        """Set (``None``: clear) the window of every route; it stays for later sessions."""
-        self.windows.configured = tokens
-        self.settings = replace(self.settings, context_window=tokens)
-        self.windows.prefetch(self.agent.provider, self.agent.model)
-        return self.window_text()
 
     def new_session(self, session: Session | None = None) -> Agent:
         self._hinted = True  # the user chose a session (new, resume, fork, replay): no hint

@@ -57,13 +57,13 @@ HELP = """\
   %agent reasoning [<effort>|default]
                                  the reasoning effort (off, low, high, … as the model takes);
                                  with none, the effort in force and the model's choices
-  %agent context [<tokens>|default]
-                                 the model's context window: set it, go back to what the
-                                 catalogue or server says, or (with none) show it and its source
+  %agent context [N|default]     the model's context window in tokens (none: it and its source)
   %agent key <provider>          type an API key (hidden; kept in memory only)
   %agent approve ask|auto|never [tool]
                                  approval for tools that change things (default: ask)
   %agent tools                   the tools the agent can call, with their approval mode
+  %agent tools off|on <name>     stop offering a tool to the agent (or offer it again)
+  %agent tools lean|full|auto    the tool descriptions' form (auto: lean for windows under 16k)
   %agent new                     start a new session (the old one stays in the store)
   %agent sessions                sessions in the store (title, created, notebook, turns, tokens, cost)
   %agent resume [session-id]     continue a stored session (an id or its first characters;
@@ -150,22 +150,22 @@ class AgentMagics(Magics):
     # --- subcommands ------------------------------------------------------------------------------
 
     def _cmd_status(self, args: list[str]) -> str:
-        from dsh_kernel.agent.meter import measure
+        from dsh_kernel.kernel.context_window import context_text, window_text
 
         host = self._host()
         agent = host.agent
-        window = host.window()
         turns = agent.session.last_turn
         lines = [
             f"provider: {host.provider_note}",
             f"model:    {agent.provider.id}:{agent.model}",
-            f"window:   {host.window_text()}",
+            f"window:   {window_text(host)}",
             f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
             f"{len(agent.session.events)} events)",
-            "context:  "
-            + measure(agent.session, context_window=window.tokens if window else None).describe(),
+            f"context:  {context_text(host)}",
             f"reasoning: {host.reasoning_text()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
+            f"tools:    {', '.join(agent.registry.names()) or 'none'}; "
+            f"descriptions {host.toolset.form_text(agent)}",
             f"store:    {host.store_description()}",
         ]
         if host.store_warning:
@@ -196,15 +196,9 @@ class AgentMagics(Magics):
         return "reasoning: " + host.set_reasoning(effort)
 
     def _cmd_context(self, args: list[str]) -> str:
-        from dsh_kernel.kernel.settings import parse_context_window
+        from dsh_kernel.kernel.context_window import context_command
 
-        host = self._host()
-        if not args:
-            return "context window: " + host.window_text()
-        if len(args) != 1:
-            raise UsageError("usage: %agent context [<tokens>|default] (e.g. %agent context 8192)")
-        tokens = parse_context_window(args[0])
-        return "context window: " + host.set_context_window(tokens)
+        return context_command(self._host(), args)
 
     def _cmd_provider(self, args: list[str]) -> str:
         if len(args) != 1:
@@ -241,13 +235,23 @@ class AgentMagics(Magics):
         return "approval: " + _policy_text(policy.default, dict(policy.tools))
 
     def _cmd_tools(self, args: list[str]) -> str:
-        agent = self._host().agent
+        host = self._host()
+        agent = host.agent
+        done = host.toolset.command(agent, args)
+        if done is not None:
+            return done
         rows: list[str] = []
         for defn in agent.registry.definitions():
             mode = agent.approval_policy.mode_for(defn.name, read_only=defn.read_only)
             first = defn.description.strip().splitlines()[0] if defn.description.strip() else ""
             rows.append(f"  {defn.name:<12} {mode:<6} {first}")
-        return "tools (name, approval, description):\n" + "\n".join(rows)
+        off = sorted(host.toolset.off)
+        return (
+            "tools (name, approval, description):\n"
+            + "\n".join(rows)
+            + (f"\nswitched off: {', '.join(off)} (`%agent tools on <name>`)" if off else "")
+            + f"\ndescriptions: {host.toolset.form_text(agent)}"
+        )
 
     def _cmd_new(self, args: list[str]) -> str:
         agent = self._host().new_session()
