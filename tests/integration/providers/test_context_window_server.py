@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from dsh_kernel import Agent
 from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.providers.discovery import DiscoveredWindow, discover_window, lookup_urls
@@ -210,3 +211,22 @@ async def test_catalogue_profiles_are_not_probed(
         await collect(chat_provider(server.url, client, profile="openai"), request())
     assert info.value.code == "EMPTY_RESPONSE"
     assert len(server.requests) == 1
+
+
+async def test_the_cap_goes_in_each_profiles_own_field(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    for profile, field, other in (
+        ("openai", "max_completion_tokens", "max_tokens"),
+        ("generic", "max_tokens", "max_completion_tokens"),
+    ):
+        server.script(sse_reply(wt.OPENAI_TEXT))
+        agent = Agent(
+            provider=chat_provider(server.url, client, profile=profile),
+            model="gpt-6-luna",
+            context_windows=ContextWindows(configured=8192),
+        )
+        agent.followup("Hello.")
+        await agent.when_idle()
+        (sent,) = server.requests
+        assert 256 <= sent.json[field] < 8192 and other not in sent.json, profile

@@ -16,6 +16,7 @@ from dsh_kernel.llm.types import GenerateRequest, ModelInfo, StreamChunk, TokenU
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.turn import fold_turn, turn_events
 from dsh_kernel.session.turn_model import NoticeItem
+from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import (
     FunctionProvider,
     ScriptedProvider,
@@ -273,3 +274,21 @@ async def test_a_cut_off_answer_on_a_known_window_says_the_window_is_probably_fu
     await run(agent, "Count.")
     notice = end_notice(fold_turn(turn_events(agent.session.events, 1)))
     assert notice is not None and notice.hint == "Ask the agent to continue."
+
+
+async def test_a_replay_of_an_overflowed_session_agrees_with_the_recording() -> None:
+    provider = ScriptedProvider(
+        [
+            error_response("CONTEXT_WINDOW_EXCEEDED", "maximum context length is 4096", status=400),
+            text_response("Hi."),
+        ]
+    )
+    recorded = agent_with(provider)
+    await run(recorded, LONG, "Say hi.")
+    replay = ReplayProvider(list(recorded.session.events))
+    again = agent_with(ScriptedProvider([]))
+    again.set_route(provider=replay, model="m1")
+    await run(again, LONG, "Say hi.")
+    replay.assert_consumed()
+    assert error_codes(again.session.events) == ["CONTEXT_WINDOW_EXCEEDED", None]
+    assert again.session.derive_messages()[-1].text() == "Hi."
