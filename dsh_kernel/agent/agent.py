@@ -51,7 +51,7 @@ from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
-from dsh_kernel.agent.window import ContextWindows, sized
+from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.ids import new_message_id, new_session_id
 from dsh_kernel.jsonvalue import JsonObject
@@ -461,7 +461,7 @@ class Agent:
                 )
             )
         window = await self.windows.resolve(provider, config.model)
-        tools = self.registry.schemas(lean=self.lean_tools(sized(window)))
+        tools = self.registry.schemas(lean=self.lean_tools(window.tokens if window else None))
         header = self._requests.record(provider.prepare_call(config), window, system, tools)
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
@@ -470,7 +470,7 @@ class Agent:
 
     def lean_tools(self, context_window: int | None) -> bool:
         """Whether the tools go out in their lean form (``dsh_kernel.tools.lean``) for a model with
-        this window: ``tool_schemas`` says, ``auto`` meaning a known window under ``LEAN_BELOW``."""
+        this window: ``tool_schemas`` says, ``auto`` meaning a window (even assumed) under ``LEAN_BELOW``."""
         if self.tool_schemas == "auto":
             return context_window is not None and context_window < LEAN_BELOW
         return self.tool_schemas == "lean"

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dsh_kernel.agent.agent import Agent
-from dsh_kernel.agent.window import sized
 from dsh_kernel.errors import UsageError
 from dsh_kernel.tools.lean import LEAN_BELOW, TOOL_SCHEMA_FORMS, ToolSchemaForm
 
@@ -67,12 +66,14 @@ class ToolSet:
 
     def form_text(self, agent: Agent) -> str:
         """``lean (auto: window 4,096 < 16,384 tokens)``, ``full``, …"""
-        window = sized(agent.windows.current(agent.provider, agent.model))
+        found = agent.windows.current(agent.provider, agent.model)
+        window = found.tokens if found is not None else None
         lean = agent.lean_tools(window)
         text = "lean" if lean else "full"
         if self.form != "auto":
             return f"{text} (set by %agent tools {self.form})"
         if window is None:
-            return f"{text} (auto: the model's context window is unknown or assumed)"
+            return f"{text} (auto: the model's context window is unknown)"
         sign = "<" if lean else "≥"
-        return f"{text} (auto: window {window:,} {sign} {LEAN_BELOW:,} tokens)"
+        assumed = " assumed" if found is not None and found.source == "default" else ""
+        return f"{text} (auto: window {window:,}{assumed} {sign} {LEAN_BELOW:,} tokens)"

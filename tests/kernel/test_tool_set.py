@@ -71,6 +71,8 @@ def test_a_tool_switched_off_is_not_offered_and_stays_off_in_a_new_session(
     assert "sql" not in names(offered(k, server))
     listing = command(k, "%agent tools")
     assert "switched off: sql" in listing
+    # A server that does not say its window is assumed small (4,096): lean under auto.
+    assert "descriptions: lean (auto: window 4,096 assumed < 16,384 tokens)" in listing
     command(k, "%agent new")
     assert "sql" not in names(offered(k, server))
     assert "python" in command(k, "%agent status").split("tools:")[1]
