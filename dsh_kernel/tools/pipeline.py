@@ -40,9 +40,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypeAlias
+from collections.abc import Callable
+from dataclasses import replace
 
 from dsh_kernel.abort import AbortCause, AbortController, AbortedError, AbortSignal
 from dsh_kernel.errors import (
@@ -55,11 +54,20 @@ from dsh_kernel.errors import (
 )
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import ArgumentsTooDeep
-from dsh_kernel.llm.types import ContentBlock, Message
 from dsh_kernel.session.codec import lossless_copy
 from dsh_kernel.textcap import cap_echo
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest, ApprovalService
 from dsh_kernel.tools.bounds import capped, invalid_args_message
+from dsh_kernel.tools.hooks import (
+    HookAccept,
+    HookAsk,
+    HookBlock,
+    HookDeny,
+    PostExecuteInput,
+    PreDecision,
+    PreExecuteInput,
+    ToolHooks,
+)
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.schema import validate
 from dsh_kernel.tools.types import (
@@ -78,88 +86,6 @@ from dsh_kernel.tools.types import (
 )
 
 _log = logging.getLogger(__name__)
-
-# -- hooks ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PreExecuteInput:
-    call: ToolCall
-    args: JsonObject
-    """The arguments, already validated against the tool's parameters (step 3)."""
-    definition: ToolDefinition
-    signal: AbortSignal
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookAllow:
-    kind: Literal["allow"] = "allow"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookDeny:
-    kind: Literal["deny"] = "deny"
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookAsk:
-    kind: Literal["ask"] = "ask"
-    reason: str | None = None
-
-
-PreDecision: TypeAlias = HookAllow | HookDeny | HookAsk
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PostExecuteInput:
-    call: ToolCall
-    args: JsonObject
-    definition: ToolDefinition
-    result: ToolResult
-    """The successful result so far (earlier hooks' replacements applied)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplaceValue:
-    value: JsonValue
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookAccept:
-    """Keep the outcome, optionally replacing its content *or* its value (never both)."""
-
-    kind: Literal["accept"] = "accept"
-    content: tuple[ContentBlock, ...] | None = None
-    value: ReplaceValue | None = None
-    additional_contexts: tuple[Message, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.content is not None and self.value is not None:
-            raise ValueError("a post-execute accept replaces content or value, not both")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookBlock:
-    """Turn the outcome into an error whose text is ``feedback`` (code ``BLOCKED``)."""
-
-    kind: Literal["block"] = "block"
-    feedback: str
-    additional_contexts: tuple[Message, ...] = ()
-
-
-PostDecision: TypeAlias = HookAccept | HookBlock
-PreExecuteHook: TypeAlias = Callable[[PreExecuteInput], Awaitable[PreDecision | None]]
-PostExecuteHook: TypeAlias = Callable[[PostExecuteInput], Awaitable[PostDecision | None]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolHooks:
-    """Interception points, run in list order. A hook returning ``None`` passes."""
-
-    pre_execute: Sequence[PreExecuteHook] = field(default_factory=lambda: ())
-    post_execute: Sequence[PostExecuteHook] = field(default_factory=lambda: ())
-
 
 # -- lossless JSON ----------------------------------------------------------------------------------
 

@@ -33,15 +33,15 @@ from dsh_kernel.tools import (
     ToolResult,
     ToolRuntime,
 )
-from dsh_kernel.tools.pipeline import (
+from dsh_kernel.tools.hooks import (
     PostDecision,
     PostExecuteHook,
     PostExecuteInput,
     PreDecision,
     PreExecuteHook,
     PreExecuteInput,
-    lossless_problem,
 )
+from dsh_kernel.tools.pipeline import lossless_problem
 
 PARAMS: JsonObject = {
     "type": "object",
