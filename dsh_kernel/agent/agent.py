@@ -160,6 +160,7 @@ class Agent:
             self.approval,
             self.approval_policy,
             hooks=ToolHooks(pre_execute=(self._before_tool,)),
+            clock=clock,  # the edge tests fake: one clock for the log and the tool bodies
         )
         self.max_parallel_tool_calls = max_parallel_tool_calls
         if max_steps_per_turn < 1:

@@ -103,8 +103,10 @@ def append_tool_result(
     data = payloads.ToolResult(turn=turn, step=step, message=message_to_json(msg))
     if result.error is not None:
         data["error"] = payloads.ToolResultError(name=result.error.name, code=result.error.code)
-    if isinstance(result.meta, dict):  # tool/result.meta is an object
+    if isinstance(result.meta, dict):  # the pipeline lets only an object through
         data["meta"] = result.meta
+    if result.duration_ms is not None:
+        data["durationMs"] = result.duration_ms
     session.append(
         "tool/result",
         data,

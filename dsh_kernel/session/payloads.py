@@ -131,7 +131,9 @@ class ToolResultError(TypedDict):
 
 
 class ToolResult(TypedDict):
-    """Surface. The result of one tool call; `meta` is the tool's presentation payload."""
+    """Surface. The result of one tool call; `meta` is the tool's presentation payload; `durationMs`
+    is how long the tool's body ran (a monotonic clock, not counting the wait for approval), absent
+    when the body never started."""
 
     turn: int
     step: int

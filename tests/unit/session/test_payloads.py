@@ -77,5 +77,5 @@ def test_a_nested_payload_is_checked_key_by_key_too() -> None:
     )
     session = new_session()
     session.append("turn/start", {"turn": 1})
-    with pytest.raises(UsageError, match="missing data field.*error.name"):
+    with pytest.raises(UsageError, match=r"missing data field.*error\.name"):
         session.append("tool/result", {**ok, "error": {"code": "C"}}, surface_op="append")
