@@ -212,7 +212,9 @@ class TurnFold:
         self._usage.apply(event)
         match event.type:
             case "assistant/chunk":
-                self._chunk(payload_of(event, "assistant/chunk")["chunk"], event.time)
+                # The hot path (one event per streamed chunk): the chunk is JSON for the codec, so
+                # there is nothing to narrow, and payload_of's call (~70 ns) is 3% of the read.
+                self._chunk(event.data["chunk"], event.time)
             case "turn/start":
                 self._turn = payload_of(event, "turn/start")["turn"]
                 self._started_at = event.time

@@ -164,12 +164,6 @@ def _has_content(message: JsonValue) -> bool:
     return isinstance(content, list) and len(content) > 0
 
 
-def _object(value: JsonValue) -> JsonObject:
-    """``value`` if it is an object, else ``{}``: the log checks an ``assistant/chunk``'s keys but
-    not their kinds on append (the hot path), so the chunk may be anything a caller passed."""
-    return value if isinstance(value, dict) else {}
-
-
 class _Attempt:
     """One model call being read: what it reported, and what would estimate it."""
 
@@ -237,7 +231,9 @@ class UsageReader:
     def apply(self, ev: SessionEvent) -> None:
         kind = ev.type
         if kind == "assistant/chunk":
-            c = _object(payload_of(ev, "assistant/chunk")["chunk"])
+            # The hot path: read as JSON (the log checks a chunk's keys on append, not their kinds).
+            chunk = ev.data["chunk"]
+            c = chunk if isinstance(chunk, dict) else {}
             ctype = c.get("type")
             attempt = self._attempt
             if attempt is None:
