@@ -82,13 +82,14 @@ def test_approval_waits_then_allow_click_runs_the_code(live: Live) -> None:
     # The result carries the body's own time, and SQL's duration_ms is that time; the half second
     # spent waiting for the click lies between the call and the result but outside the body, so
     # the call-to-result span is longer.
-    [call] = [e["data"] for e in events if e["type"] == "tool/call"]
+    [call] = [e for e in events if e["type"] == "tool/call"]
     [result] = [e["data"] for e in events if e["type"] == "tool/result"]
     took = result["durationMs"]
     assert isinstance(took, int) and took >= 0
+    sid = live.fe.python("print(get_ipython().kernel.host.agent.session.id)").strip()
     query = (
         "%%sql _took <<\nSELECT duration_ms, epoch_ms(ended_at) - epoch_ms(started_at) AS span "
-        f"FROM tool_calls WHERE call_id = '{call['callId']}'"
+        f"FROM tool_calls WHERE session_id = '{sid}' AND call_seq = {call['seq']}"
     )
     assert live.fe.run(query).status == "ok"
     [row] = json.loads(live.fe.python("print(_took.to_json(orient='records'))"))
