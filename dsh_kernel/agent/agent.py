@@ -75,6 +75,7 @@ from dsh_kernel.llm.types import (
 )
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
+from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
 from dsh_kernel.tools.approval import (
     Answerer,
     ApprovalMode,
@@ -165,6 +166,7 @@ class Agent:
             self.approval,
             self.approval_policy,
             hooks=ToolHooks(pre_execute=(self._before_tool,)),
+            clock=clock,  # the edge tests fake: one clock for the log and the tool bodies
         )
         self.max_parallel_tool_calls = max_parallel_tool_calls
         if max_steps_per_turn < 1:
@@ -293,7 +295,7 @@ class Agent:
     async def _turn(self, signal: AbortSignal) -> bool:
         turn = self._phase_turn + 1
         self._phase_turn, self._phase_step = turn, 0
-        self.session.append("turn/start", {"turn": turn})
+        self.session.append("turn/start", TurnStart(turn=turn))
         target: Target = "next-turn"
         ends: JsonObject | None = None
         try:
@@ -327,7 +329,7 @@ class Agent:
                         self.inbox.append("next-turn", m)
                     ends = {"kind": "max-steps", "limit": self.max_steps_per_turn}
                     return False
-                self.session.append("step/start", {"turn": turn, "step": step})
+                self.session.append("step/start", StepStart(turn=turn, step=step))
                 self._phase_step = step
                 try:
                     for m in decision.messages:
@@ -336,7 +338,7 @@ class Agent:
                     if ends is None or ends.get("kind") != "max-tokens":
                         ends = {"kind": outcome} if outcome is not None else None
                 finally:
-                    self.session.append("step/end", {"turn": turn, "step": step})
+                    self.session.append("step/end", StepEnd(turn=turn, step=step))
                     with contextlib.suppress(Exception):
                         await self._checkpoint("step-boundary", turn, step)
                 if ends is not None and not self.inbox.next_step:
@@ -372,7 +374,9 @@ class Agent:
             )
             raise
         finally:
-            self.session.append("turn/end", {"turn": turn, "reason": ends or {"kind": "completed"}})
+            self.session.append(
+                "turn/end", TurnEnd(turn=turn, reason=ends or {"kind": "completed"})
+            )
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._checkpoint("turn-end", turn, None))
             if self.check_invariants:

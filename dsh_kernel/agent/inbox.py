@@ -21,12 +21,11 @@ from collections.abc import Callable, Sequence
 from typing import Literal, TypeAlias
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import message_from_json, message_to_json
 from dsh_kernel.llm.types import Message
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.payloads import payload_of
+from dsh_kernel.session.payloads import InboxSpliced, payload_of
 
 Target: TypeAlias = Literal["next-turn", "next-step"]
 TARGETS: tuple[Target, Target] = ("next-turn", "next-step")
@@ -81,11 +80,9 @@ class Inbox:
             if m.id in existing:
                 raise UsageError(f"message id {m.id} is already in the inbox")
             existing.add(m.id)
-        data: JsonObject = {
-            "target": target,
-            "start": start,
-            "inserted": [message_to_json(m) for m in inserted],
-        }
+        data = InboxSpliced(
+            target=target, start=start, inserted=[message_to_json(m) for m in inserted]
+        )
         if removed_count:
             data["removedCount"] = removed_count
         if outcome is not None:

@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.ids import new_message_id
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_to_json, message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider, stream_call
 from dsh_kernel.llm.types import GenerateRequest, Message, ModelSource
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import AssistantChunk, AssistantMessage
 
 
 @dataclass(slots=True)
@@ -45,9 +45,9 @@ async def stream_response(
     out = Streamed()
     try:
         async for chunk in stream_call(provider, request):
-            ev = session.append(
-                "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk_to_json(chunk)}
-            )
+            # The hot path: an annotated literal is checked as the constructor is, at no cost.
+            data: AssistantChunk = {"turn": turn, "step": step, "chunk": chunk_to_json(chunk)}
+            ev = session.append("assistant/chunk", data)
             out.chunk_seqs.append(ev.seq)
             out.assembler.push(chunk)
     except asyncio.CancelledError:
@@ -62,12 +62,9 @@ async def stream_response(
                 )
                 session.append(
                     "assistant/message",
-                    {
-                        "turn": turn,
-                        "step": step,
-                        "message": message_to_json(msg),
-                        "interrupted": True,
-                    },
+                    AssistantMessage(
+                        turn=turn, step=step, message=message_to_json(msg), interrupted=True
+                    ),
                     surface_op="append",
                     source_event_seqs=out.chunk_seqs,
                 )
@@ -84,7 +81,7 @@ def append_response(
         provider=request.provider, model=request.model, replay_state=assembler.replay_state
     )
     message = assembler.message(source)
-    data: JsonObject = {"turn": turn, "step": step, "message": message_to_json(message)}
+    data = AssistantMessage(turn=turn, step=step, message=message_to_json(message))
     if assembler.usage is not None:
         data["usage"] = usage_to_json(assembler.usage)
     session.append(

@@ -21,9 +21,9 @@ from collections.abc import Sequence
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.agent.inbox import Inbox
 from dsh_kernel.ids import ApprovalRequestId, CallId, new_message_id
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import Message, ToolCallBlock, ToolResultBlock, ToolSource
+from dsh_kernel.session import payloads
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.repair import closers
 from dsh_kernel.tools.approval import (
@@ -52,13 +52,9 @@ async def run_step_tools(
     call_seqs: dict[str, int] = {}
 
     def on_start(call: ToolCall) -> None:
-        data: JsonObject = {
-            "turn": turn,
-            "step": step,
-            "callId": call.call_id,
-            "name": call.name,
-            "arguments": call.arguments,
-        }
+        data = payloads.ToolCall(
+            turn=turn, step=step, callId=call.call_id, name=call.name, arguments=call.arguments
+        )
         call_seqs[call.call_id] = session.append("tool/call", data).seq
 
     def on_result(call: ToolCall, result: ToolResult) -> None:
@@ -104,11 +100,13 @@ def append_tool_result(
         content=(block,),
         source=ToolSource(call_id=CallId(call.call_id)),
     )
-    data: JsonObject = {"turn": turn, "step": step, "message": message_to_json(msg)}
+    data = payloads.ToolResult(turn=turn, step=step, message=message_to_json(msg))
     if result.error is not None:
-        data["error"] = {"name": result.error.name, "code": result.error.code}
-    if result.meta is not None:
+        data["error"] = payloads.ToolResultError(name=result.error.name, code=result.error.code)
+    if isinstance(result.meta, dict):  # the pipeline lets only an object through
         data["meta"] = result.meta
+    if result.duration_ms is not None:
+        data["durationMs"] = result.duration_ms
     session.append(
         "tool/result",
         data,
@@ -127,7 +125,7 @@ class ApprovalLog:
         return ApprovalRecorder(on_asked=self.asked, on_decided=self.decided, on_policy=self.policy)
 
     def asked(self, approval_id: ApprovalRequestId, request: ApprovalRequest) -> None:
-        data: JsonObject = {"id": approval_id, "toolName": request.tool_name}
+        data = payloads.ApprovalAsked(id=approval_id, toolName=request.tool_name)
         if request.call_id is not None:
             data["callId"] = request.call_id
         if request.reason is not None:
@@ -135,7 +133,10 @@ class ApprovalLog:
         self._session.append("approval/asked", data)
 
     def decided(self, approval_id: ApprovalRequestId, outcome: ApprovalOutcome) -> None:
-        self._session.append("approval/decided", {"id": approval_id, "outcome": outcome})
+        self._session.append(
+            "approval/decided", payloads.ApprovalDecided(id=approval_id, outcome=outcome)
+        )
 
     def policy(self, policy: ApprovalPolicy, source: str) -> None:
-        self._session.append("approval/policy", {"policy": policy.to_json(), "source": source})
+        data = payloads.ApprovalPolicy(policy=policy.to_json(), source=source)
+        self._session.append("approval/policy", data)

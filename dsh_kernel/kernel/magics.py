@@ -33,8 +33,8 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from dsh_kernel.errors import DshError, StoreError, UsageError, command_error
 from dsh_kernel.ids import new_command_id
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import redact
+from dsh_kernel.session.payloads import CommandDone, CommandRun, payload_of
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.host import AgentHost
@@ -117,7 +117,7 @@ class AgentMagics(Magics):
             raise command_error(exc.code, redact(f"%agent {name}: {exc.message}")) from exc
         agent = host.agent
         command_id = new_command_id()
-        run: JsonObject = {"commandId": command_id, "name": name, "source": {"kind": "user"}}
+        run = CommandRun(commandId=command_id, name=name, source={"kind": "user"})
         if args and name != "key":
             run["args"] = " ".join(args)
         logged = agent.status == "idle"
@@ -142,7 +142,7 @@ class AgentMagics(Magics):
             print(redact(text))
 
     def _done(self, command_id: str, kind: str, text: str) -> None:
-        data: JsonObject = {"commandId": command_id, "kind": kind}
+        data = CommandDone(commandId=command_id, kind=kind)
         if text:
             data["text"] = text[:2000]
         self._host().agent.session.append("command/done", data)
@@ -488,8 +488,7 @@ def _recorded_model(store: Store, session_id: str) -> str | None:
 
     for ev in read_session(store.find_journal(session_id)).events:
         if ev.type == "request/context":
-            model = ev.data.get("model")
-            return model if isinstance(model, str) else None
+            return payload_of(ev, "request/context")["model"]
     return None
 
 

@@ -25,6 +25,7 @@ from dsh_kernel.llm.codec import (
 from dsh_kernel.llm.types import LlmCallConfig, Message, ToolSchema
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.payloads import payload_of
 
 
 def project_event(event: SessionEvent) -> Message | None:
@@ -33,10 +34,10 @@ def project_event(event: SessionEvent) -> Message | None:
         case "user/message":
             return message_from_json(event.data)
         case "assistant/message":
-            msg = message_from_json(event.data.get("message"))
+            msg = message_from_json(payload_of(event, "assistant/message")["message"])
             return msg if msg.content else None
         case "tool/result":
-            return message_from_json(event.data.get("message"))
+            return message_from_json(payload_of(event, "tool/result")["message"])
         case _:
             return None
 
@@ -95,10 +96,10 @@ def header_equals(a: EpochHeader | None, b: EpochHeader | None) -> bool:
 
 def fold_request_header(events: Iterable[SessionEvent]) -> EpochHeader | None:
     """The latest ``request/header`` snapshot (each one is complete, so the last one wins)."""
-    latest: JsonValue = None
+    latest: JsonObject | None = None
     for ev in events:
         if ev.type == "request/header":
-            latest = ev.data.get("header")
+            latest = payload_of(ev, "request/header")["header"]
     return EpochHeader.from_json(latest) if latest is not None else None
 
 
@@ -108,5 +109,5 @@ def last_request_header(
     """Like ``fold_request_header`` but scans from the end (cheap on long logs)."""
     for ev in reversed(events):
         if ev.type == "request/header":
-            return EpochHeader.from_json(ev.data.get("header"))
+            return EpochHeader.from_json(payload_of(ev, "request/header")["header"])
     return None

@@ -9,14 +9,15 @@ event that fails, in this order:
 1. nesting deeper than the log allows (code ``JOURNAL_TOO_DEEP``; measured without recursion, so a
    hostile line cannot exhaust the stack);
 2. the log's own append rules, by appending every event again to a fresh ``Session`` whose clock
-   gives back the event's time: required data fields of known types, lossless JSON (no integer beyond
-   ±2^53, no ``-0.0``), ``surfaceOp`` exactly on surface events, replacements of current surface
-   nodes, ``sourceEventSeqs`` citing distinct earlier events (code ``JOURNAL_BAD_SHAPE``);
-3. the payload shapes the readers decode (code ``JOURNAL_BAD_SHAPE``): messages of surface events,
-   the chunk of ``assistant/chunk``, the usage of ``assistant/message``, the request header, the
-   failure of ``llm/retry``, the string fields of tool calls, titles, approvals and commands, and
-   ``turn``/``step`` numbers the store keeps as 32-bit integers — each with the project's own
-   decoder (``dsh_kernel.llm.codec``), so "valid" means what the consumers mean by it;
+   gives back the event's time: the data fields of known types (required ones present, each of its
+   JSON kind: ``payloads.problem``, which ``read_journal`` also applied), lossless JSON (no integer
+   beyond ±2^53, no ``-0.0``), ``surfaceOp`` exactly on surface events, replacements of current
+   surface nodes, ``sourceEventSeqs`` citing distinct earlier events (code ``JOURNAL_BAD_SHAPE``);
+3. the nested payload shapes the readers decode (code ``JOURNAL_BAD_SHAPE``): messages of surface
+   events, the chunk of ``assistant/chunk``, the usage of ``assistant/message``, the request header,
+   the failure of ``llm/retry``, and ``turn``/``step`` numbers the store keeps as 32-bit integers —
+   each with the project's own decoder (``dsh_kernel.llm.codec``), so "valid" means what the
+   consumers mean by it;
 4. the structural invariants (``dsh_kernel.session.invariants``; code ``JOURNAL_INVALID``): turns and
    steps that open and close in order, tool results that answer their calls. The checker is
    prefix-closed, so a journal cut short by a crash (an open turn) passes: the store's crash repair
@@ -45,6 +46,7 @@ from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent
 from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.session.journal_io import LoadedJournal
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import payload_of
 
 JOURNAL_INVALID: Final = "JOURNAL_INVALID"
 """``SessionFormatError.code``: the events break the log's structural invariants."""
@@ -76,44 +78,24 @@ def _depth(value: JsonValue) -> int:
 
 
 # --- payload shapes -----------------------------------------------------------------------------
+# The keys and their JSON kinds were checked by ``payloads.problem``; these decode what is inside.
 
 
-def _string(field: str) -> Callable[[JsonObject], object]:
-    def check(data: JsonObject) -> None:
-        if not isinstance(data.get(field), str):
-            raise ValueError(f"{field}: expected a string")
-
-    return check
-
-
-def _optional(field: str, decode: Callable[[JsonValue], object]) -> Callable[[JsonObject], object]:
-    def check(data: JsonObject) -> object:
-        return decode(data[field]) if data.get(field) is not None else None
-
-    return check
+def _assistant_message(ev: SessionEvent) -> None:
+    answer = payload_of(ev, "assistant/message")
+    message_from_json(answer["message"])
+    usage = answer.get("usage")
+    if usage is not None:
+        usage_from_json(usage)
 
 
-def _request_header(data: JsonObject) -> object:
-    return EpochHeader.from_json(data.get("header"))
-
-
-_DECODERS: Final[dict[str, tuple[Callable[[JsonObject], object], ...]]] = {
-    "user/message": (message_from_json,),
-    "assistant/message": (
-        lambda d: message_from_json(d.get("message")),
-        _optional("usage", usage_from_json),
-    ),
-    "tool/result": (lambda d: message_from_json(d.get("message")),),
-    "assistant/chunk": (lambda d: chunk_from_json(d.get("chunk")),),
-    "tool/call": (_string("callId"), _string("name"), _string("arguments")),
-    "request/header": (_request_header,),
-    "request/context": (_string("provider"), _string("model")),
-    "llm/retry": (lambda d: failure_from_json(d.get("failure")),),
-    "approval/asked": (_string("id"), _string("toolName")),
-    "approval/decided": (_string("id"), _string("outcome")),
-    "session/title": (_string("title"),),
-    "command/run": (_string("commandId"), _string("name")),
-    "command/done": (_string("commandId"), _string("kind")),
+_DECODERS: Final[dict[str, Callable[[SessionEvent], object]]] = {
+    "user/message": lambda ev: message_from_json(ev.data),
+    "assistant/message": _assistant_message,
+    "tool/result": lambda ev: message_from_json(payload_of(ev, "tool/result")["message"]),
+    "assistant/chunk": lambda ev: chunk_from_json(payload_of(ev, "assistant/chunk")["chunk"]),
+    "request/header": lambda ev: EpochHeader.from_json(payload_of(ev, "request/header")["header"]),
+    "llm/retry": lambda ev: failure_from_json(payload_of(ev, "llm/retry")["failure"]),
 }
 
 
@@ -127,8 +109,9 @@ def _numbers(data: JsonObject) -> None:
 
 def _payload(event: SessionEvent) -> None:
     _numbers(event.data)
-    for decode in _DECODERS.get(event.type, ()):
-        decode(event.data)
+    decode = _DECODERS.get(event.type)
+    if decode is not None:
+        decode(event)
 
 
 # --- the check ----------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from dsh_kernel.session.events import (
     SurfaceOp,
     new_event,
 )
+from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.session.payloads import problem as payload_problem
 
 _log = logging.getLogger(__name__)
@@ -271,17 +272,15 @@ class Session:
         if t not in _BRACKETS:
             return
         if t == "turn/start":
-            turn = event.data.get("turn")
-            if isinstance(turn, int):
-                self.open_turn = turn
-                self.last_turn = max(self.last_turn, turn)
+            turn = payload_of(event, "turn/start")["turn"]
+            self.open_turn = turn
+            self.last_turn = max(self.last_turn, turn)
             self.open_step = None
         elif t == "turn/end":
             self.open_turn = None
             self.open_step = None
         elif t == "step/start":
-            step = event.data.get("step")
-            self.open_step = step if isinstance(step, int) else None
+            self.open_step = payload_of(event, "step/start")["step"]
         else:  # step/end
             self.open_step = None
 

@@ -20,8 +20,8 @@ message or a stream chunk, whose own codecs live in ``llm/``). Where the catalog
 (inside a turn, between turns) is ``PLACEMENT``. The journal format is unchanged by this module.
 
 ``problem(type_, data)`` checks a payload against its type — required keys present, each key of its
-JSON kind — for the log on every append and the journal reader on every line, so a reader may trust
-the kinds of the keys it finds.
+JSON kind, and the same inside a nested payload type (``ToolResultError``) — for the log on every
+append and the journal reader on every line, so a reader may trust the kinds of the keys it finds.
 
 This module deliberately does not use ``from __future__ import annotations``: ``TypedDict`` reads
 ``NotRequired`` from evaluated annotations. It is over 500 lines because it declares one payload type
@@ -34,6 +34,7 @@ from typing import (
     NotRequired,
     Protocol,
     TypedDict,
+    cast,
     get_args,
     get_origin,
     get_type_hints,
@@ -130,7 +131,9 @@ class ToolResultError(TypedDict):
 
 
 class ToolResult(TypedDict):
-    """Surface. The result of one tool call; `meta` is the tool's presentation payload."""
+    """Surface. The result of one tool call; `meta` is the tool's presentation payload; `durationMs`
+    is how long the tool's body ran (a monotonic clock, not counting the wait for approval), absent
+    when the body never started."""
 
     turn: int
     step: int
@@ -492,15 +495,29 @@ def _kinds(annotation: object) -> tuple[type, ...]:
     return _ANY
 
 
-_Spec = tuple[frozenset[str], tuple[str, ...], tuple[tuple[str, type], ...]]
+_Check = tuple[str, type, "_Spec | None"]
+"""A key to check: its name, its exact JSON type, and the spec of its value when it is a payload."""
+_Spec = tuple[frozenset[str], tuple[str, ...], tuple[_Check, ...]]
+
+
+def _nested(annotation: object) -> type | None:
+    """The payload type of a key whose value is one (``ToolResult.error``), else ``None``."""
+    if get_origin(annotation) is NotRequired:
+        return _nested(get_args(annotation)[0])
+    return annotation if isinstance(annotation, type) and is_typeddict(annotation) else None
 
 
 def _spec(cls: type) -> _Spec:
-    """``(required keys, them in order, (key, exact type) of each key with a kind to check)``."""
+    """``(required keys, them in order, (key, exact type, nested spec) of each key with a kind to
+    check)``."""
     required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
     hints = get_type_hints(cls)
     order = tuple(k for k in cls.__annotations__ if k in required)
-    checks = tuple((k, kinds[0]) for k in cls.__annotations__ if (kinds := _kinds(hints[k])))
+    checks = tuple(
+        (k, kinds[0], _spec(nested) if (nested := _nested(hints[k])) is not None else None)
+        for k in cls.__annotations__
+        if (kinds := _kinds(hints[k]))
+    )
     return required, order, checks
 
 
@@ -518,7 +535,8 @@ _KIND_NAMES = {
 def problem(type_: str, data: Mapping[str, object], *, kinds: bool = True) -> str | None:
     """What is wrong with ``data`` as ``type_``'s payload — a required key missing, or a key of the
     wrong JSON kind (an integer, a string, true/false, a list, an object: the exact JSON type, so
-    ``True`` is not an integer) — else ``None``. Unknown types and extra keys are not this check's
+    ``True`` is not an integer), inside a nested payload type too (``ToolResult.error``: its keys
+    are named ``error.code``) — else ``None``. Unknown types and extra keys are not this check's
     business. ``kinds=False`` checks the required keys only. Cheap (a set comparison and one type
     lookup per typed key): the log runs it on every append — the required keys only for
     ``assistant/chunk``, the hot path, whose values the agent builds from typed chunks — and the
@@ -528,14 +546,34 @@ def problem(type_: str, data: Mapping[str, object], *, kinds: bool = True) -> st
         return None
     required, order, checks = spec
     if not data.keys() >= required:
-        missing = [k for k in order if k not in data]
-        return f"{type_} event is missing data field(s): {', '.join(missing)}"
-    if not kinds:
-        return None
-    for key, kind in checks:
+        return _missing(type_, "", order, data)
+    return _kind_problem(type_, "", checks, data) if kinds else None
+
+
+def _missing(type_: str, prefix: str, order: tuple[str, ...], data: Mapping[str, object]) -> str:
+    missing = [prefix + k for k in order if k not in data]
+    return f"{type_} event is missing data field(s): {', '.join(missing)}"
+
+
+def _kind_problem(
+    type_: str, prefix: str, checks: tuple[_Check, ...], data: Mapping[str, object]
+) -> str | None:
+    """The first key of the wrong kind (named ``<prefix><key>``), looking into nested payloads."""
+    for key, kind, nested in checks:
         value = data.get(key, _ABSENT)
-        if value is not _ABSENT and type(value) is not kind:
-            return f"{type_} data field {key!r} must be {_KIND_NAMES[kind]}, not {value!r:.40}"
+        if value is _ABSENT:
+            continue
+        if type(value) is not kind:
+            what = f"{type_} data field {prefix + key!r}"
+            return f"{what} must be {_KIND_NAMES[kind]}, not {value!r:.40}"
+        if nested is not None:
+            inner = cast("dict[str, object]", value)
+            inner_required, inner_order, inner_checks = nested
+            if not inner.keys() >= inner_required:
+                return _missing(type_, f"{prefix}{key}.", inner_order, inner)
+            wrong = _kind_problem(type_, f"{prefix}{key}.", inner_checks, inner)
+            if wrong is not None:
+                return wrong
     return None
 
 

@@ -36,7 +36,7 @@ same events.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dsh_kernel.errors import DshError
@@ -45,11 +45,20 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_from_json, message_to_json
 from dsh_kernel.llm.types import Message, ModelSource
+from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.events import SessionEvent, SurfaceOp
 from dsh_kernel.session.invariants import (
     TOOL_NOT_STARTED,
     message_tool_call_ids,
     result_call_id,
+)
+from dsh_kernel.session.payloads import (
+    AssistantMessage,
+    StepEnd,
+    ToolResult,
+    ToolResultError,
+    TurnEnd,
+    payload_of,
 )
 
 TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
@@ -85,10 +94,11 @@ _REPAIR_NAMESPACE = uuid.UUID("8b0c6c1e-4f3a-5d2e-9a71-2f64c0d5e3b9")
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PendingEvent:
-    """An event to append: everything but ``seq`` and ``time``."""
+    """An event to append: everything but ``seq`` and ``time``; ``data`` is the type's payload
+    (``dsh_kernel.session.payloads``), as ``Session.append`` takes it."""
 
     type: str
-    data: JsonObject
+    data: Mapping[str, object]
     surface_op: SurfaceOp | None = None
     source_event_seqs: tuple[int, ...] | None = None
 
@@ -120,12 +130,9 @@ def _synthetic_result(
     }
     return PendingEvent(
         type="tool/result",
-        data={
-            "turn": turn,
-            "step": step,
-            "message": message,
-            "error": {"name": name, "code": code},
-        },
+        data=ToolResult(
+            turn=turn, step=step, message=message, error=ToolResultError(name=name, code=code)
+        ),
         surface_op="append",
         source_event_seqs=(call_seq,) if call_seq is not None else None,
     )
@@ -167,12 +174,9 @@ class _Stream:
         )
         return PendingEvent(
             type="assistant/message",
-            data={
-                "turn": turn,
-                "step": step,
-                "message": message_to_json(message),
-                "interrupted": True,
-            },
+            data=AssistantMessage(
+                turn=turn, step=step, message=message_to_json(message), interrupted=True
+            ),
             surface_op="append",
             source_event_seqs=tuple(self.seqs),
         )
@@ -180,14 +184,24 @@ class _Stream:
 
 def _route(ev: SessionEvent, stream: _Stream) -> None:
     """Remember the provider and model in force (``request/context``, else the header's config)."""
-    data = ev.data
-    if ev.type == "request/header":
-        header = data.get("header")
-        config = header.get("config") if isinstance(header, dict) else None
-        data = config if isinstance(config, dict) else {}
-    provider, model = data.get("provider"), data.get("model")
+    if ev.type == "request/context":
+        route = payload_of(ev, "request/context")
+        stream.provider, stream.model = route["provider"], route["model"]
+        return
+    config = payload_of(ev, "request/header")["header"].get("config")
+    provider = config.get("provider") if isinstance(config, dict) else None
+    model = config.get("model") if isinstance(config, dict) else None
     if isinstance(provider, str) and isinstance(model, str):
         stream.provider, stream.model = provider, model
+
+
+def _failed_finish(chunk: JsonValue) -> bool:
+    """Whether ``chunk`` is an ``error`` or ``aborted`` finish. Any value is read: the log checks
+    an ``assistant/chunk``'s keys on append but not their kinds (the hot path)."""
+    if not isinstance(chunk, dict) or chunk.get("type") != "finish":
+        return False
+    reason = chunk.get("reason")
+    return isinstance(reason, dict) and reason.get("kind") in ("error", "aborted")
 
 
 # Complexity (C901): one fold over the log, one branch per event type.
@@ -205,23 +219,17 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
     stream = _Stream()
     for ev in events:
         t = ev.type
-        data = ev.data
         if t == "assistant/chunk":
-            chunk = data.get("chunk")
-            kind = chunk.get("type") if isinstance(chunk, dict) else None
-            if kind == "finish":
-                reason = chunk.get("reason") if isinstance(chunk, dict) else None
-                failed = isinstance(reason, dict) and reason.get("kind") in ("error", "aborted")
-                if failed:
-                    stream.reset()  # a failed call keeps nothing (the loop retries or fails)
-                    continue
+            chunk = payload_of(ev, "assistant/chunk")["chunk"]
+            if _failed_finish(chunk):
+                stream.reset()  # a failed call keeps nothing (the loop retries or fails)
+                continue
             if open_step is not None:
                 stream.seqs.append(ev.seq)
                 stream.values.append(chunk)
             continue
         if t == "turn/start":
-            turn = data.get("turn")
-            open_turn = turn if type(turn) is int else open_turn
+            open_turn = payload_of(ev, "turn/start")["turn"]
             open_step = None
             owed.clear()
             asked.clear()
@@ -232,8 +240,7 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
             asked.clear()
             stream.reset()
         elif t == "step/start":
-            step = data.get("step")
-            open_step = step if type(step) is int else None
+            open_step = payload_of(ev, "step/start")["step"]
             owed.clear()
             stream.reset()
         elif t == "step/end":
@@ -246,23 +253,23 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
             _route(ev, stream)
         elif t == "assistant/message":
             stream.reset()
-            if open_step is not None and data.get("interrupted") is not True:
-                for cid in message_tool_call_ids(data) or ():
+            answer = payload_of(ev, "assistant/message")
+            if open_step is not None and not answer.get("interrupted", False):
+                for cid in message_tool_call_ids(ev.data) or ():
                     owed.setdefault(cid, None)
         elif t == "tool/call":
-            cid = data.get("callId")
-            if isinstance(cid, str) and cid in owed and owed[cid] is None:
+            cid = payload_of(ev, "tool/call")["callId"]
+            if cid in owed and owed[cid] is None:
                 owed[cid] = ev.seq
         elif t == "approval/asked":
-            aid, cid = data.get("id"), data.get("callId")
-            if isinstance(aid, str) and isinstance(cid, str):
-                asked[aid] = cid
+            question = payload_of(ev, "approval/asked")
+            cid = question.get("callId")
+            if cid is not None:
+                asked[question["id"]] = cid
         elif t == "approval/decided":
-            aid = data.get("id")
-            if isinstance(aid, str):
-                asked.pop(aid, None)
+            asked.pop(payload_of(ev, "approval/decided")["id"], None)
         elif t == "tool/result" and ev.surface_op == "append":
-            cid = result_call_id(data)
+            cid = result_call_id(ev.data)
             if cid is not None:
                 owed.pop(cid, None)
 
@@ -286,10 +293,9 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
                     seq=next_seq + len(out),
                 )
             )
-        out.append(PendingEvent(type="step/end", data={"turn": open_turn, "step": open_step}))
-    out.append(
-        PendingEvent(type="turn/end", data={"turn": open_turn, "reason": {"kind": "interrupted"}})
-    )
+        out.append(PendingEvent(type="step/end", data=StepEnd(turn=open_turn, step=open_step)))
+    interrupted = TurnEnd(turn=open_turn, reason={"kind": "interrupted"})
+    out.append(PendingEvent(type="turn/end", data=interrupted))
     return out
 
 
@@ -306,7 +312,7 @@ def repair(events: Sequence[SessionEvent]) -> list[SessionEvent]:
                 type=p.type,
                 seq=i,
                 time=last.time,
-                data=p.data,
+                data=lossless_copy_object(p.data, event_type=p.type),
                 surface_op=p.surface_op,
                 source_event_seqs=p.source_event_seqs,
             )

@@ -33,6 +33,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.codec import dumps
 from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.payloads import RequestHeader, payload_of
 
 _ANSWERED = ("stop", "tool-calls", "max-tokens")
 _DELTAS = ("text-delta", "reasoning-delta", "tool-call-delta")
@@ -148,11 +149,9 @@ def estimate_message_tokens(message: JsonValue) -> int:
     return total
 
 
-def estimate_header_tokens(data: JsonValue) -> int:
+def estimate_header_tokens(data: RequestHeader) -> int:
     """The meter's estimate of a ``request/header`` event's system prompt and tool list."""
-    header = data.get("header") if isinstance(data, dict) else None
-    if not isinstance(header, dict):
-        return 0
+    header = data["header"]
     system, tools = header.get("system"), header.get("tools")
     total = _chars(len(system)) if isinstance(system, str) and system else 0
     if isinstance(tools, list) and tools:
@@ -230,9 +229,10 @@ class UsageReader:
         self._last: JsonObject | None = None  # the last reported usage
 
     def apply(self, ev: SessionEvent) -> None:
-        kind, data = ev.type, ev.data
+        kind = ev.type
         if kind == "assistant/chunk":
-            chunk = data.get("chunk")
+            # The hot path: read as JSON (the log checks a chunk's keys on append, not their kinds).
+            chunk = ev.data["chunk"]
             c = chunk if isinstance(chunk, dict) else {}
             ctype = c.get("type")
             attempt = self._attempt
@@ -253,11 +253,12 @@ class UsageReader:
                     self._settle(0)  # a failed call: no message follows, a retry may
             return
         if kind == "assistant/message":
-            message = data.get("message")
+            answer = payload_of(ev, "assistant/message")
+            message = answer["message"]
             attempt = self._attempt
-            if attempt is not None and attempt.usage is None and not data.get("interrupted"):
-                usage = data.get("usage")
-                if isinstance(usage, dict):
+            if attempt is not None and attempt.usage is None and not answer.get("interrupted"):
+                usage = answer.get("usage")
+                if usage is not None:
                     attempt.usage = usage
             self._settle(estimate_message_tokens(message))
             if ev.surface_op == "append" and _has_content(message):
@@ -266,12 +267,13 @@ class UsageReader:
         if self._attempt is not None and kind in _ENDS_ATTEMPT:
             self._settle(0)
         if kind == "turn/start":
-            tv = data.get("turn")
-            self._current_turn = tv if isinstance(tv, int) and not isinstance(tv, bool) else None
+            self._current_turn = payload_of(ev, "turn/start")["turn"]
         elif kind == "request/header":
-            self._header = estimate_header_tokens(data)
+            self._header = estimate_header_tokens(payload_of(ev, "request/header"))
         elif kind in ("user/message", "tool/result") and ev.surface_op == "append":
-            message = data if kind == "user/message" else data.get("message")
+            message = (
+                ev.data if kind == "user/message" else payload_of(ev, "tool/result")["message"]
+            )
             if _has_content(message):
                 self._history += estimate_message_tokens(message)
 

@@ -31,6 +31,7 @@ from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID, BaseProvider
 from dsh_kernel.llm.types import FinishChunk, GenerateRequest, LlmFailure, ModelInfo, StreamChunk
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
+from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
 
@@ -148,9 +149,8 @@ def recorded_attempts(
             surface[i : j + 1] = [ev.seq]
         if ev.type != "assistant/chunk" or ev.seq < start_seq:
             continue
-        turn, step, raw = ev.data.get("turn"), ev.data.get("step"), ev.data.get("chunk")
-        if not isinstance(turn, int) or not isinstance(step, int):
-            continue
+        data = payload_of(ev, "assistant/chunk")
+        turn, step = data["turn"], data["step"]
         if key != (turn, step) or finished:
             close()
             number = number + 1 if key == (turn, step) else 1
@@ -158,7 +158,7 @@ def recorded_attempts(
             tail = _tail([_surface_message(by_seq[s]) for s in surface])
             expected = tuple(fingerprint(m) for m in tail)
             expected_text = describe(tail)
-        chunk = chunk_from_json(raw)
+        chunk = chunk_from_json(data["chunk"])
         chunks.append(chunk)
         finished = isinstance(chunk, FinishChunk)
     close()
@@ -166,7 +166,11 @@ def recorded_attempts(
 
 
 def _surface_message(ev: SessionEvent) -> JsonValue:
-    return ev.data if ev.type == "user/message" else ev.data.get("message")
+    if ev.type == "assistant/message":
+        return payload_of(ev, "assistant/message")["message"]
+    if ev.type == "tool/result":
+        return payload_of(ev, "tool/result")["message"]
+    return ev.data  # user/message: the data is the message
 
 
 class ReplayProvider(BaseProvider):

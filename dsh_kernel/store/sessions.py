@@ -43,9 +43,9 @@ import duckdb
 
 from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.ids import new_session_id
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
+from dsh_kernel.session.payloads import SessionTitle, payload_of
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, open_db
 from dsh_kernel.store.ingest import ingest
 from dsh_kernel.store.journal import JournalWriter, load_session
@@ -164,10 +164,15 @@ def fork(
         end = next((i for i, e in enumerate(events) if e.type == "turn/start"), len(events))
     else:
         found = [
-            i for i, e in enumerate(events) if e.type == "turn/end" and e.data.get("turn") == turn
+            i
+            for i, e in enumerate(events)
+            if e.type == "turn/end" and payload_of(e, "turn/end")["turn"] == turn
         ]
         if not found:
-            started = any(e.type == "turn/start" and e.data.get("turn") == turn for e in events)
+            started = any(
+                e.type == "turn/start" and payload_of(e, "turn/start")["turn"] == turn
+                for e in events
+            )
             why = "has not ended" if started else "does not exist"
             raise UsageError(f"fork: turn {turn} of session {header.id} {why}")
         end = found[0] + 1
@@ -336,14 +341,14 @@ def _sql_str(s: str) -> str:
 # --- titles -----------------------------------------------------------------------------------------------
 
 
-def title_data(title: str, *, source: str = "user") -> JsonObject:
+def title_data(title: str, *, source: str = "user") -> SessionTitle:
     """``session/title`` data for a rename: whitespace collapsed, capped at ``TITLE_MAX`` characters."""
     clean = " ".join(title.split())
     if not clean:
         raise UsageError("title: empty title")
     if len(clean) > TITLE_MAX:
         clean = clean[: TITLE_MAX - 1].rstrip() + "…"
-    return {"title": clean, "source": {"kind": source}}
+    return SessionTitle(title=clean, source={"kind": source})
 
 
 def set_title(session: Session, title: str) -> SessionEvent:

@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import parse_tool_arguments
 from dsh_kernel.session.events import SessionEvent, SessionHeader
+from dsh_kernel.session.payloads import UserMessage, payload_of
 from dsh_kernel.session.turn import fold_turn
 from dsh_kernel.session.turn_model import (
     NoticeItem,
@@ -35,11 +36,8 @@ from dsh_kernel.session.turn_model import (
 )
 
 
-def _blocks(message: JsonValue) -> list[JsonObject]:
-    if not isinstance(message, dict):
-        return []
-    content = message.get("content")
-    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+def _blocks(content: list[JsonValue]) -> list[JsonObject]:
+    return [b for b in content if isinstance(b, dict)]
 
 
 def _text_of(blocks: list[JsonObject], kind: str = "text") -> str:
@@ -80,7 +78,12 @@ def export_markdown(events: Sequence[SessionEvent], header: SessionHeader | None
     A message logged outside any turn (context injected between turns) is written where it is."""
     out: list[str] = []
     title = next(
-        (str(e.data.get("title")) for e in reversed(events) if e.type == "session/title"), None
+        (
+            payload_of(e, "session/title")["title"]
+            for e in reversed(events)
+            if e.type == "session/title"
+        ),
+        None,
     )
     out.append(f"# {_plain(title or 'Session ' + (header.id if header else ''))}".rstrip())
     if header is not None:
@@ -107,17 +110,16 @@ def export_markdown(events: Sequence[SessionEvent], header: SessionHeader | None
                 out += _turn_md(turn)
                 turn = None
         elif e.type == "user/message":
-            out += _message_md(e.data)
+            out += _message_md(payload_of(e, "user/message"))
     if turn is not None:
         out += _turn_md(turn)
     return "\n\n".join(out).strip() + "\n"
 
 
-def _message_md(d: JsonObject) -> list[str]:
+def _message_md(d: UserMessage) -> list[str]:
     """A message logged outside a turn: a person's, or context for the model."""
-    text = _text_of(_blocks(d))
-    source = d.get("source")
-    if isinstance(source, dict) and source.get("kind") == "user":
+    text = _text_of(_blocks(d["content"]))
+    if d["source"].get("kind") == "user":
         return ["**User:**\n\n" + text]
     return [_context_md(text)] if text else []
 

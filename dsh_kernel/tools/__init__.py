@@ -18,7 +18,7 @@ from dsh_kernel.tools.approval import (
     ApprovalService,
 )
 from dsh_kernel.tools.decorator import tool
-from dsh_kernel.tools.pipeline import (
+from dsh_kernel.tools.hooks import (
     HookAccept,
     HookAllow,
     HookAsk,
@@ -26,8 +26,8 @@ from dsh_kernel.tools.pipeline import (
     HookDeny,
     ReplaceValue,
     ToolHooks,
-    ToolRuntime,
 )
+from dsh_kernel.tools.pipeline import ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.scheduler import StepToolOutcome, run_tool_calls
 from dsh_kernel.tools.types import (

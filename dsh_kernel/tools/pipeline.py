@@ -16,9 +16,10 @@
    (rejected, timeout, unavailable, no approval service) is ``DENIED`` with a message telling the
    model what happened and what the user can change. ``cancelled`` by an abort is ``ABORTED``.
 6. **Guards** (registry) — a returned reason is ``DENIED``.
-7. **Dispatch** under the tool's ``timeout_ms`` (``TIMEOUT``): run the body, check that the value is
-   lossless JSON and matches ``output_schema`` (``INVALID_TOOL_OUTPUT``, naming the JSON path), then
-   ``render`` and ``presentation_meta``.
+7. **Dispatch** under the tool's ``timeout_ms`` (``TIMEOUT``): run the body, timed by the runtime's
+   monotonic ``clock`` (``ToolResult.duration_ms``: the body alone, whatever its outcome), check that
+   the value is lossless JSON and matches ``output_schema`` (``INVALID_TOOL_OUTPUT``, naming the JSON
+   path), then ``render`` and ``presentation_meta`` (a JSON object, else ``INVALID_TOOL_OUTPUT``).
 8. **Post-execute hooks** on success: ``accept`` may replace the content *or* the value (a new value
    is re-checked and re-rendered); ``block`` turns the outcome into a ``BLOCKED`` error.
 9. **Late abort** — a success while the signal is aborted becomes ``ABORTED`` ("tool call aborted").
@@ -40,9 +41,10 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Literal, TypeAlias
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TypeAlias
 
 from dsh_kernel.abort import AbortCause, AbortController, AbortedError, AbortSignal
 from dsh_kernel.errors import (
@@ -55,11 +57,20 @@ from dsh_kernel.errors import (
 )
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import ArgumentsTooDeep
-from dsh_kernel.llm.types import ContentBlock, Message
 from dsh_kernel.session.codec import lossless_copy
 from dsh_kernel.textcap import cap_echo
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest, ApprovalService
 from dsh_kernel.tools.bounds import capped, invalid_args_message
+from dsh_kernel.tools.hooks import (
+    HookAccept,
+    HookAsk,
+    HookBlock,
+    HookDeny,
+    PostExecuteInput,
+    PreDecision,
+    PreExecuteInput,
+    ToolHooks,
+)
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.schema import validate
 from dsh_kernel.tools.types import (
@@ -78,88 +89,6 @@ from dsh_kernel.tools.types import (
 )
 
 _log = logging.getLogger(__name__)
-
-# -- hooks ------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PreExecuteInput:
-    call: ToolCall
-    args: JsonObject
-    """The arguments, already validated against the tool's parameters (step 3)."""
-    definition: ToolDefinition
-    signal: AbortSignal
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookAllow:
-    kind: Literal["allow"] = "allow"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookDeny:
-    kind: Literal["deny"] = "deny"
-    reason: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookAsk:
-    kind: Literal["ask"] = "ask"
-    reason: str | None = None
-
-
-PreDecision: TypeAlias = HookAllow | HookDeny | HookAsk
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PostExecuteInput:
-    call: ToolCall
-    args: JsonObject
-    definition: ToolDefinition
-    result: ToolResult
-    """The successful result so far (earlier hooks' replacements applied)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReplaceValue:
-    value: JsonValue
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookAccept:
-    """Keep the outcome, optionally replacing its content *or* its value (never both)."""
-
-    kind: Literal["accept"] = "accept"
-    content: tuple[ContentBlock, ...] | None = None
-    value: ReplaceValue | None = None
-    additional_contexts: tuple[Message, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.content is not None and self.value is not None:
-            raise ValueError("a post-execute accept replaces content or value, not both")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HookBlock:
-    """Turn the outcome into an error whose text is ``feedback`` (code ``BLOCKED``)."""
-
-    kind: Literal["block"] = "block"
-    feedback: str
-    additional_contexts: tuple[Message, ...] = ()
-
-
-PostDecision: TypeAlias = HookAccept | HookBlock
-PreExecuteHook: TypeAlias = Callable[[PreExecuteInput], Awaitable[PreDecision | None]]
-PostExecuteHook: TypeAlias = Callable[[PostExecuteInput], Awaitable[PostDecision | None]]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolHooks:
-    """Interception points, run in list order. A hook returning ``None`` passes."""
-
-    pre_execute: Sequence[PreExecuteHook] = field(default_factory=lambda: ())
-    post_execute: Sequence[PostExecuteHook] = field(default_factory=lambda: ())
-
 
 # -- lossless JSON ----------------------------------------------------------------------------------
 
@@ -180,6 +109,23 @@ def lossless_problem(value: object, path: str = "$") -> str | None:
 
 # -- the runtime ------------------------------------------------------------------------------------
 
+Clock: TypeAlias = Callable[[], int]
+"""Milliseconds from a clock that never goes backwards (only differences are used)."""
+
+
+def monotonic_ms() -> int:
+    """The default ``Clock``: ``time.monotonic_ns`` in milliseconds."""
+    return time.monotonic_ns() // 1_000_000
+
+
+class _BodyTime:
+    """How long one call's body ran (``ms`` is ``None`` until it has run)."""
+
+    __slots__ = ("ms",)
+
+    def __init__(self) -> None:
+        self.ms: int | None = None
+
 
 def failure_from_exception(exc: BaseException) -> ToolResult:
     if isinstance(exc, DshError):
@@ -187,12 +133,13 @@ def failure_from_exception(exc: BaseException) -> ToolResult:
             exc.message or type(exc).__name__, code=exc.code, name=type(exc).__name__
         )
         # A tool error may carry presentation meta (e.g. the python tool's captured outputs), so the
-        # card of a failed call still shows what happened. Only lossless JSON is kept.
+        # card of a failed call still shows what happened. Only a lossless JSON object is kept.
         meta = getattr(exc, "meta", None)
         if (
             isinstance(exc, ToolError)
             and meta is not None
             and lossless_problem(meta, "meta") is None
+            and isinstance(meta, dict)  # an object, as tool/result.meta is
         ):
             result = replace(result, meta=meta)
         return result
@@ -216,7 +163,8 @@ def _denied(message: str) -> ToolResult:
 class ToolRuntime:
     """Executes calls against ``registry`` under ``policy``. ``approval`` (may be ``None``: every
     call that needs approval is then denied) must share ``policy``, because ``allowed-always``
-    edits it; a service without a policy is given ours."""
+    edits it; a service without a policy is given ours. ``clock`` times the bodies (the edge tests
+    fake; ``None``: ``monotonic_ms``)."""
 
     def __init__(
         self,
@@ -225,6 +173,7 @@ class ToolRuntime:
         policy: ApprovalPolicy,
         *,
         hooks: ToolHooks | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if approval is not None:
             # ``allowed-always`` edits the service's policy; it must be the one we decide with.
@@ -236,6 +185,7 @@ class ToolRuntime:
         self.approval = approval
         self.policy = policy
         self.hooks = hooks or ToolHooks()
+        self.clock = clock or monotonic_ms
 
     def is_concurrency_safe(self, call: ToolCall, args: JsonValue) -> bool:
         """Only a visible tool whose predicate returns literally ``True`` may run in parallel."""
@@ -277,8 +227,9 @@ class ToolRuntime:
         body_ctl = AbortController()
         unlink = signal.add_callback(body_ctl.abort)
         ctx = ToolContext(call_id=call.call_id, name=call.name, signal=body_ctl.signal)
+        body = _BodyTime()
         try:
-            result = await self._run(defn, call, args, ctx, signal, body_ctl)
+            result = await self._run(defn, call, args, ctx, signal, body_ctl, body)
         except asyncio.CancelledError:
             if not signal.aborted:
                 raise
@@ -294,6 +245,8 @@ class ToolRuntime:
             result = replace(
                 result, additional_contexts=ctx.deferred_contexts + result.additional_contexts
             )
+        if body.ms is not None:
+            result = replace(result, duration_ms=body.ms)
         return capped(_finalize(defn, ctx, result))
 
     async def _run(
@@ -304,6 +257,7 @@ class ToolRuntime:
         ctx: ToolContext,
         signal: AbortSignal,
         body_ctl: AbortController,
+        body: _BodyTime,
     ) -> ToolResult:
         if signal.aborted:
             return _aborted(True)
@@ -315,7 +269,7 @@ class ToolRuntime:
         if reason is not None:
             return _denied(reason or f"call to '{defn.name}' denied by a guard")
 
-        value = await self._dispatch(defn, obj, ctx, body_ctl)
+        value = await self._dispatch(defn, obj, ctx, body_ctl, body)
         if signal.aborted:
             return _aborted(False)
         result = self._success(defn, obj, value)
@@ -392,10 +346,16 @@ class ToolRuntime:
                 return _denied(f"approval for this call to '{defn.name}' was cancelled.")
 
     async def _dispatch(
-        self, defn: ToolDefinition, args: JsonObject, ctx: ToolContext, body_ctl: AbortController
+        self,
+        defn: ToolDefinition,
+        args: JsonObject,
+        ctx: ToolContext,
+        body_ctl: AbortController,
+        body: _BodyTime,
     ) -> JsonValue:
         timeout_s = defn.timeout_ms / 1000 if defn.timeout_ms is not None else None
         timer = asyncio.timeout(timeout_s)
+        started = self.clock()
         try:
             async with timer:
                 out = defn.execute(args, ctx)
@@ -411,6 +371,7 @@ class ToolRuntime:
                 code=TIMEOUT,
             ) from exc
         finally:
+            body.ms = max(0, self.clock() - started)
             ctx.close()
         return out
 
@@ -423,6 +384,11 @@ class ToolRuntime:
             problem = lossless_problem(meta, "meta")
             if problem:
                 raise ToolOutputError(f"presentation meta of '{defn.name}' is not JSON: {problem}")
+            if meta is not None and not isinstance(meta, dict):
+                raise ToolOutputError(
+                    f"presentation meta of '{defn.name}' must be a JSON object (or None), not "
+                    f"{type(meta).__name__}"
+                )
         return ToolResult(is_error=False, content=content, meta=meta, value=value)
 
     async def _post(

@@ -7,7 +7,8 @@ thread, deliberately — the ``python`` tool must run in the kernel's thread, wh
 lives — and therefore blocks the loop until it returns (its timeout is cooperative only).
 
 A ``ToolResult`` is what the pipeline returns for every call, success or failure. Only ``content``,
-``is_error``, ``error`` (code and name) and ``meta`` are persisted; ``value`` is execution-local.
+``is_error``, ``error`` (code and name), ``meta`` and ``duration_ms`` are persisted; ``value`` is
+execution-local.
 
 Failure codes the pipeline itself produces are the ``*`` constants below; a tool body may raise any
 ``DshError`` and its ``.code`` becomes the result's code.
@@ -127,6 +128,10 @@ class ToolResult:
     concludes_turn: bool = False
     value: JsonValue = None
     """The body's value. Execution-local: never persisted, so replay cannot depend on it."""
+    duration_ms: int | None = None
+    """How long the body ran, in milliseconds of the runtime's monotonic clock — not the wait for
+    approval, nor the hooks around it; ``None`` when the body never started (logged as
+    ``tool/result.durationMs``)."""
 
     @classmethod
     def failure(

@@ -51,6 +51,7 @@ from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.tools.builtin.ask_user import Answer, Question
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import ToolLookup
@@ -246,7 +247,10 @@ class TurnView:
             if self._buffer is None:
                 return  # between turns
             self._buffer.append(event)
-            if event.type == "user/message" and event.data.get("id") == self.message_id:
+            if (
+                event.type == "user/message"
+                and payload_of(event, "user/message")["id"] == self.message_id
+            ):
                 self._bind()
             elif event.type == "turn/end":
                 self._buffer = None

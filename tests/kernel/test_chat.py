@@ -79,6 +79,21 @@ def test_approval_waits_then_allow_click_runs_the_code(live: Live) -> None:
     decided = [e["data"] for e in events if e["type"] == "approval/decided"]
     assert [d["outcome"] for d in decided] == ["allowed-once"]
     assert "It is 42." in saved_bundle(ex)["text/markdown"]
+    # The result carries the body's own time, and SQL's duration_ms is that time; the half second
+    # spent waiting for the click lies between the call and the result but outside the body, so
+    # the call-to-result span is longer.
+    [call] = [e for e in events if e["type"] == "tool/call"]
+    [result] = [e["data"] for e in events if e["type"] == "tool/result"]
+    took = result["durationMs"]
+    assert isinstance(took, int) and took >= 0
+    sid = live.fe.python("print(get_ipython().kernel.host.agent.session.id)").strip()
+    query = (
+        "%%sql _took <<\nSELECT duration_ms, epoch_ms(ended_at) - epoch_ms(started_at) AS span "
+        f"FROM tool_calls WHERE session_id = '{sid}' AND call_seq = {call['seq']}"
+    )
+    assert live.fe.run(query).status == "ok"
+    [row] = json.loads(live.fe.python("print(_took.to_json(orient='records'))"))
+    assert row["duration_ms"] == took and took < row["span"], row
 
 
 def test_deny_click_stops_the_call(live: Live) -> None:

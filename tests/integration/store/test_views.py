@@ -148,18 +148,30 @@ async def test_the_request_header_behind_each_request(store: Store) -> None:
     writer.close()
 
 
-@tool
-def write_note(text: str) -> str:
-    """Write a note (changes state, so it asks first)."""
-    return f"noted: {text}"
+class ManualClock:
+    """Epoch milliseconds that move only when a test says so (the clock is the faked edge)."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000_000
+
+    def __call__(self) -> int:
+        return self.now
 
 
 async def test_approvals(store: Store) -> None:
     asked: list[ApprovalRequest] = []
+    clock = ManualClock()
 
     async def answer(rid: object, request: ApprovalRequest) -> object:
         asked.append(request)
+        clock.now += 5_000  # the user takes five seconds to answer
         return "allowed-once" if len(asked) == 1 else "rejected"
+
+    @tool(name="write_note")
+    def slow_note(text: str) -> str:
+        """Write a note (changes state, so it asks first); takes a quarter of a second."""
+        clock.now += 250
+        return f"noted: {text}"
 
     agent, _, writer = make_agent(
         store,
@@ -169,19 +181,26 @@ async def test_approvals(store: Store) -> None:
             text_response("done", usage=usage()),
         ],
         answerer=answer,
-        extra_tools=[write_note],
+        extra_tools=[slow_note],
         approval=ApprovalPolicy("ask"),
+        clock=clock,
     )
     await chat(agent, "take notes")
     got = rows(
-        store, "SELECT call_id, tool_name, outcome, wait_ms >= 0 FROM approvals ORDER BY asked_seq"
+        store, "SELECT call_id, tool_name, outcome, wait_ms FROM approvals ORDER BY asked_seq"
     )
     assert got == [
-        ("n1", "write_note", "allowed-once", True),
-        ("n2", "write_note", "rejected", True),
+        ("n1", "write_note", "allowed-once", 5_000),
+        ("n2", "write_note", "rejected", 5_000),
     ]
-    assert rows(store, "SELECT call_id, status FROM tool_calls ORDER BY call_seq") == [
-        ("n1", "done"),
-        ("n2", "denied"),
-    ]
+    # The log carries the body's own time; a call whose body never ran carries none.
+    results = [e.data for e in agent.session.events if e.type == "tool/result"]
+    assert [r.get("durationMs") for r in results] == [250, None]
+    # duration_ms is that time, not the call-to-result span that includes the wait for the click;
+    # without it (the denied call) the span is all there is.
+    assert rows(
+        store,
+        "SELECT call_id, status, duration_ms, epoch_ms(ended_at) - epoch_ms(started_at) "
+        "FROM tool_calls ORDER BY call_seq",
+    ) == [("n1", "done", 250, 5_250), ("n2", "denied", 5_000, 5_000)]
     writer.close()

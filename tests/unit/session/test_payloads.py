@@ -62,3 +62,20 @@ def test_problem_checks_kinds_and_optional_keys_only_when_present() -> None:
     chunk = {"turn": "1", "step": 1, "chunk": {}}
     assert payloads.problem("assistant/chunk", chunk, kinds=False) is None
     assert payloads.problem("assistant/chunk", chunk) is not None
+
+
+def test_a_nested_payload_is_checked_key_by_key_too() -> None:
+    ok = {"turn": 1, "step": 1, "message": {}}
+    assert payloads.problem("tool/result", {**ok, "error": {"name": "E", "code": "C"}}) is None
+    assert (
+        payloads.problem("tool/result", {**ok, "error": {"name": "E"}})
+        == "tool/result event is missing data field(s): error.code"
+    )
+    assert (
+        payloads.problem("tool/result", {**ok, "error": {"name": "E", "code": 3}})
+        == "tool/result data field 'error.code' must be a string, not 3"
+    )
+    session = new_session()
+    session.append("turn/start", {"turn": 1})
+    with pytest.raises(UsageError, match=r"missing data field.*error\.name"):
+        session.append("tool/result", {**ok, "error": {"code": "C"}}, surface_op="append")

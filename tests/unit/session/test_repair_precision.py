@@ -52,7 +52,7 @@ def test_the_text_of_a_cut_stream_is_kept_as_an_interrupted_answer() -> None:
     kept = out[0]
     assert kept.data["interrupted"] is True and kept.surface_op == "append"
     assert kept.source_event_seqs == tuple(seqs)
-    message = message_from_json(kept.data["message"])
+    message = message_from_json(kept.data["message"])  # type: ignore[arg-type]
     # text and reasoning as a cancel keeps them; the half tool call is dropped whole
     assert [b.type for b in message.content] == ["reasoning", "text"]
     assert message.text() == "The answer so far"

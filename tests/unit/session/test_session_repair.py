@@ -134,8 +134,8 @@ def test_closers_answer_unanswered_calls_in_model_order_then_close_step_and_turn
     assert not_started.source_event_seqs is None
     assert not_started.data["error"] == {"name": "ToolNotStartedError", "code": TOOL_NOT_STARTED}
     ns_block = not_started.data["message"]["content"][0]  # type: ignore[index]
-    assert ns_block["toolCallId"] == "c3"  # type: ignore[index]
-    assert "retry it if it is still needed" in ns_block["content"][0]["text"].lower()  # type: ignore[index]
+    assert ns_block["toolCallId"] == "c3"
+    assert "retry it if it is still needed" in ns_block["content"][0]["text"].lower()
 
     assert step_end == PendingEvent(type="step/end", data={"turn": 1, "step": 1})
     assert turn_end == PendingEvent(

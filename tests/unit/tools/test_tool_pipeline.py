@@ -33,15 +33,15 @@ from dsh_kernel.tools import (
     ToolResult,
     ToolRuntime,
 )
-from dsh_kernel.tools.pipeline import (
+from dsh_kernel.tools.hooks import (
     PostDecision,
     PostExecuteHook,
     PostExecuteInput,
     PreDecision,
     PreExecuteHook,
     PreExecuteInput,
-    lossless_problem,
 )
+from dsh_kernel.tools.pipeline import lossless_problem
 
 PARAMS: JsonObject = {
     "type": "object",
@@ -89,11 +89,12 @@ def runtime(
     policy: ApprovalPolicy | None = None,
     approval: ApprovalService | None = None,
     hooks: ToolHooks | None = None,
+    clock: Callable[[], int] | None = None,
 ) -> ToolRuntime:
     reg = ToolRegistry()
     for d in defs:
         reg.register(d)
-    return ToolRuntime(reg, approval, policy or ApprovalPolicy("auto"), hooks=hooks)
+    return ToolRuntime(reg, approval, policy or ApprovalPolicy("auto"), hooks=hooks, clock=clock)
 
 
 def call(arguments: str = '{"n": 1}', name: str = "t") -> ToolCall:
@@ -539,6 +540,60 @@ async def test_non_json_presentation_meta_is_invalid_output() -> None:
     defn = make(probe, presentation_meta=lambda args, value: {"when": (1, 2)})
     result = await run(runtime(defn))
     assert code(result) == "INVALID_TOOL_OUTPUT" and "meta.when" in text(result)
+
+
+async def test_presentation_meta_that_is_not_an_object_is_invalid_output() -> None:
+    probe = Probe()
+    defn = make(probe, presentation_meta=lambda args, value: [value])
+    result = await run(runtime(defn))
+    assert code(result) == "INVALID_TOOL_OUTPUT"
+    assert "presentation meta of 't' must be a JSON object (or None), not list" in text(result)
+
+
+class SteppedClock:
+    """Milliseconds that move only when told to (the clock is the faked edge)."""
+
+    def __init__(self) -> None:
+        self.now = 1_000
+
+    def __call__(self) -> int:
+        return self.now
+
+
+async def test_the_body_alone_is_timed_not_the_wait_for_approval() -> None:
+    clock = SteppedClock()
+
+    class SlowHuman(Human):
+        async def __call__(self, rid: ApprovalRequestId, req: ApprovalRequest) -> object:
+            clock.now += 5_000  # the user takes five seconds to click
+            return await super().__call__(rid, req)
+
+    def body(args: JsonObject, ctx: ToolContext) -> JsonValue:
+        clock.now += 250
+        if args["n"] == 0:
+            raise ValueError("zero")
+        return args["n"]
+
+    probe = Probe()
+    rt = runtime(
+        make(probe, body),
+        policy=ApprovalPolicy("ask"),
+        approval=ApprovalService(SlowHuman("allowed-once")),
+        clock=clock,
+    )
+    done = await run(rt)
+    assert not done.is_error and done.duration_ms == 250
+    failed = await run(rt, call('{"n": 0}'))
+    assert code(failed) == "TOOL_FAILED" and failed.duration_ms == 250  # timed whatever the outcome
+    refused = runtime(
+        make(probe, body),
+        policy=ApprovalPolicy("ask"),
+        approval=ApprovalService(SlowHuman("rejected")),
+        clock=clock,
+    )
+    denied = await run(refused)
+    assert code(denied) == "DENIED" and denied.duration_ms is None  # the body never started
+    assert probe.bodies == 2
 
 
 async def test_timeout_stops_the_body() -> None:
