@@ -49,6 +49,7 @@ from dsh_kernel.llm.types import LlmFailure, Message, PluginSource, TextBlock, T
 from dsh_kernel.session.derive import EpochHeader, project_event
 from dsh_kernel.session.events import ReplaceOp
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import ContextWarning, payload_of
 
 WARN_FRACTION: Final = 0.8
 MIN_ANSWER_TOKENS: Final = 256
@@ -70,7 +71,7 @@ def _warned(session: Session, turn: int) -> bool:
     for ev in reversed(session.events):
         if ev.type == "context/warning":
             return True
-        if ev.type == "turn/start" and ev.data.get("turn") == turn:
+        if ev.type == "turn/start" and payload_of(ev, "turn/start")["turn"] == turn:
             return False
     return False
 
@@ -110,14 +111,14 @@ def fit_request(
     if size >= WARN_FRACTION * window.tokens and not _warned(session, turn):
         session.append(
             "context/warning",
-            {
-                "turn": turn,
-                "step": step,
-                "tokens": size,
-                "measured": m.baseline == "usage",
-                "contextWindow": window.tokens,
-                "source": window.source,
-            },
+            ContextWarning(
+                turn=turn,
+                step=step,
+                tokens=size,
+                measured=m.baseline == "usage",
+                contextWindow=window.tokens,
+                source=window.source,
+            ),
             ignorable=True,
         )
     if not window.known:
@@ -145,7 +146,7 @@ def drop_overflowed_turn(session: Session, turn: int, failure: LlmFailure) -> No
         (
             ev.seq
             for ev in reversed(events)
-            if ev.type == "turn/start" and ev.data.get("turn") == turn
+            if ev.type == "turn/start" and payload_of(ev, "turn/start")["turn"] == turn
         ),
         None,
     )

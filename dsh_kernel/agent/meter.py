@@ -121,7 +121,7 @@ def _anchor(events: list[SessionEvent]) -> tuple[int, int, EpochHeader | None] |
         header: EpochHeader | None = None
         for before in reversed(events[: ev.seq]):
             if before.type == "request/header":
-                header = EpochHeader.from_json(before.data.get("header"))
+                header = EpochHeader.from_json(payload_of(before, "request/header")["header"])
                 break
         return ev.seq, tokens, header
     return None
@@ -135,7 +135,7 @@ def measure(
     if header is None:
         for ev in reversed(events):
             if ev.type == "request/header":
-                header = EpochHeader.from_json(ev.data.get("header"))
+                header = EpochHeader.from_json(payload_of(ev, "request/header")["header"])
                 break
     anchor = _anchor(events)
     surface = session.surface

@@ -28,11 +28,11 @@ from dataclasses import replace
 from dsh_kernel.agent.budget import fit_request
 from dsh_kernel.agent.window import ContextWindow
 from dsh_kernel.errors import InvariantError
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, Message, ToolSchema
 from dsh_kernel.session.derive import EpochHeader, header_equals, last_request_header, project_event
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import RequestContext, RequestHeader
 
 
 def generate_request(
@@ -86,16 +86,16 @@ class RequestLog:
         append = self._session.append
         if not self._written:
             reason = "initial" if self._last is None else "resume"
-            append("request/header", {"header": header.to_json(), "reason": reason})
+            append("request/header", RequestHeader(header=header.to_json(), reason=reason))
             self._written = True
         elif not header_equals(self._last, header):
-            append("request/header", {"header": header.to_json(), "reason": "change"})
+            append("request/header", RequestHeader(header=header.to_json(), reason="change"))
         self._log_context(prepared.config, window, turn)
         self._last = header
         return header
 
     def _log_context(self, config: LlmCallConfig, window: ContextWindow | None, turn: int) -> None:
-        data: JsonObject = {"provider": config.provider, "model": config.model}
+        data = RequestContext(provider=config.provider, model=config.model)
         if window is not None:
             data["contextWindow"] = window.tokens
             data["contextWindowSource"] = window.source

@@ -38,6 +38,7 @@ from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import failure_to_json
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.payloads import LlmRetry, LlmRetryStarted, payload_of
 
 DEFAULT_RETRYABLE = frozenset({"EMPTY_RESPONSE", "RATE_LIMIT", "SERVER", "TIMEOUT", "TRANSPORT"})
 DEFAULT_CODE_MAX_RETRIES: Mapping[str, int] = MappingProxyType({"EMPTY_RESPONSE": 1})
@@ -114,16 +115,11 @@ class RetryHandler:
         for ev in reversed(self.session.events):
             if ev.type in ("step/start", "turn/start"):
                 break
-            d = ev.data
-            if (
-                ev.type == "llm/retry"
-                and d.get("turn") == turn
-                and d.get("step") == step
-                and d.get("provider") == provider
-                and d.get("policyKey") == key
-            ):
-                r, rid = d.get("retry"), d.get("retryId")
-                return (r if isinstance(r, int) else 0, rid if isinstance(rid, str) else None)
+            if ev.type != "llm/retry":
+                continue
+            d = payload_of(ev, "llm/retry")
+            if (d["turn"], d["step"], d["provider"], d["policyKey"]) == (turn, step, provider, key):
+                return d["retry"], d["retryId"]
         return 0, None
 
     async def __call__(
@@ -144,17 +140,17 @@ class RetryHandler:
         if delay is None:
             return await next()
         retry_id = retry_id or new_retry_id()
-        data: JsonObject = {
-            "retryId": retry_id,
-            "turn": payload.turn,
-            "step": payload.step,
-            "provider": payload.provider,
-            "mode": policy.mode,
-            "policyKey": key,
-            "retry": retry,
-            "delayMs": delay,
-            "failure": failure_to_json(failure),
-        }
+        data = LlmRetry(
+            retryId=retry_id,
+            turn=payload.turn,
+            step=payload.step,
+            provider=payload.provider,
+            mode=policy.mode,
+            policyKey=key,
+            retry=retry,
+            delayMs=delay,
+            failure=failure_to_json(failure),
+        )
         if policy.mode == "normal":
             data["maxRetries"] = policy.retries_for(failure.code)
         self.session.append("llm/retry", data)
@@ -163,6 +159,6 @@ class RetryHandler:
             return await next()
         self.session.append(
             "llm/retry-started",
-            {"retryId": retry_id, "turn": payload.turn, "step": payload.step, "retry": retry},
+            LlmRetryStarted(retryId=retry_id, turn=payload.turn, step=payload.step, retry=retry),
         )
         return Retry()

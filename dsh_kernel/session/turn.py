@@ -54,6 +54,7 @@ from dsh_kernel.session.payloads import (
     ApprovalAsked,
     ApprovalDecided,
     AssistantMessage,
+    ContextWarning,
     LlmRetry,
     ToolCall,
     ToolResult,
@@ -238,10 +239,15 @@ class TurnFold:
                 window = route.get("contextWindow")
                 if window is not None:
                     self._context_window = window
-                    self._window_source = _opt_s(d.get("contextWindowSource"))
+                    self._window_source = route.get("contextWindowSource")
                 self._request_at = event.time
             case "context/warning":
-                self._entries.append(NoticeItem(key=f"context-{event.seq}", text=_pressure(d)))
+                self._entries.append(
+                    NoticeItem(
+                        key=f"context-{event.seq}",
+                        text=_pressure(payload_of(event, "context/warning")),
+                    )
+                )
             case "llm/retry-started":
                 self._new_attempt(event.time)
             case "llm/retry":
@@ -486,11 +492,11 @@ class TurnFold:
         )
 
 
-def _pressure(d: JsonObject) -> str:
+def _pressure(d: ContextWarning) -> str:
     """A ``context/warning`` as its one-line notice."""
-    tokens, window = _i(d.get("tokens")) or 0, _i(d.get("contextWindow")) or 0
-    how = "measured" if d.get("measured") is True else "estimated"
-    assumed = " (assumed: the server did not say)" if d.get("source") == "default" else ""
+    tokens, window = d["tokens"], d["contextWindow"]
+    how = "measured" if d["measured"] else "estimated"
+    assumed = " (assumed: the server did not say)" if d["source"] == "default" else ""
     share = f", {100 * tokens / window:.0f}% of" if window else " of"
     return (
         f"This request is ~{tokens:,} tokens ({how}){share} a {window:,}-token context window"
