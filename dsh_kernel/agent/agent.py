@@ -46,6 +46,7 @@ from dsh_kernel.agent.hooks import (
     TurnStopping,
 )
 from dsh_kernel.agent.inbox import Inbox, Target
+from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.prompt import RuntimeContext, SystemPrompt
 from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate_request
 from dsh_kernel.agent.response import append_response, stream_response
@@ -164,6 +165,8 @@ class Agent:
         if max_steps_per_turn < 1:
             raise UsageError("max_steps_per_turn must be at least 1")
         self.max_steps_per_turn = max_steps_per_turn
+        self.passback = PassbackRetry(self.session, self.providers, provider.id)
+        self.hooks.request_error.on(self.passback)
         self.retry = RetryHandler(self.session, retry_policy, sleep=sleep or asyncio.sleep)
         self.hooks.request_error.on(self.retry)
         self.check_invariants = (
@@ -202,6 +205,8 @@ class Agent:
     def set_route(self, *, provider: Provider | None = None, model: str | None = None) -> None:
         """Switch provider and/or model for the next request (logged as a header change)."""
         if provider is not None:
+            if provider.id != self.provider.id:
+                self.passback.reset()
             self.providers[provider.id] = provider
             self.provider = provider
         if model is not None:
@@ -438,6 +443,7 @@ class Agent:
             reasoning_effort=self.reasoning_effort,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            reasoning_passback=self.passback.dialect,
         )
 
         async def default() -> LlmCallConfig:
