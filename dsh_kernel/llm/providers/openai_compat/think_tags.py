@@ -107,6 +107,10 @@ class ThinkTags:
 
     def _until_close(self, s: str, out: list[Piece], kind: PieceKind) -> str:
         at = s.find(CLOSE)
+        if kind == "answer" and self._said_len + (at if at >= 0 else len(s)) > MAX_UNSAY_CHARS:
+            self._said, self._said_len, self._mode = [], 0, "answer"  # too long to be reasoning
+            out.append(("answer", s))
+            return ""
         if at >= 0:
             before, rest = s[:at], s[at + len(CLOSE) :]
             if kind == "reasoning":
@@ -128,9 +132,4 @@ class ThinkTags:
             if kind == "answer":
                 self._said.append(piece)
                 self._said_len += len(piece)
-                if self._said_len > MAX_UNSAY_CHARS:
-                    self._said, self._said_len, self._mode = [], 0, "answer"
-                    if self._carry:
-                        out.append(("answer", self._carry))
-                        self._carry = ""
         return ""
