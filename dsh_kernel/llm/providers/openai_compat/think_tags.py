@@ -41,11 +41,10 @@ _Mode: TypeAlias = Literal["start", "think-lead", "think", "maybe", "after", "an
 
 
 def _partial_tag(text: str, tag: str) -> int:
-    """Length of the longest end of ``text`` that is a proper beginning of ``tag``."""
-    for n in range(min(len(tag) - 1, len(text)), 0, -1):
-        if text.endswith(tag[:n]):
-            return n
-    return 0
+    """Length of the longest end of ``text`` that is a proper beginning of ``tag`` (which has one
+    ``<``, at its start: so only the last ``<`` near the end can begin it)."""
+    at = text.rfind("<", max(0, len(text) - len(tag) + 1))
+    return len(text) - at if at >= 0 and tag.startswith(text[at:]) else 0
 
 
 class ThinkTags:
@@ -59,9 +58,23 @@ class ThinkTags:
         self._said: list[str] = []  # the answer so far, while a bare </think> may still come
         self._said_len = 0
 
+    def plain(self, text: str) -> bool:
+        """Whether ``text`` is answer just as it is, now — then it is taken, as ``feed`` would take
+        it; ``False`` (nothing taken) when ``feed`` must read it. The streaming fast path."""
+        mode = self._mode
+        if mode == "answer":
+            return True
+        if mode != "maybe" or self._carry or "<" in text:
+            return False
+        if self._said_len + len(text) > MAX_UNSAY_CHARS:
+            return False
+        self._said.append(text)
+        self._said_len += len(text)
+        return True
+
     def feed(self, text: str) -> list[Piece]:
         """The pieces ``text`` yields now (possibly none: a tag may be starting)."""
-        if self._mode == "answer":
+        if self.plain(text):
             return [("answer", text)] if text else []
         out: list[Piece] = []
         s = self._carry + text

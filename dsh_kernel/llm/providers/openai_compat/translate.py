@@ -295,6 +295,10 @@ class ChatTranslator:
             rid = obj.get("id")
             self._response_id = rid if isinstance(rid, str) else ""
         think = self._think
+        calls = self._calls
+        if (calls is None or calls.passing) and (think is None or think.plain(content)):
+            self._text_delta(content)  # decided answer text: the fast path
+            return
         if think is None:
             self._answer(content)
             return
