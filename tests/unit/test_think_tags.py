@@ -68,8 +68,19 @@ def test_an_answer_without_tags_streams_as_it_comes() -> None:
 
 
 def test_look_alikes_are_answer() -> None:
-    for text in ("<thinking>x</thinking>", "<", "a</thin", "x <think> y", "2 < 3"):
+    for text in ("<thinking>x</thinking>", "<", "a</thin", "a<thi", "2 < 3"):
         assert pieces(text) == [("answer", text)]
+
+
+def test_a_think_block_after_some_answer_starts_reasoning_there() -> None:
+    text = "Sure.\n<think>\nThree spiders, eight legs each.\n</think>\n\n24 legs."
+    for step in (1, 4, 100):
+        assert pieces(text, step) == [
+            ("answer", "Sure.\n"),
+            ("reasoning", "Three spiders, eight legs each.\n"),
+            ("answer", "24 legs."),
+        ]
+    assert pieces("x <think> y") == [("answer", "x "), ("reasoning", "y")]
 
 
 def test_an_empty_think_block_yields_no_reasoning() -> None:

@@ -260,6 +260,19 @@ async def test_a_bare_closing_tag_folds_the_answer_so_far_into_reasoning(
     assert [b for b in assembled(chunks) if b != TextBlock(text="")] == ends(chunks)[1:]
 
 
+async def test_a_think_block_after_a_word_keeps_the_word_and_the_order(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    text = "Sure.\n<think>Three spiders, eight legs each.</think>\n24 legs."
+    chunks = await answer(server, client, wt.tokens(text, 3))
+    assert ends(chunks) == [
+        TextBlock(text="Sure.\n"),
+        ReasoningBlock(text="Three spiders, eight legs each."),
+        TextBlock(text="24 legs."),
+    ]
+    assert assembled(chunks) == tuple(ends(chunks))
+
+
 async def test_reasoning_then_a_text_call(server: SseServer, client: httpx.AsyncClient) -> None:
     text = "<think>I should use python.</think>\n" + wt.QWEN_TEXT_CALL
     chunks = await answer(server, client, wt.tokens(text, 5))

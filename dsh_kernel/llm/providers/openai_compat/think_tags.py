@@ -10,7 +10,10 @@ only the closing ``</think>`` in the output.
 ``("reasoning", text)``, ``("answer", text)`` or ``("unsay", "")``:
 
 * an answer that starts (after whitespace) with ``<think>`` is reasoning up to ``</think>``, the
-  tag itself and the whitespace after either tag dropped; what follows is answer;
+  tag itself and the whitespace after either tag dropped; what follows is answer. A ``<think>``
+  after some answer (a small model that says a word first) starts reasoning there: the answer
+  before it stands (the translator closes its block, so the answer after the reasoning is a block
+  of its own, in order);
 * any other answer streams as answer, but until a first ``</think>`` it may still turn out to have
   been reasoning: at that tag comes ``("unsay", "")`` — everything said as answer so far was not
   — then ``("reasoning", all of it)``, then the answer after the tag. The translator closes its
@@ -40,11 +43,14 @@ Piece: TypeAlias = tuple[PieceKind, str]
 _Mode: TypeAlias = Literal["start", "think-lead", "think", "maybe", "after", "answer"]
 
 
-def _partial_tag(text: str, tag: str) -> int:
-    """Length of the longest end of ``text`` that is a proper beginning of ``tag`` (which has one
-    ``<``, at its start: so only the last ``<`` near the end can begin it)."""
-    at = text.rfind("<", max(0, len(text) - len(tag) + 1))
-    return len(text) - at if at >= 0 and tag.startswith(text[at:]) else 0
+def _partial_tag(text: str, tags: tuple[str, ...]) -> int:
+    """Length of the longest end of ``text`` that is a proper beginning of one of ``tags`` (each has
+    one ``<``, at its start: so only the last ``<`` near the end can begin one)."""
+    at = text.rfind("<", max(0, len(text) - len(CLOSE) + 1))
+    if at < 0:
+        return 0
+    end = text[at:]
+    return len(end) if any(t.startswith(end) and t != end for t in tags) else 0
 
 
 class ThinkTags:
@@ -120,6 +126,13 @@ class ThinkTags:
 
     def _until_close(self, s: str, out: list[Piece], kind: PieceKind) -> str:
         at = s.find(CLOSE)
+        if kind == "answer":
+            opened = s.find(OPEN)
+            if opened >= 0 and (at < 0 or opened < at):  # a think block after some answer
+                if opened:
+                    out.append(("answer", s[:opened]))
+                self._said, self._said_len, self._mode = [], 0, "think-lead"
+                return s[opened + len(OPEN) :]
         if kind == "answer" and self._said_len + (at if at >= 0 else len(s)) > MAX_UNSAY_CHARS:
             self._said, self._said_len, self._mode = [], 0, "answer"  # too long to be reasoning
             out.append(("answer", s))
@@ -137,7 +150,7 @@ class ThinkTags:
                     out.append(("reasoning", said))
             self._mode = "after"
             return rest
-        keep = _partial_tag(s, CLOSE)
+        keep = _partial_tag(s, (OPEN, CLOSE) if kind == "answer" else (CLOSE,))
         piece = s[: len(s) - keep]
         self._carry = s[len(s) - keep :]
         if piece:

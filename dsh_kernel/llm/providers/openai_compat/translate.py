@@ -309,6 +309,11 @@ class ChatTranslator:
         if kind == "answer":
             self._answer(piece)
         elif kind == "reasoning":
+            block = self._text
+            if block is not None:  # a think block after some answer: that answer stands, closed
+                block.ended = True
+                self.out.append(BlockEndChunk(index=block.index, block=block.block()))
+                self._text = None
             self._reasoning_delta(piece)
         else:  # "unsay": the answer so far was reasoning; it is re-sent as such next
             if self._calls is not None:
