@@ -83,10 +83,10 @@ def test_a_call_recovered_from_text_is_a_card_marked_recovered_and_an_answer_is_
     s = new_session()
     _turn(s, user_message())
     raw = '{"name": "python", "arguments": {"code": "1"}}'
-    delta = {"type": "tool-call-delta", "index": 0, "id": "call_r", "name": "python"}
+    delta: JsonObject = {"type": "tool-call-delta", "index": 0, "id": "call_r", "name": "python"}
     s.append("assistant/chunk", _chunk({**delta, "argumentsDelta": '{"code": "1"}'}))
     assert not fold_turn(s.events).cards[0].recovered  # nothing says so while it streams
-    block = {"type": "tool-call", "id": "call_r", "name": "python", "arguments": '{"code": "1"}'}
+    block: JsonObject = {"type": "tool-call", "id": "call_r", "name": "python", "arguments": "{}"}
     s.append(
         "assistant/chunk",
         _chunk({"type": "block-end", "index": 0, "block": {**block, "recoveredFrom": raw}}),
@@ -94,7 +94,7 @@ def test_a_call_recovered_from_text_is_a_card_marked_recovered_and_an_answer_is_
     s.append(
         "assistant/chunk", _chunk({"type": "block-start", "index": 1, "blockType": "tool-call"})
     )
-    native = {"type": "tool-call", "id": "call_n", "name": "sql", "arguments": "{}"}
+    native: JsonObject = {"type": "tool-call", "id": "call_n", "name": "sql", "arguments": "{}"}
     s.append("assistant/chunk", _chunk({"type": "block-end", "index": 1, "block": native}))
     recovered, other = fold_turn(s.events).cards
     assert (recovered.call_id, recovered.recovered) == ("call_r", True)
