@@ -5,7 +5,8 @@ in the inbox and, when they wake the agent, start its driver task (``agent.drive
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the
 model owes nothing. A step's parts live beside it: the request and its envelope events
 (``agent.request``), the streamed answer (``agent.response``), the tool calls and approvals
-(``agent.tool_calls``).
+(``agent.tool_calls``); a failed call meets the reasoning-passback listener (``agent.passback``),
+then the retry policy (``agent.retry``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
 ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
@@ -459,7 +460,7 @@ class Agent:
                     code="NO_ADAPTER", message=f"no provider registered as {config.provider!r}"
                 )
             )
-        prepared = provider.prepare_call(config)
+        prepared = self.passback.mark(provider.prepare_call(config))
         header = self._requests.record(prepared, provider, system, self.registry.schemas())
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:

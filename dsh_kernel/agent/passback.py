@@ -10,8 +10,9 @@ other dialect would answer, the listener:
 
 1. sets ``dialect`` (``send`` or ``omit``; ``llm.types.ReasoningPassback``), which the agent puts in
    the config of every later request of the session — so the retried request's ``request/header``
-   is a ``change`` carrying ``reasoningPassback``: the log says what was sent, the reconstruction
-   check (``agent.request.assert_reconstruction``) rebuilds it, and a resumed session starts from it;
+   is a ``change`` carrying ``config.reasoningPassback``, listed in ``adapterDefaults`` (``mark``:
+   the server chose it, not the user): the log says what was sent, the reconstruction check
+   (``agent.request.assert_reconstruction``) rebuilds it, and a resumed session starts from it;
 2. appends ``llm/retry`` (``mode`` and ``policyKey`` ``reasoning-passback``, retry 1, no delay) and
    ``llm/retry-started``, as every retry does (the views show the notice; the store counts the
    attempt);
@@ -25,11 +26,12 @@ forgets the dialect (``reset``); it belonged to the server that taught it.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from dsh_kernel.agent.hooks import Next, RequestErrorPayload, Retry
 from dsh_kernel.ids import new_retry_id
 from dsh_kernel.llm.codec import failure_to_json
-from dsh_kernel.llm.provider import LearnsPassback, Provider
+from dsh_kernel.llm.provider import LearnsPassback, PreparedCall, Provider
 from dsh_kernel.llm.types import ReasoningPassback
 from dsh_kernel.session.derive import last_request_header
 from dsh_kernel.session.log import Session
@@ -53,6 +55,13 @@ class PassbackRetry:
             else None
         )
         """What the next requests send; ``None`` until a server has said."""
+
+    def mark(self, prepared: PreparedCall) -> PreparedCall:
+        """``prepared`` with ``reasoningPassback`` among its adapter defaults when it carries one:
+        the header's way of saying the route chose the value, not the user."""
+        if prepared.config.reasoning_passback is None:
+            return prepared
+        return replace(prepared, adapter_defaults=prepared.adapter_defaults | {"reasoningPassback"})
 
     def reset(self) -> None:
         """Forget the dialect (the route changed to another provider)."""

@@ -161,6 +161,7 @@ def test_a_missing_reasoning_400_is_retried_once_with_it_and_remembered(
     (header,) = [e["data"] for e in events if e["type"] == "request/header"]
     assert header["reason"] == "change"
     assert header["header"]["config"]["reasoningPassback"] == "send"
+    assert header["header"]["adapterDefaults"]["reasoningPassback"] is True  # not the user's
 
     assert k.execute("Thanks!").status == "ok"
     assert [r.rejected for r in server.requests[3:]] == [None]  # remembered: right at once

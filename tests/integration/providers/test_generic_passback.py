@@ -264,6 +264,8 @@ async def test_missing_reasoning_is_sent_after_one_retry_and_from_then_on(
     headers = [e.data for e in of_type(events, "request/header")]
     assert [h["reason"] for h in headers] == ["initial", "change"]
     assert headers[-1]["header"]["config"]["reasoningPassback"] == "send"  # type: ignore[index]
+    assert headers[-1]["header"]["adapterDefaults"] == {"reasoningPassback": True}  # type: ignore[index]
+    assert "adapterDefaults" not in headers[0]["header"]  # type: ignore[operator]
     retried = server.requests[2].json["messages"]
     assert [m.get("reasoning_content") for m in retried if m["role"] == "assistant"] == [""]
     events = await run(agent, "Thanks")
