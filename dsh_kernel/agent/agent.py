@@ -5,8 +5,7 @@ in the inbox and, when they wake the agent, start its driver task (``agent.drive
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the
 model owes nothing. A step's parts live beside it: the request and its envelope events
 (``agent.request``), the streamed answer (``agent.response``), the tool calls and approvals
-(``agent.tool_calls``); a failed call meets the reasoning-passback listener (``agent.passback``),
-then the retry policy (``agent.retry``).
+(``agent.tool_calls``), the passback and retry policies (``agent.passback``, ``agent.retry``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
 ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
@@ -82,6 +81,7 @@ from dsh_kernel.tools.approval import (
     ApprovalPolicy,
     ApprovalService,
 )
+from dsh_kernel.tools.lean import LEAN_BELOW, ToolSchemaForm
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolDefinition
@@ -127,6 +127,8 @@ class Agent:
         self.reasoning_effort = reasoning_effort
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.tool_schemas: ToolSchemaForm = "auto"
+        """``full``, ``lean`` or ``auto`` (lean when the model's window is under ``LEAN_BELOW``)."""
         self.session = (
             session
             if session is not None
@@ -166,7 +168,7 @@ class Agent:
         if max_steps_per_turn < 1:
             raise UsageError("max_steps_per_turn must be at least 1")
         self.max_steps_per_turn = max_steps_per_turn
-        self.passback = PassbackRetry(self.session, self.providers, provider.id)
+        self.passback = PassbackRetry(self.session, self.providers)
         self.hooks.request_error.on(self.passback)
         self.retry = RetryHandler(self.session, retry_policy, sleep=sleep or asyncio.sleep)
         self.hooks.request_error.on(self.retry)
@@ -206,8 +208,6 @@ class Agent:
     def set_route(self, *, provider: Provider | None = None, model: str | None = None) -> None:
         """Switch provider and/or model for the next request (logged as a header change)."""
         if provider is not None:
-            if provider.id != self.provider.id:
-                self.passback.reset()
             self.providers[provider.id] = provider
             self.provider = provider
         if model is not None:
@@ -444,7 +444,7 @@ class Agent:
             reasoning_effort=self.reasoning_effort,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
-            reasoning_passback=self.passback.dialect,
+            reasoning_passback=self.passback.dialect_for(self.provider.id),
         )
 
         async def default() -> LlmCallConfig:
@@ -461,11 +461,19 @@ class Agent:
                 )
             )
         prepared = self.passback.mark(provider.prepare_call(config))
-        header = self._requests.record(prepared, provider, system, self.registry.schemas())
+        lean = self.lean_tools(provider.model_info(config.model).context_window)
+        header = self._requests.record(prepared, provider, system, self.registry.schemas(lean=lean))
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)
         return request
+
+    def lean_tools(self, context_window: int | None) -> bool:
+        """Whether the tools go out in their lean form (``dsh_kernel.tools.lean``) for a model with
+        this window: ``tool_schemas`` says, ``auto`` meaning a known window under ``LEAN_BELOW``."""
+        if self.tool_schemas == "auto":
+            return context_window is not None and context_window < LEAN_BELOW
+        return self.tool_schemas == "lean"
 
     # --- approvals ---------------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ permitted"); nothing says which before it answers. ``PassbackRetry`` is a listen
 (``llm.provider.LearnsPassback``) reads the failure as a 400 about ``reasoning_content`` that the
 other dialect would answer, the listener:
 
-1. sets ``dialect`` (``send`` or ``omit``; ``llm.types.ReasoningPassback``), which the agent puts in
+1. learns the dialect (``send`` or ``omit``; ``llm.types.ReasoningPassback``), which the agent puts in
    the config of every later request of the session — so the retried request's ``request/header``
    is a ``change`` carrying ``config.reasoningPassback``, listed in ``adapterDefaults`` (``mark``:
    the server chose it, not the user): the log says what was sent, the reconstruction check
@@ -19,8 +19,9 @@ other dialect would answer, the listener:
 3. returns ``Retry()``: the loop re-issues the request in the same step.
 
 At most once per step: a second such failure in the step goes on down the waterfall (the retry
-policy does not retry ``INVALID_REQUEST``), so two dialects never alternate. A provider switch
-forgets the dialect (``reset``); it belonged to the server that taught it.
+policy does not retry ``INVALID_REQUEST``), so two dialects never alternate. The dialect is kept
+per provider id (``dialect_for``): it belongs to the server that taught it, so a switch to another
+provider sends none, and a switch back sends it again.
 """
 
 from __future__ import annotations
@@ -43,18 +44,17 @@ POLICY_KEY = "reasoning-passback"
 class PassbackRetry:
     """The ``request_error`` listener and the dialect it learned (module docstring)."""
 
-    def __init__(
-        self, session: Session, providers: Mapping[str, Provider], provider_id: str
-    ) -> None:
+    def __init__(self, session: Session, providers: Mapping[str, Provider]) -> None:
         self._session = session
         self._providers = providers
+        self._learned: dict[str, ReasoningPassback] = {}
         header = last_request_header(list(session.events))
-        self.dialect: ReasoningPassback | None = (
-            header.config.reasoning_passback
-            if header is not None and header.config.provider == provider_id
-            else None
-        )
-        """What the next requests send; ``None`` until a server has said."""
+        if header is not None and header.config.reasoning_passback is not None:
+            self._learned[header.config.provider] = header.config.reasoning_passback
+
+    def dialect_for(self, provider_id: str) -> ReasoningPassback | None:
+        """What the next requests to ``provider_id`` send; ``None`` until its server has said."""
+        return self._learned.get(provider_id)
 
     def mark(self, prepared: PreparedCall) -> PreparedCall:
         """``prepared`` with ``reasoningPassback`` among its adapter defaults when it carries one:
@@ -62,10 +62,6 @@ class PassbackRetry:
         if prepared.config.reasoning_passback is None:
             return prepared
         return replace(prepared, adapter_defaults=prepared.adapter_defaults | {"reasoningPassback"})
-
-    def reset(self) -> None:
-        """Forget the dialect (the route changed to another provider)."""
-        self.dialect = None
 
     def _retried_in_step(self, turn: int, step: int) -> bool:
         for ev in reversed(self._session.events):
@@ -86,10 +82,10 @@ class PassbackRetry:
         provider = self._providers.get(payload.provider)
         if payload.signal.aborted or not isinstance(provider, LearnsPassback):
             return await next()
-        wanted = provider.passback_retry(payload.failure, self.dialect)
+        wanted = provider.passback_retry(payload.failure, self._learned.get(payload.provider))
         if wanted is None or self._retried_in_step(payload.turn, payload.step):
             return await next()
-        self.dialect = wanted
+        self._learned[payload.provider] = wanted
         retry_id = new_retry_id()
         where = {"retryId": retry_id, "turn": payload.turn, "step": payload.step}
         self._session.append(

@@ -49,6 +49,7 @@ from dsh_kernel.kernel.settings import (
     notebook_path,
     settings_from_env,
 )
+from dsh_kernel.kernel.toolset import ToolSet
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KEYS,
@@ -114,6 +115,8 @@ class AgentHost:
         self.notebook = notebook_path()
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
+        self.toolset = ToolSet()
+        """``%agent tools``: kept for every session of this kernel."""
         self._open_store()
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
@@ -166,6 +169,7 @@ class AgentHost:
         agent.runtime_context.add(self._variables_context)
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
+        self.toolset.apply(agent)
         self._attach_journal(agent)
         return agent
 

@@ -61,6 +61,8 @@ HELP = """\
   %agent approve ask|auto|never [tool]
                                  approval for tools that change things (default: ask)
   %agent tools                   the tools the agent can call, with their approval mode
+  %agent tools off|on <name>     stop offering a tool to the agent (or offer it again)
+  %agent tools lean|full|auto    the tool descriptions' form (auto: lean for windows under 16k)
   %agent new                     start a new session (the old one stays in the store)
   %agent sessions                sessions in the store (title, created, notebook, turns, tokens, cost)
   %agent resume [session-id]     continue a stored session (an id or its first characters;
@@ -162,6 +164,8 @@ class AgentMagics(Magics):
             f"context:  {measure(agent.session, context_window=info.context_window).describe()}",
             f"reasoning: {host.reasoning_text()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
+            f"tools:    {', '.join(agent.registry.names()) or 'none'}; "
+            f"descriptions {host.toolset.form_text(agent)}",
             f"store:    {host.store_description()}",
         ]
         if host.store_warning:
@@ -226,13 +230,23 @@ class AgentMagics(Magics):
         return "approval: " + _policy_text(policy.default, dict(policy.tools))
 
     def _cmd_tools(self, args: list[str]) -> str:
-        agent = self._host().agent
+        host = self._host()
+        agent = host.agent
+        done = host.toolset.command(agent, args)
+        if done is not None:
+            return done
         rows: list[str] = []
         for defn in agent.registry.definitions():
             mode = agent.approval_policy.mode_for(defn.name, read_only=defn.read_only)
             first = defn.description.strip().splitlines()[0] if defn.description.strip() else ""
             rows.append(f"  {defn.name:<12} {mode:<6} {first}")
-        return "tools (name, approval, description):\n" + "\n".join(rows)
+        off = sorted(host.toolset.off)
+        return (
+            "tools (name, approval, description):\n"
+            + "\n".join(rows)
+            + (f"\nswitched off: {', '.join(off)} (`%agent tools on <name>`)" if off else "")
+            + f"\ndescriptions: {host.toolset.form_text(agent)}"
+        )
 
     def _cmd_new(self, args: list[str]) -> str:
         agent = self._host().new_session()

@@ -126,6 +126,10 @@ def python_tool(
     return ToolDefinition(
         name="python",
         description=_python_description(timeout_s),
+        lean_description=(
+            "Run Python code in the user's notebook namespace (state persists); returns what it "
+            "printed and the value of the last expression."
+        ),
         parameters={
             "type": "object",
             "properties": {
@@ -297,6 +301,7 @@ def inspect_tool(namespace: dict[str, object]) -> ToolDefinition:
 
     return ToolDefinition(
         name="inspect",
+        lean_description="Describe a notebook variable without running code; no name: list them all.",
         description=(
             "Look at the user's live notebook namespace without running code. With no `name`, "
             "list the variables (name, type, shape or length, short repr). With a `name` (or a "

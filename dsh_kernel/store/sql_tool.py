@@ -181,6 +181,10 @@ def sql_tool(
 
     return ToolDefinition(
         name="sql",
+        lean_description=(
+            "Run one read-only DuckDB SELECT over the session store (views: sessions, turns, "
+            "messages, tool_calls, requests, usage, errors)."
+        ),
         description=(
             "Run one read-only SQL query (DuckDB dialect) over the session store: every session's "
             "events and the views sessions, turns, messages, events, tool_calls, requests, usage, "

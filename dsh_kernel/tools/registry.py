@@ -135,9 +135,10 @@ class ToolRegistry:
             out.append(defn)
         return tuple(out)
 
-    def schemas(self) -> tuple[ToolSchema, ...]:
-        """What the model is told: name, description and parameters of each visible tool."""
-        return tuple(d.schema for d in self.definitions())
+    def schemas(self, *, lean: bool = False) -> tuple[ToolSchema, ...]:
+        """What the model is told: name, description and parameters of each visible tool — their
+        lean form (``ToolDefinition.lean_schema``) when ``lean``."""
+        return tuple(d.lean_schema if lean else d.schema for d in self.definitions())
 
     def check_guards(self, call: ToolCall, args: JsonValue) -> str | None:
         """The first denial reason of the guards in scope (ancestors first), or ``None``."""

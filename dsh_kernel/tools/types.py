@@ -27,6 +27,8 @@ from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import parse_tool_arguments
 from dsh_kernel.llm.types import ContentBlock, Message, TextBlock, ToolCallBlock, ToolSchema
+from dsh_kernel.tools.lean import lean_description as _lean_text
+from dsh_kernel.tools.lean import lean_parameters as _lean_params
 from dsh_kernel.tools.presentation import ToolCallView, ToolResultInfo, ToolResultView
 from dsh_kernel.tools.schema import check_schema
 
@@ -200,6 +202,12 @@ class ToolDefinition:
     """Read-only tools run without asking under the default approval policy."""
     present_call: Callable[[JsonObject], ToolCallView | None] | None = None
     present_result: Callable[[JsonObject, ToolResultInfo], ToolResultView | None] | None = None
+    lean_description: str | None = None
+    """What the model is told in the lean tool set (``dsh_kernel.tools.lean``); default: the
+    description's first sentence."""
+    lean_parameters: JsonObject | None = None
+    """The parameters in the lean tool set; default: ``parameters`` without their prose. Calls are
+    always validated against ``parameters``."""
 
     def __post_init__(self) -> None:
         if not TOOL_NAME_PATTERN.match(self.name):
@@ -211,9 +219,20 @@ class ToolDefinition:
             raise UsageError(f"tool {self.name!r}: parameters must be an object schema")
         if self.output_schema is not None:
             check_schema(self.output_schema)
+        if self.lean_parameters is not None:
+            check_schema(self.lean_parameters)
         if self.timeout_ms is not None and self.timeout_ms <= 0:
             raise UsageError(f"tool {self.name!r}: timeout_ms must be positive")
 
     @property
     def schema(self) -> ToolSchema:
         return ToolSchema(name=self.name, description=self.description, parameters=self.parameters)
+
+    @property
+    def lean_schema(self) -> ToolSchema:
+        """The schema in the lean tool set, for small context windows (``dsh_kernel.tools.lean``)."""
+        return ToolSchema(
+            name=self.name,
+            description=self.lean_description or _lean_text(self.description),
+            parameters=self.lean_parameters or _lean_params(self.parameters),
+        )

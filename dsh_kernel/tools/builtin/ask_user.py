@@ -111,6 +111,29 @@ PARAMETERS: Final[JsonObject] = {
     "additionalProperties": False,
 }
 
+LEAN_PARAMETERS: Final[JsonObject] = {
+    "type": "object",
+    "properties": {
+        "questions": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "properties": {
+                    "id": {"type": "string"},
+                    "question": {"type": "string"},
+                    "options": {"type": "array", "items": {"type": "string"}},
+                },
+                "required": ["id", "question"],
+                "additionalProperties": False,
+            },
+        }
+    },
+    "required": ["questions"],
+    "additionalProperties": False,
+}
+"""The lean tool set's form (``dsh_kernel.tools.lean``): plain-string options, no header or
+multi-select — every call it describes is valid under ``PARAMETERS``."""
+
 DESCRIPTION: Final = (
     "Ask the person at the notebook one or more questions and wait for the answers. Use it when "
     "you need a decision or information only they have; offer options when the likely answers are "
@@ -246,6 +269,8 @@ def ask_user_tool(asker: Asker | None) -> ToolDefinition:
         name=NAME,
         description=DESCRIPTION,
         parameters=PARAMETERS,
+        lean_description="Ask the user questions and wait for the answers.",
+        lean_parameters=LEAN_PARAMETERS,
         execute=execute,
         read_only=True,
         present_call=present,

@@ -1,0 +1,77 @@
+"""The notebook's choice of tools: which are switched off, and in which form they are sent.
+
+``%agent tools off <name>`` hides a tool from the agent (it is not offered, and a call to it is
+``UNKNOWN_TOOL``); ``%agent tools on <name>`` offers it again; ``%agent tools lean|full|auto`` picks
+the form of the tool list (``dsh_kernel.tools.lean``: ``auto`` sends the lean form when the model's
+context window is under ``LEAN_BELOW`` tokens). The choice belongs to the kernel, not to one session:
+``%agent new``, ``resume`` and ``fork`` keep it (``apply`` re-applies it to each new agent). What the
+model was offered is in every request's logged header, so the log shows the choice's effect.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dsh_kernel.agent.agent import Agent
+from dsh_kernel.errors import UsageError
+from dsh_kernel.tools.lean import LEAN_BELOW, TOOL_SCHEMA_FORMS, ToolSchemaForm
+
+USAGE = "usage: %agent tools [on|off <name> | lean|full|auto]"
+
+
+@dataclass(slots=True)
+class ToolSet:
+    """The kernel's tool choice (module docstring)."""
+
+    off: set[str] = field(default_factory=lambda: set[str]())
+    form: ToolSchemaForm = "auto"
+    _undo: Callable[[], None] | None = None
+
+    def apply(self, agent: Agent) -> None:
+        """Make ``agent`` offer what this choice says (replacing what it applied before)."""
+        if self._undo is not None:
+            self._undo()
+            self._undo = None
+        if self.off:
+            self._undo = agent.registry.restrict(deny=self.off)
+        agent.tool_schemas = self.form
+
+    def command(self, agent: Agent, args: list[str]) -> str | None:
+        """Carry out ``%agent tools <args>``; ``None`` for the bare listing."""
+        if not args:
+            return None
+        if len(args) == 1 and args[0] in TOOL_SCHEMA_FORMS:
+            self.form = args[0]
+            self.apply(agent)
+            return f"tool descriptions: {self.form_text(agent)}"
+        if len(args) != 2 or args[0] not in ("on", "off"):
+            raise UsageError(USAGE)
+        switch, name = args
+        if switch == "off":
+            if agent.registry.get(name) is None:
+                raise UsageError(
+                    f"no tool named {name!r} is offered; tools: {', '.join(agent.registry.names())}"
+                )
+            self.off.add(name)
+        else:
+            if name not in self.off:
+                raise UsageError(
+                    f"tool {name!r} is not switched off"
+                    + (f"; off: {', '.join(sorted(self.off))}" if self.off else "")
+                )
+            self.off.discard(name)
+        self.apply(agent)
+        return f"tool {name} {switch}; the agent is offered: {', '.join(agent.registry.names()) or 'no tools'}"
+
+    def form_text(self, agent: Agent) -> str:
+        """``lean (auto: window 4,096 < 16,384 tokens)``, ``full``, …"""
+        window = agent.model_info.context_window
+        lean = agent.lean_tools(window)
+        text = "lean" if lean else "full"
+        if self.form != "auto":
+            return f"{text} (set by %agent tools {self.form})"
+        if window is None:
+            return f"{text} (auto: the model's context window is unknown)"
+        sign = "<" if lean else "≥"
+        return f"{text} (auto: window {window:,} {sign} {LEAN_BELOW:,} tokens)"

@@ -1,0 +1,121 @@
+"""The lean tool set (dsh_kernel.tools.lean): small, still correct, never looser than the full one."""
+
+from __future__ import annotations
+
+import json
+
+from dsh_kernel.agent.agent import Agent
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.runtime.runner import CodeRunner
+from dsh_kernel.runtime.tools import inspect_tool, python_tool
+from dsh_kernel.store.sql_tool import sql_tool
+from dsh_kernel.testing import ScriptedProvider
+from dsh_kernel.tools import ToolContext, ToolDefinition
+from dsh_kernel.tools.builtin.ask_user import LEAN_PARAMETERS, PARAMETERS, ask_user_tool
+from dsh_kernel.tools.lean import (
+    LEAN_BELOW,
+    MAX_LEAN_DESCRIPTION,
+    lean_description,
+    lean_parameters,
+)
+from dsh_kernel.tools.schema import validate
+
+
+def default_tools() -> list[ToolDefinition]:
+    ns: dict[str, object] = {}
+    # The definitions only: neither body runs here, so the sql tool needs no store.
+    return [python_tool(CodeRunner(ns)), inspect_tool(ns), ask_user_tool(None), sql_tool(None)]  # type: ignore[arg-type]
+
+
+def wire_chars(lean: bool) -> int:
+    """Characters of the tool list as an OpenAI-compatible request carries it."""
+    total = 0
+    for t in default_tools():
+        s = t.lean_schema if lean else t.schema
+        fn = {"name": s.name, "description": s.description, "parameters": s.parameters}
+        total += len(json.dumps({"type": "function", "function": fn}))
+    return total
+
+
+def test_the_default_lean_set_is_under_two_fifths_of_the_full_one_and_400_tokens() -> None:
+    full, lean = wire_chars(False), wire_chars(True)
+    # ~4 characters per token for JSON with English text (measured against a real server in the
+    # local tier); the full set was ~1,050 real tokens.
+    assert lean / 4 <= 400, lean
+    assert lean * 5 <= full * 2, (lean, full)
+
+
+def test_lean_description_is_the_first_sentence_capped() -> None:
+    assert lean_description("Run code. It persists.\nMore.") == "Run code."
+    assert lean_description("  One line only  ") == "One line only"
+    assert lean_description("e.g. this is kept whole? Yes.") == "e.g. this is kept whole?"
+    long = lean_description("x" * 500)
+    assert len(long) == MAX_LEAN_DESCRIPTION and long.endswith("…")
+
+
+def test_lean_parameters_drop_prose_keywords_but_keep_a_property_named_description() -> None:
+    schema: JsonObject = {
+        "type": "object",
+        "title": "T",
+        "description": "prose",
+        "properties": {
+            "description": {"type": "string", "description": "a property called description"},
+            "items": {
+                "type": "array",
+                "items": {"oneOf": [{"type": "string", "examples": ["a"]}, {"type": "integer"}]},
+            },
+        },
+        "required": ["description"],
+        "additionalProperties": False,
+    }
+    assert lean_parameters(schema) == {
+        "type": "object",
+        "properties": {
+            "description": {"type": "string"},
+            "items": {
+                "type": "array",
+                "items": {"oneOf": [{"type": "string"}, {"type": "integer"}]},
+            },
+        },
+        "required": ["description"],
+        "additionalProperties": False,
+    }
+
+
+def test_every_call_the_lean_ask_user_schema_describes_is_valid_under_the_full_one() -> None:
+    calls: list[JsonValue] = [
+        {"questions": [{"id": "q", "question": "Which?"}]},
+        {"questions": [{"id": "q", "question": "Which?", "options": ["a", "b"]}]},
+        {"questions": [{"id": "a", "question": "?"}, {"id": "b", "question": "?", "options": []}]},
+    ]
+    for call in calls:
+        assert validate(LEAN_PARAMETERS, call) == []
+        assert validate(PARAMETERS, call) == []
+
+
+def test_a_tool_without_a_lean_form_gets_one_mechanically() -> None:
+    def execute(args: JsonObject, ctx: ToolContext) -> JsonValue:
+        return None
+
+    t = ToolDefinition(
+        name="t",
+        description="Does a thing. At length, with caveats.",
+        parameters={
+            "type": "object",
+            "properties": {"n": {"type": "integer", "description": "N."}},
+        },
+        execute=execute,
+    )
+    assert t.lean_schema.description == "Does a thing."
+    assert t.lean_schema.parameters == {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+
+def test_the_agent_sends_the_lean_form_below_the_threshold_or_when_told() -> None:
+    agent = Agent(provider=ScriptedProvider([]), model="m", tools=default_tools())
+    assert agent.lean_tools(4_096) is True
+    assert agent.lean_tools(LEAN_BELOW) is False
+    assert agent.lean_tools(None) is False  # unknown window: full
+    agent.tool_schemas = "lean"
+    assert agent.lean_tools(1_000_000) is True
+    agent.tool_schemas = "full"
+    assert agent.lean_tools(4_096) is False
