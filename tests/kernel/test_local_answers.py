@@ -4,7 +4,8 @@ The loopback server plays llama-cpp-python's wire (a role-only first delta, ``fi
 stop``, no usage chunk): a Qwen-style tool call written as ``content`` runs the ``python`` tool in
 the notebook namespace behind the usual approval, draws a card marked "recovered from text" (live
 and saved), is a row of ``tool_calls``, and goes back to the server as native ``tool_calls``;
-``<think>`` folds away as reasoning; DeepSeek behind a proxy that wants ``reasoning_content`` on every
+``<think>`` folds away as reasoning — also replaying the real llama-cpp-python recordings of
+``tests/support/llamacpp`` (Qwen2.5-Coder-0.5B); DeepSeek behind a proxy that wants ``reasoning_content`` on every
 assistant message gets it after one retry, and from then on at once.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.kernel.conftest import Live, provider_env
+from tests.support import llamacpp
 from tests.support import wire_transcripts as wt
 from tests.support.frontend import Frontend, saved_bundle
 from tests.support.kernel import Kernel, start_kernel
@@ -86,6 +88,52 @@ def test_a_text_tool_call_runs_python_with_a_card_and_goes_back_as_tool_use(live
         f"SELECT name, status, arguments FROM tool_calls WHERE call_id = '{called['callId']}'",
     )
     assert [(r["name"], r["status"]) for r in rows] == [("python", "done")]
+
+
+def test_the_real_qwen_recording_runs_python_and_its_second_answer_is_text(live: Live) -> None:
+    """Replays llama-cpp-python's real answers (``tests/support/llamacpp``, recorded by the live
+    tier): the call as pretty-printed ``content`` after 72 s of ``: ping`` comments, then — after
+    the tool ran — the call once more as one JSON line (``arguments`` as a string) followed by an
+    invented ``{"response": …}``: two objects, so text, and the turn ends."""
+    first, second = llamacpp.load("qwen_tool_call_stream"), llamacpp.load("qwen_tool_result_stream")
+    live.fe.python("x = 17")
+    live.server.script(first.reply(), second.reply())
+    cell = live.fe.submit(
+        "The notebook already has a variable x. Run the python code `x * 23` with the python tool "
+        "and tell me the result."
+    )
+    cell.pump(lambda: bool(live.fe.buttons("Allow once")), what="the approval of the recorded call")
+    live.fe.click(live.fe.buttons("Allow once")[0])
+    ex = cell.finish()
+    assert ex.status == "ok", ex.content
+    events = last_turn(live.fe.events())
+    (called,) = [e["data"] for e in events if e["type"] == "tool/call"]
+    assert (called["name"], json.loads(called["arguments"])) == ("python", {"code": "x * 23"})
+    (result,) = [e["data"] for e in events if e["type"] == "tool/result"]
+    assert "391" in json.dumps(result["message"]["content"])
+    sent = live.server.requests[1].json["messages"]
+    mine = max(i for i, m in enumerate(sent) if m["role"] == "assistant")
+    assert sent[mine]["tool_calls"][0]["function"]["arguments"] == '{"code": "x * 23"}'
+    assert sent[mine]["content"] == ""
+    saved = saved_bundle(ex)["text/markdown"]
+    assert "recovered from text" in saved
+    assert second.content().splitlines()[1] in saved  # the second answer, shown as it came
+    assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["completed"]
+
+
+def test_the_real_qwen_think_recording_folds_away(live: Live) -> None:
+    live.server.script(llamacpp.load("qwen_think_stream").reply())
+    ex = live.fe.run("How many legs do three spiders have?")
+    assert ex.status == "ok", ex.content
+    message = next(
+        e["data"]["message"]
+        for e in last_turn(live.fe.events())
+        if e["type"] == "assistant/message"
+    )
+    assert message["content"] == [{"type": "reasoning", "text": "Three spiders have 3 legs."}]
+    saved = saved_bundle(ex)["text/markdown"]
+    assert "Three spiders have 3 legs." in saved.split("</details>")[0]
+    assert "think>" not in saved
 
 
 def test_think_folds_away_as_reasoning_and_is_not_sent_back(live: Live) -> None:
