@@ -4,7 +4,8 @@ The agent owns a ``Session`` (the log) and an ``Inbox`` (a projection of it). Se
 in the inbox and, when they wake the agent, start its driver task (``agent.driver``), which runs
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the model
 owes nothing. Beside each step: the request (``agent.request``), the answer (``agent.response``),
-tools and approvals (``agent.tool_calls``), the context window (``agent.window``, ``agent.budget``).
+tools and approvals (``agent.tool_calls``), the context window (``agent.window``, ``agent.budget``),
+the passback and retry policies (``agent.passback``, ``agent.retry``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
 ``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
@@ -46,6 +47,7 @@ from dsh_kernel.agent.hooks import (
     TurnStopping,
 )
 from dsh_kernel.agent.inbox import Inbox, Target
+from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.prompt import RuntimeContext, SystemPrompt
 from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate_request
 from dsh_kernel.agent.response import append_response, stream_response
@@ -82,7 +84,7 @@ from dsh_kernel.tools.approval import (
     ApprovalPolicy,
     ApprovalService,
 )
-from dsh_kernel.tools.lean import LEAN_BELOW, ToolSchemaForm
+from dsh_kernel.tools.lean import ToolSchemaForm, lean_for
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolDefinition
@@ -131,7 +133,7 @@ class Agent:
         self.max_tokens = max_tokens
         self.windows = context_windows or ContextWindows()  # each route's window (agent.window)
         self.tool_schemas: ToolSchemaForm = "auto"
-        """``full``, ``lean`` or ``auto`` (lean when the model's window is under ``LEAN_BELOW``)."""
+        """``full``, ``lean`` or ``auto`` (``dsh_kernel.tools.lean.lean_for``)."""
         self.session = (
             session
             if session is not None
@@ -172,6 +174,8 @@ class Agent:
         if max_steps_per_turn < 1:
             raise UsageError("max_steps_per_turn must be at least 1")
         self.max_steps_per_turn = max_steps_per_turn
+        self.passback = PassbackRetry(self.session, self.providers)
+        self.hooks.request_error.on(self.passback)
         self.retry = RetryHandler(self.session, retry_policy, sleep=sleep or asyncio.sleep)
         self.hooks.request_error.on(self.retry)
         self.check_invariants = (
@@ -394,13 +398,7 @@ class Agent:
     async def _step(self, turn: int, step: int, system: str, signal: AbortSignal) -> StepOutcome:
         while True:
             request = await self._build_request(turn, step, system, signal)
-            provider = self.providers.get(request.provider)
-            if provider is None:
-                raise LlmError(
-                    LlmFailure(
-                        code="NO_ADAPTER", message=f"no provider registered as {request.provider!r}"
-                    )
-                )
+            provider = self._provider(request.provider)
             await self._checkpoint("before-request", turn, step)
             streamed = await stream_response(
                 self.session, provider, request, turn=turn, step=step, signal=signal
@@ -449,6 +447,7 @@ class Agent:
             reasoning_effort=self.reasoning_effort,
             temperature=self.temperature,
             max_tokens=self.max_tokens,
+            reasoning_passback=self.passback.dialect_for(self.provider.id),
         )
 
         async def default() -> LlmCallConfig:
@@ -457,27 +456,24 @@ class Agent:
         config = await self.hooks.request.run(
             RequestPayload(turn=turn, step=step, config=proposed, signal=signal), default
         )
-        provider = self.providers.get(config.provider)
-        if provider is None:
-            raise LlmError(
-                LlmFailure(
-                    code="NO_ADAPTER", message=f"no provider registered as {config.provider!r}"
-                )
-            )
+        provider = self._provider(config.provider)
         window = await self.windows.resolve(provider, config.model)
-        tools = self.registry.schemas(lean=self.lean_tools(window.tokens if window else None))
-        header = self._requests.record(provider.prepare_call(config), window, system, tools)
+        tools = self.registry.schemas(lean=lean_for(self.tool_schemas, window))
+        prepared = self.passback.mark(provider.prepare_call(config))
+        header = self._requests.record(prepared, window, system, tools)
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)
         return request
 
-    def lean_tools(self, context_window: int | None) -> bool:
-        """Whether the tools go out in their lean form (``dsh_kernel.tools.lean``) for a model with
-        this window: ``tool_schemas`` says, ``auto`` meaning a window (even assumed) under ``LEAN_BELOW``."""
-        if self.tool_schemas == "auto":
-            return context_window is not None and context_window < LEAN_BELOW
-        return self.tool_schemas == "lean"
+    def _provider(self, provider_id: str) -> Provider:
+        provider = self.providers.get(provider_id)
+        if provider is None:
+            failure = LlmFailure(
+                code="NO_ADAPTER", message=f"no provider registered as {provider_id!r}"
+            )
+            raise LlmError(failure)
+        return provider
 
     # --- approvals ---------------------------------------------------------------------------------
 

@@ -50,6 +50,7 @@ def generate_request(
         temperature=cfg.temperature,
         max_tokens=cfg.max_tokens,
         stop=cfg.stop,
+        reasoning_passback=cfg.reasoning_passback,
         session_id=session_id,
     )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from dsh_kernel.agent.agent import Agent
 from dsh_kernel.errors import UsageError
-from dsh_kernel.tools.lean import LEAN_BELOW, TOOL_SCHEMA_FORMS, ToolSchemaForm
+from dsh_kernel.tools.lean import LEAN_BELOW, TOOL_SCHEMA_FORMS, ToolSchemaForm, lean_for
 
 USAGE = "usage: %agent tools [on|off <name> | lean|full|auto]"
 
@@ -68,7 +68,7 @@ class ToolSet:
         """``lean (auto: window 4,096 < 16,384 tokens)``, ``full``, …"""
         found = agent.windows.current(agent.provider, agent.model)
         window = found.tokens if found is not None else None
-        lean = agent.lean_tools(window)
+        lean = lean_for(agent.tool_schemas, found)
         text = "lean" if lean else "full"
         if self.form != "auto":
             return f"{text} (set by %agent tools {self.form})"

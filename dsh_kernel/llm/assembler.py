@@ -38,6 +38,7 @@ and stores text fragments in a list that is joined only when a block is assemble
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import assert_never
 
 from dsh_kernel.errors import DshError
@@ -214,9 +215,7 @@ class BlockAssembler:
 
 def _bounded(block: ContentBlock) -> ContentBlock:
     if isinstance(block, ToolCallBlock) and len(block.name) > MAX_TOOL_NAME_CHARS:
-        return ToolCallBlock(
-            id=block.id, name=cap_echo(block.name, MAX_TOOL_NAME_CHARS), arguments=block.arguments
-        )
+        return replace(block, name=cap_echo(block.name, MAX_TOOL_NAME_CHARS))
     return block
 
 

@@ -43,6 +43,7 @@ from dsh_kernel.llm.types import (
     PluginSource,
     ReasoningBlock,
     ReasoningDeltaChunk,
+    ReasoningPassback,
     Role,
     StreamChunk,
     TextBlock,
@@ -109,12 +110,11 @@ def block_to_json(block: ContentBlock) -> JsonObject:
                 out["redacted"] = block.redacted
             return out
         case ToolCallBlock():
-            return {
-                "type": "tool-call",
-                "id": block.id,
-                "name": block.name,
-                "arguments": block.arguments,
-            }
+            call: JsonObject = {"type": "tool-call", "id": block.id, "name": block.name}
+            call["arguments"] = block.arguments
+            if block.recovered_from is not None:
+                call["recoveredFrom"] = block.recovered_from
+            return call
         case ToolResultBlock():
             res: JsonObject = {
                 "type": "tool-result",
@@ -145,6 +145,7 @@ def block_from_json(value: JsonValue) -> ContentBlock:
                 id=CallId(_str(obj, "id", "tool-call block")),
                 name=_str(obj, "name", "tool-call block"),
                 arguments=_str(obj, "arguments", "tool-call block"),
+                recovered_from=_opt_str(obj, "recoveredFrom", "tool-call block"),
             )
         case "tool-result":
             return ToolResultBlock(
@@ -457,6 +458,14 @@ def tool_schema_from_json(value: JsonValue) -> ToolSchema:
     )
 
 
+def _passback(value: JsonValue) -> ReasoningPassback | None:
+    match value:
+        case None | "send" | "omit":
+            return value
+        case _:
+            raise ValueError(f"config.reasoningPassback: expected 'send' or 'omit', got {value!r}")
+
+
 def config_to_json(config: LlmCallConfig) -> JsonObject:
     out: JsonObject = {"provider": config.provider, "model": config.model}
     if config.reasoning_effort is not None:
@@ -467,6 +476,8 @@ def config_to_json(config: LlmCallConfig) -> JsonObject:
         out["maxTokens"] = config.max_tokens
     if config.stop is not None:
         out["stop"] = list(config.stop)
+    if config.reasoning_passback is not None:
+        out["reasoningPassback"] = config.reasoning_passback
     return out
 
 
@@ -483,4 +494,5 @@ def config_from_json(value: JsonValue) -> LlmCallConfig:
         temperature=float(temp) if temp is not None else None,
         max_tokens=_opt_int(obj, "maxTokens", "config"),
         stop=tuple(str(s) for s in _list(stop, "config.stop")) if stop is not None else None,
+        reasoning_passback=_passback(obj.get("reasoningPassback")),
     )

@@ -23,6 +23,7 @@ from dsh_kernel.llm.types import (
     LlmCallConfig,
     LlmFailure,
     ModelInfo,
+    ReasoningPassback,
     StreamChunk,
 )
 
@@ -59,6 +60,19 @@ class Provider(Protocol):
 
     def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         """Stream one attempt. Must end with exactly one ``finish`` chunk or raise ``LlmError``."""
+        ...
+
+
+@runtime_checkable
+class LearnsPassback(Protocol):
+    """A provider whose servers may want reasoning back, or refuse it, and say so with a 400
+    (the generic OpenAI-compatible profile; the agent's ``agent.passback`` asks it)."""
+
+    def passback_retry(
+        self, failure: LlmFailure, current: ReasoningPassback | None
+    ) -> ReasoningPassback | None:
+        """The dialect to retry ``failure`` with (``current`` is the one it was sent with);
+        ``None``: the failure is not about passback, or there is nothing else to try."""
         ...
 
 

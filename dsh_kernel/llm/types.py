@@ -49,6 +49,10 @@ class ToolCallBlock:
     id: CallId
     name: str
     arguments: str
+    recovered_from: str | None = None
+    """The answer text this call was recovered from, when the model wrote the call as text and the
+    server passed it on as such (``providers.openai_compat.text_tools``); ``None`` for a call the
+    server sent as a tool call. Logged and shown on the card; never sent back to the model."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -308,6 +312,11 @@ class ToolSchema:
 ReasoningEffort: TypeAlias = str
 """An adapter-defined effort id (DeepSeek: ``off``/``low``/``high``/``max``). Unsupported → rejected."""
 
+ReasoningPassback: TypeAlias = Literal["send", "omit"]
+"""How a generic OpenAI-compatible server wants reasoning back, once it has said so with a 400:
+``send`` — ``reasoning_content`` on every assistant message; ``omit`` — never. Unset (``None``):
+sent back on a tool-call turn whose reasoning the server streamed as ``reasoning_content``."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LlmCallConfig:
@@ -319,6 +328,9 @@ class LlmCallConfig:
     temperature: float | None = None
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
+    reasoning_passback: ReasoningPassback | None = None
+    """The passback dialect the agent learned from the server (``agent.passback``); only the
+    generic OpenAI-compatible profile reads it."""
 
 
 Purpose: TypeAlias = Literal["compaction", "session-title"]
@@ -338,6 +350,7 @@ class GenerateRequest:
     temperature: float | None = None
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
+    reasoning_passback: ReasoningPassback | None = None
     session_id: str | None = None
     purpose: Purpose | None = None
 
@@ -350,6 +363,7 @@ class GenerateRequest:
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             stop=self.stop,
+            reasoning_passback=self.reasoning_passback,
         )
 
 

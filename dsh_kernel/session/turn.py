@@ -17,6 +17,8 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
   from ``tool/call`` on, its name and arguments are the call's;
 * runtime-context messages (``user/message`` of any other source with text): not items — no view
   draws them — but kept in ``TurnModel.context`` at their place for the transcript export;
+* a card whose call was recovered from answer text (its ``block-end`` block has ``recovered_from``)
+  is marked ``recovered``;
 * card status: ``pending`` (streamed, not started) → ``running`` (``tool/call``) or
   ``waiting-approval`` (``approval/asked`` with its ``callId``) → ``running`` / ``denied`` /
   ``aborted`` (``approval/decided``) → ``done`` / ``failed`` / ``denied`` / ``aborted``
@@ -295,7 +297,9 @@ class TurnFold:
                 self._streamed_card(chunk.index, chunk.id, chunk.name)
                 return
             case "block-end" if isinstance(chunk.block, ToolCallBlock):
-                self._streamed_card(chunk.index, chunk.block.id, chunk.block.name)
+                card = self._streamed_card(chunk.index, chunk.block.id, chunk.block.name)
+                if chunk.block.recovered_from is not None:
+                    card.m = replace(card.m, recovered=True)
                 return
             case "block-start" | "block-end":
                 pass
@@ -310,11 +314,12 @@ class TurnFold:
             key = f"{read[0].type}-{self._step}-{attempt.number}-{index}"
             self._entries.append(_Block(attempt, index, key))
 
-    def _streamed_card(self, index: int, call_id: str, name: str | None) -> None:
+    def _streamed_card(self, index: int, call_id: str, name: str | None) -> _Card:
         card = self._card(call_id, name or "tool")
         if index not in self._seen and card.attempt is None and card.status == "pending":
             self._seen.add(index)
             card.attempt, card.index = self._attempt, index
+        return card
 
     def _card(self, call_id: str, name: str) -> _Card:
         card = self._cards.get(call_id)

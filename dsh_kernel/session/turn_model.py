@@ -47,6 +47,8 @@ class ToolCardModel:
     error_code: str | None = None
     error_name: str | None = None
     meta: JsonValue = None
+    recovered: bool = False
+    """The model wrote this call as answer text and it was recovered (``ToolCallBlock.recovered_from``)."""
 
     @property
     def settled(self) -> bool:

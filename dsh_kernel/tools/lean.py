@@ -20,7 +20,7 @@ ever a narrower description of the same arguments, and the full schema stays the
 from __future__ import annotations
 
 import re
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, Protocol, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 
@@ -30,11 +30,26 @@ TOOL_SCHEMA_FORMS: Final[tuple[ToolSchemaForm, ...]] = ("auto", "full", "lean")
 LEAN_BELOW: Final = 16_384
 """A known context window under this many tokens gets the lean tool set under ``auto``."""
 MAX_LEAN_DESCRIPTION: Final = 160
+
+
+class _Sized(Protocol):
+    @property
+    def tokens(self) -> int: ...
+
+
 _PROSE_KEYWORDS: Final = frozenset({"description", "title", "examples", "$comment"})
 _SCHEMA_MAPS: Final = frozenset({"properties", "patternProperties", "$defs", "definitions"})
 _SCHEMA_LISTS: Final = frozenset({"oneOf", "anyOf", "allOf", "prefixItems"})
 _SCHEMA_VALUES: Final = frozenset({"items", "additionalProperties", "not", "contains"})
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(\"])")
+
+
+def lean_for(form: ToolSchemaForm, window: _Sized | None) -> bool:
+    """Whether the tools go out lean: ``form`` says, ``auto`` meaning a window (even one merely
+    assumed) under ``LEAN_BELOW`` tokens."""
+    if form == "auto":
+        return window is not None and window.tokens < LEAN_BELOW
+    return form == "lean"
 
 
 def lean_description(text: str) -> str:

@@ -8,6 +8,7 @@ A tool card's content comes from the tool's presenters (``dsh_kernel.tools.prese
 (a ``code`` field, or a string ``rawInput`` of an ``execute`` call, is Python) or JSON; the result as
 text, or — when ``meta["outputs"]`` holds nbformat display outputs (the ``python`` tool's tables and
 plots) — as those outputs. Long result texts are cut at ``MAX_SECTION_CHARS`` with a visible marker.
+A call the model wrote as text and the kernel recovered carries the note ``recovered from text``.
 
 The arguments are never cut: they are what runs, and an approval card must show every character of
 what it asks the person to allow. (The live card keeps its size by scrolling its Details box; see
@@ -45,6 +46,11 @@ def lookup(tools: ToolLookup | None, name: str) -> ToolDefinition | None:
 MAX_SECTION_CHARS: Final = 20_000
 """Characters of one *result* section a card shows; arguments are never cut."""
 ASK_USER_TOOL: Final = "ask_user"
+RECOVERED_NOTE: Final = "recovered from text"
+RECOVERED_TITLE: Final = (
+    "The model wrote this call as text and the server passed it on as text; the kernel read it "
+    "and ran it as a tool call."
+)
 
 STATUS_LABELS: Final[dict[CardStatus, str]] = {
     "pending": "pending",
@@ -96,6 +102,8 @@ class CardView:
     args: tuple[Section, ...]
     result: tuple[Section, ...]
     outputs: tuple[JsonObject, ...]
+    note: str | None = None
+    """A small mark beside the status (``RECOVERED_NOTE`` for a call recovered from text)."""
 
 
 # --- tool cards ----------------------------------------------------------------------------------
@@ -189,6 +197,7 @@ def card_view(card: ToolCardModel, defn: ToolDefinition | None = None) -> CardVi
         args=args,
         result=tuple(Section(label=s.label, text=_cap(s.text), lang=s.lang) for s in result),
         outputs=outputs,
+        note=RECOVERED_NOTE if card.recovered else None,
     )
 
 

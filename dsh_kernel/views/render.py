@@ -9,7 +9,8 @@ as data URIs when under ``MAX_INLINE_IMAGE`` and their ``text/plain`` otherwise;
 retry notices, how the turn ended (error code and what to do) and the footer line.
 
 The HTML draws what the live view draws, with its classes: a ``dsh-card`` per call with the
-header line (icon, title, tool name, a ``dsh-pill dsh-status-<status>`` badge, the duration) over a
+header line (icon, title, tool name, a ``dsh-pill dsh-status-<status>`` badge, a note such as
+"recovered from text", the duration) over a
 ``Details`` fold, open where the live one opens by itself (an approval was asked, or rich outputs);
 code blocks — arguments, results, the fences in model text such as a suggested ``%%sql`` query — as
 ``<pre class="dsh-code"><code class="language-…">``. The look is written inline
@@ -38,7 +39,14 @@ from typing import Final
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.views.card_content import CardView, Section, ToolLookup, card_view, lookup
+from dsh_kernel.views.card_content import (
+    RECOVERED_TITLE,
+    CardView,
+    Section,
+    ToolLookup,
+    card_view,
+    lookup,
+)
 from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
 from dsh_kernel.views.format import end_notice, footer_parts, tokens
 from dsh_kernel.views.markdown import (
@@ -170,7 +178,7 @@ def _md_output(output: JsonObject) -> str:
 
 
 def _md_card(view: CardView) -> str:
-    status = " · ".join(p for p in (view.status, view.duration) if p)
+    status = " · ".join(p for p in (view.status, view.note, view.duration) if p)
     name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
     summary = f"{view.icon} <b>{escape(view.title)}</b>{name} — {escape(status)}"
     parts = [f"<details><summary>{summary}</summary>", ""]
@@ -255,11 +263,16 @@ def _html_head(view: CardView, status_key: str) -> str:
         else ""
     )
     dur = f"<span{attrs('dsh-dur')}>{escape(view.duration)}</span>" if view.duration else ""
+    note = (
+        f'<span{attrs("dsh-card-note")} title="{escape(RECOVERED_TITLE)}">{escape(view.note)}</span>'
+        if view.note
+        else ""
+    )
     pill = attrs("dsh-pill", f"dsh-status-{status_key}")
     return (
         f'<div{attrs("dsh-card-head")}><span class="dsh-icon">{view.icon}</span>'
         f"<span{attrs('dsh-card-title')}>{escape(view.title)}</span>{name}"
-        f"<span{pill}>{escape(view.status)}</span>{dur}</div>"
+        f"<span{pill}>{escape(view.status)}</span>{note}{dur}</div>"
     )
 
 

@@ -72,6 +72,11 @@ RULES: Final[dict[str, tuple[Declaration, ...]]] = {
     "dsh-status-denied": (("color", _GREY, "--jp-ui-font-color2"),),
     "dsh-status-aborted": (("color", _GREY, "--jp-ui-font-color2"),),
     "dsh-dur": (("color", _GREY, "--jp-ui-font-color2"), ("font-size", "11px", None)),
+    "dsh-card-note": (
+        ("color", _GREY, "--jp-ui-font-color2"),
+        ("font-size", "11px", None),
+        ("font-style", "italic", None),
+    ),
     "dsh-approval-note": (("color", _GREY, "--jp-ui-font-color2"), ("font-size", "11px", None)),
     "dsh-footer": (
         ("color", _GREY, "--jp-ui-font-color2"),

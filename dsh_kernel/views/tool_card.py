@@ -3,7 +3,7 @@
 Layout (a ``VBox`` with class ``dsh-card``):
 
 * a header line — icon by kind, title, the tool's name when the title differs, a status pill
-  (``dsh-status-<status>``), the duration;
+  (``dsh-status-<status>``), a note (``dsh-card-note``: "recovered from text"), the duration;
 * while the call waits for approval: Allow once / Deny / Always allow buttons with the reason. A click
   disables the three at once and calls ``on_approval(approval_id, outcome)``; they stay disabled
   once ``approval/decided`` is logged, with the outcome written beside them;
@@ -37,6 +37,7 @@ from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import (
     APPROVAL_LABELS,
     ASK_USER_TOOL,
+    RECOVERED_TITLE,
     CardView,
     ToolLookup,
     card_view,
@@ -75,10 +76,16 @@ def header_html(view: CardView, status_key: str) -> str:
         f'<span class="dsh-card-name">{escape(view.name)}</span>' if view.name != view.title else ""
     )
     dur = f'<span class="dsh-dur">{escape(view.duration)}</span>' if view.duration else ""
+    note = (
+        f'<span class="dsh-card-note" title="{escape(RECOVERED_TITLE)}">{escape(view.note)}</span>'
+        if view.note
+        else ""
+    )
     return (
         f'<div class="dsh-card-head"><span class="dsh-icon">{view.icon}</span>'
         f'<span class="dsh-card-title">{escape(view.title)}</span>{name}'
-        f'<span class="dsh-pill dsh-status-{status_key}">{escape(view.status)}</span>{dur}</div>'
+        f'<span class="dsh-pill dsh-status-{status_key}">{escape(view.status)}</span>{note}{dur}'
+        "</div>"
     )
 
 

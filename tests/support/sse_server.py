@@ -23,7 +23,11 @@ Stateful passback checks fail a request the way the real API does when its histo
 ``deepseek-reasoning`` (every assistant message with ``tool_calls`` carries ``reasoning_content``,
 equal to what this server streamed with those calls; ``content`` never null) and
 ``anthropic-signature`` (the thinking blocks streamed before a ``tool_use`` come back verbatim,
-signature included). A failed check answers 400 without consuming the script.
+signature included), and two a generic server may apply: ``reasoning-every-assistant`` (every
+assistant message carries a ``reasoning_content`` string, as DeepSeek behind a proxy demands, with its
+"Missing `reasoning_content` field" 400) and ``no-reasoning-field`` (no message carries
+``reasoning_content``, as a strict validator demands: "Extra inputs are not permitted"). A failed
+check answers 400 without consuming the script.
 
 Lookups are not model calls: a ``GET`` (``/props``, ``/models``) or a ``POST`` to ``/api/show`` — what
 a provider asks a server about its models — is answered from ``routes`` (path → ``Reply``, never
@@ -52,7 +56,39 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 CloseMode = Literal["normal", "abort", "hang"]
-CHECKS = ("deepseek-reasoning", "anthropic-signature")
+CHECKS = (
+    "deepseek-reasoning",
+    "anthropic-signature",
+    "reasoning-every-assistant",
+    "no-reasoning-field",
+)
+
+
+def missing_reasoning_error(index: int) -> dict[str, Any]:
+    """DeepSeek's 400 as OpenRouter and LiteLLM pass it on (seen in continuedev/continue#9831)."""
+    return {
+        "error": {
+            "message": f"Missing `reasoning_content` field in the assistant message at message "
+            f"index {index}. For more information, please refer to "
+            "https://api-docs.deepseek.com/guides/thinking_mode#tool-calls",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": "invalid_request_error",
+        }
+    }
+
+
+def extra_field_error(index: int) -> dict[str, Any]:
+    """A strict validator's 400 for a field it does not know (as in earendil-works/pi#4514)."""
+    return {
+        "error": {
+            "message": f"Extra inputs are not permitted, field: "
+            f"'messages[{index}].reasoning_content'",
+            "type": "invalid_request_error",
+            "code": 400,
+        }
+    }
+
 
 DEEPSEEK_PASSBACK_ERROR = {
     "error": {
@@ -299,6 +335,22 @@ class PassbackState:
                 if expected is not None and sent != expected:
                     return False
         return True
+
+    @staticmethod
+    def missing_reasoning(body: Any) -> int | None:
+        """The index of the first assistant message without a ``reasoning_content`` string."""
+        for n, msg in enumerate(body.get("messages", []) if isinstance(body, dict) else []):
+            if msg.get("role") == "assistant" and not isinstance(msg.get("reasoning_content"), str):
+                return n
+        return None
+
+    @staticmethod
+    def extra_reasoning(body: Any) -> int | None:
+        """The index of the first message that carries ``reasoning_content``."""
+        for n, msg in enumerate(body.get("messages", []) if isinstance(body, dict) else []):
+            if "reasoning_content" in msg:
+                return n
+        return None
 
     def check_anthropic(self, body: Any) -> str | None:
         messages = body.get("messages", []) if isinstance(body, dict) else []
@@ -551,6 +603,16 @@ class SseServer:
             if "deepseek-reasoning" in self._checks and not self._passback.check_deepseek(rec.json):
                 rec.rejected = "deepseek-reasoning"
                 return json_reply(400, DEEPSEEK_PASSBACK_ERROR)
+            if "reasoning-every-assistant" in self._checks:
+                at = self._passback.missing_reasoning(rec.json)
+                if at is not None:
+                    rec.rejected = "reasoning-every-assistant"
+                    return json_reply(400, missing_reasoning_error(at))
+            if "no-reasoning-field" in self._checks:
+                at = self._passback.extra_reasoning(rec.json)
+                if at is not None:
+                    rec.rejected = "no-reasoning-field"
+                    return json_reply(400, extra_field_error(at))
             if "anthropic-signature" in self._checks:
                 where = self._passback.check_anthropic(rec.json)
                 if where is not None:

@@ -482,3 +482,50 @@ OLLAMA_404 = {
     }
 }
 GATEWAY_WRAPPED_429 = {"detail": json.dumps(OPENAI_429_RATE)}
+
+
+# -- issue 14: what local servers leave in ``content`` ----------------------------------------------
+
+
+def local_chunk(
+    delta: dict[str, Any], *, finish_reason: str | None = None, rid: str
+) -> dict[str, Any]:
+    """A llama-cpp-python server chunk (WIRE §5.16): an id of its own, no ``usage`` key."""
+    return {
+        "id": rid,
+        "object": "chat.completion.chunk",
+        "created": 1764600000,
+        "model": "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+    }
+
+
+def local_stream(
+    pieces: list[str],
+    *,
+    finish_reason: str = "stop",
+    rid: str = "chatcmpl-5a1e6a3c-0b8e-4c1f-9d7e-2f3a4b5c6d7e",
+    field: str = "content",
+) -> str:
+    """The shape llama-cpp-python 0.3.36 streams (research notes): a role-only first delta, one
+    ``content`` delta per piece (``field`` names another delta key, e.g. ``reasoning_content``),
+    a finish chunk, ``[DONE]`` — and no usage chunk, though ``include_usage`` was sent."""
+    return sse(
+        local_chunk({"role": "assistant"}, rid=rid),
+        *(local_chunk({field: p}, rid=rid) for p in pieces),
+        local_chunk({}, finish_reason=finish_reason, rid=rid),
+        "[DONE]",
+    )
+
+
+def tokens(text: str, size: int = 3) -> list[str]:
+    """``text`` cut into pieces of ``size`` characters, as a server streams it token by token."""
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+QWEN_TEXT_CALL = (
+    '{"name": "python", "arguments": {"code": "17 * 23", "description": '
+    '"A short title for this run, shown on its card"}}'
+)
+"""Qwen2.5-Coder-0.5B's answer to "Compute 17*23 with python" through llama-cpp-python's default
+template (the research notes' trial table): the call as ``content``, ``finish_reason: stop``."""

@@ -77,3 +77,25 @@ def test_the_views_names_are_the_reader_s() -> None:
     assert views.turn_events is turn.turn_events and fold.URGENT_TYPES is turn.URGENT_TYPES
     assert views.TurnModel is model.TurnModel is turn_model.TurnModel
     assert model.ToolCardModel is turn_model.ToolCardModel
+
+
+def test_a_call_recovered_from_text_is_a_card_marked_recovered_and_an_answer_is_not() -> None:
+    s = new_session()
+    _turn(s, user_message())
+    raw = '{"name": "python", "arguments": {"code": "1"}}'
+    delta: JsonObject = {"type": "tool-call-delta", "index": 0, "id": "call_r", "name": "python"}
+    s.append("assistant/chunk", _chunk({**delta, "argumentsDelta": '{"code": "1"}'}))
+    assert not fold_turn(s.events).cards[0].recovered  # nothing says so while it streams
+    block: JsonObject = {"type": "tool-call", "id": "call_r", "name": "python", "arguments": "{}"}
+    s.append(
+        "assistant/chunk",
+        _chunk({"type": "block-end", "index": 0, "block": {**block, "recoveredFrom": raw}}),
+    )
+    s.append(
+        "assistant/chunk", _chunk({"type": "block-start", "index": 1, "blockType": "tool-call"})
+    )
+    native: JsonObject = {"type": "tool-call", "id": "call_n", "name": "sql", "arguments": "{}"}
+    s.append("assistant/chunk", _chunk({"type": "block-end", "index": 1, "block": native}))
+    recovered, other = fold_turn(s.events).cards
+    assert (recovered.call_id, recovered.recovered) == ("call_r", True)
+    assert (other.call_id, other.recovered) == ("call_n", False)

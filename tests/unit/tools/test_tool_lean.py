@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
-from dsh_kernel.agent.agent import Agent
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.runtime.tools import inspect_tool, python_tool
 from dsh_kernel.store.sql_tool import sql_tool
-from dsh_kernel.testing import ScriptedProvider
 from dsh_kernel.tools import ToolContext, ToolDefinition
 from dsh_kernel.tools.builtin.ask_user import LEAN_PARAMETERS, PARAMETERS, ask_user_tool
 from dsh_kernel.tools.lean import (
     LEAN_BELOW,
     MAX_LEAN_DESCRIPTION,
     lean_description,
+    lean_for,
     lean_parameters,
 )
 from dsh_kernel.tools.schema import validate
@@ -110,12 +110,13 @@ def test_a_tool_without_a_lean_form_gets_one_mechanically() -> None:
     assert t.lean_schema.parameters == {"type": "object", "properties": {"n": {"type": "integer"}}}
 
 
-def test_the_agent_sends_the_lean_form_below_the_threshold_or_when_told() -> None:
-    agent = Agent(provider=ScriptedProvider([]), model="m", tools=default_tools())
-    assert agent.lean_tools(4_096) is True
-    assert agent.lean_tools(LEAN_BELOW) is False
-    assert agent.lean_tools(None) is False  # unknown window: full
-    agent.tool_schemas = "lean"
-    assert agent.lean_tools(1_000_000) is True
-    agent.tool_schemas = "full"
-    assert agent.lean_tools(4_096) is False
+def test_lean_below_the_threshold_under_auto_or_when_told() -> None:
+    @dataclass
+    class Window:
+        tokens: int
+
+    assert lean_for("auto", Window(4_096)) is True
+    assert lean_for("auto", Window(LEAN_BELOW)) is False
+    assert lean_for("auto", None) is False  # unknown window: full
+    assert lean_for("lean", Window(1_000_000)) is True
+    assert lean_for("full", Window(4_096)) is False

@@ -295,3 +295,17 @@ def test_presenters_shape_the_card() -> None:
     assert "<b>python</b>" in render_markdown(
         turn(ToolItem(key="k", card=CARDS["done"])), tools=broken
     )
+
+
+def test_a_call_recovered_from_text_says_so_in_both_renderings() -> None:
+    recovered = turn(ToolItem(key="k", card=card("done", recovered=True)))
+    md, html = render_markdown(recovered), render_html(recovered)
+    assert "done · recovered from text · 1.2 s" in md
+    tags = TagCollector()
+    tags.feed(html)
+    (note,) = [dict(a) for _, a in tags.tags if dict(a).get("class") == "dsh-card-note"]
+    assert "font-style: italic" in (note["style"] or "")
+    assert "ran it as a tool call" in (note["title"] or "")
+    assert ">recovered from text</span>" in html
+    plain = turn(ToolItem(key="k", card=card("done")))
+    assert "recovered" not in render_markdown(plain) + render_html(plain)

@@ -47,7 +47,7 @@ from dsh_kernel.llm.providers.base import (
     model_info_for,
 )
 from dsh_kernel.llm.providers.discovery import DiscoveredWindow, discover_window
-from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile
+from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile, passback_for
 from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
 from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
 from dsh_kernel.llm.providers.openai_compat.translate import ChatTranslator
@@ -69,6 +69,7 @@ from dsh_kernel.llm.types import (
     LlmCallConfig,
     LlmFailure,
     ModelInfo,
+    ReasoningPassback,
     StreamChunk,
 )
 
@@ -134,6 +135,16 @@ class ChatCompletionsProvider:
     def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
         return apply_defaults(config, self.model_info(config.model))
 
+    def passback_retry(
+        self, failure: LlmFailure, current: ReasoningPassback | None
+    ) -> ReasoningPassback | None:
+        """The passback dialect to retry ``failure`` with, when this profile learns one and the
+        failure is a 400 naming ``reasoning_content`` the other way (``profiles.passback_for``)."""
+        if not self._profile.passback_dialect:
+            return None
+        wanted = passback_for(failure)
+        return wanted if wanted != current else None
+
     async def aclose(self) -> None:
         """Close the httpx client if this provider created it."""
         await self._client.aclose()
@@ -159,7 +170,17 @@ class ChatCompletionsProvider:
             self._client.get(), http_request, deadline=deadline, provider=name, secret=key
         )
         try:
-            translator = ChatTranslator(provider=name, secret=key)
+            p = self._profile
+            translator = ChatTranslator(
+                provider=name,
+                secret=key,
+                text_tool_calls=frozenset(t.name for t in request.tools)
+                if p.text_tool_calls
+                else (),
+                think_tags=p.think_tags,
+                record_reasoning_field=p.passback_dialect,
+                call_seed=str(len(request.messages)),
+            )
             content_type = response.headers.get("content-type", "")
             if content_type.startswith("application/json"):
                 raw = await read_all(

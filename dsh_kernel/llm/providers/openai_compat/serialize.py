@@ -4,9 +4,16 @@ Always ``stream: true`` with ``stream_options.include_usage``. Messages:
 
 - the system prompt becomes the first ``system`` message (system-role history messages follow it);
 - an assistant message becomes one ``assistant`` message: ``content`` is its text joined and ``""``
-  — never ``null`` — when empty; ``tool_calls`` carries each call with its raw argument text; with
+  — never ``null`` — when empty; ``tool_calls`` carries each call with its raw argument text (a call
+  recovered from text goes back as a proper call: that is the point of recovering it); with
   ``profile.reasoning_passback`` its reasoning is sent as ``reasoning_content`` whenever non-empty and
-  as ``""`` on a tool-call turn without any (DeepSeek answers HTTP 400 when it is missing);
+  as ``""`` on a tool-call turn without any (DeepSeek answers HTTP 400 when it is missing). With
+  ``profile.passback_dialect`` (a generic server) the request's ``reasoning_passback`` decides:
+  ``send`` — ``reasoning_content`` on every assistant message (``""`` when it has none); ``omit`` —
+  never; unset — on a tool-call turn whose reasoning the server streamed as ``reasoning_content``
+  (the finish's replay state says so), the rule DeepSeek behind a proxy needs. Reasoning read from
+  ``<think>`` tags is therefore not sent back unless the server asked for ``send``; it is never
+  sent back as text;
 - a user message becomes one ``tool`` message per tool-result block (first, so they follow the
   assistant turn that asked for them), then one ``user`` message with its text if it has text or
   has no tool results. A tool result's content is its text, or ``(no output)``.
@@ -32,14 +39,43 @@ from dsh_kernel.llm.providers.openai_compat.wire import (
 from dsh_kernel.llm.types import (
     GenerateRequest,
     Message,
+    ModelSource,
     ReasoningBlock,
+    ReasoningPassback,
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
 )
 
 
-def _assistant(message: Message, profile: ChatProfile) -> WireAssistantMessage:
+def _streamed_reasoning_content(message: Message) -> bool:
+    source = message.source
+    state = source.replay_state if isinstance(source, ModelSource) else None
+    return isinstance(state, dict) and state.get("reasoningField") == "reasoning_content"
+
+
+def _passback(
+    message: Message,
+    reasoning: str,
+    has_calls: bool,
+    profile: ChatProfile,
+    dialect: ReasoningPassback | None,
+) -> str | None:
+    """The ``reasoning_content`` to send with ``message``, or ``None`` for none (module docstring)."""
+    if profile.reasoning_passback:
+        return reasoning if reasoning or has_calls else None
+    if not profile.passback_dialect or dialect == "omit":
+        return None
+    if dialect == "send":
+        return reasoning
+    if has_calls and reasoning and _streamed_reasoning_content(message):
+        return reasoning
+    return None
+
+
+def _assistant(
+    message: Message, profile: ChatProfile, dialect: ReasoningPassback | None
+) -> WireAssistantMessage:
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[WireToolCall] = []
@@ -57,17 +93,19 @@ def _assistant(message: Message, profile: ChatProfile) -> WireAssistantMessage:
                 }
             )
     out: WireAssistantMessage = {"role": "assistant", "content": "".join(texts)}
-    if profile.reasoning_passback:
-        joined = "".join(reasoning)
-        if joined or calls:
-            out["reasoning_content"] = joined
+    passback = _passback(message, "".join(reasoning), bool(calls), profile, dialect)
+    if passback is not None:
+        out["reasoning_content"] = passback
     if calls:
         out["tool_calls"] = calls
     return out
 
 
 def serialize_messages(
-    messages: tuple[Message, ...], system: str | None, profile: ChatProfile
+    messages: tuple[Message, ...],
+    system: str | None,
+    profile: ChatProfile,
+    dialect: ReasoningPassback | None = None,
 ) -> list[WireMessage]:
     """The Chat Completions ``messages`` for ``system`` and ``messages``, shaped by ``profile``."""
     out: list[WireMessage] = []
@@ -75,7 +113,7 @@ def serialize_messages(
         out.append({"role": "system", "content": system})
     for message in messages:
         if message.role == "assistant":
-            out.append(_assistant(message, profile))
+            out.append(_assistant(message, profile, dialect))
             continue
         if message.role == "system":
             out.append({"role": "system", "content": message.text()})
@@ -115,7 +153,9 @@ def serialize_request(
     """The request body for one streamed attempt."""
     body: ChatRequestBody = {
         "model": request.model,
-        "messages": serialize_messages(request.messages, request.system, profile),
+        "messages": serialize_messages(
+            request.messages, request.system, profile, request.reasoning_passback
+        ),
         "stream": True,
         "stream_options": {"include_usage": True},
     }

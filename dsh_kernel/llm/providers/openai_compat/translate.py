@@ -26,18 +26,34 @@ latest call. A fragment that repeats an index with a different id starts a new c
 send every parallel call at index 0). Missing ids are synthesised (``call_<hex>``) and kept even if
 an id turns up later (a call's id never changes mid-stream); arguments sent as an object are
 re-encoded to JSON text.
+
+The answer filters, for a profile that asks for them (the generic one; ``ChatProfile``):
+``think_tags`` sends ``content`` through ``ThinkTags`` first (``<think>`` becomes reasoning; at a
+bare ``</think>`` the answer block so far is closed empty and its text re-sent as reasoning), then
+``text_tool_calls`` sends the answer through ``TextToolCalls`` with the request's tool names: held
+text is shown when it is decided to be text, and an answer that is tool calls becomes tool-call
+blocks at ``finish()`` (``block-start``, one ``tool-call-delta`` with the whole arguments, and a
+``block-end`` whose block carries ``recovered_from``), so the finish is ``tool-calls``. Held text is
+released as text when the server sends tool calls of its own or the finish reason is not a stop;
+an attempt that fails in-band or is cut drops what it held, as a retry drops its partial blocks.
+``record_reasoning_field`` puts ``{"reasoningField": "reasoning_content" | "reasoning"}`` in the
+finish chunk's replay state when the server streamed reasoning in a field, for the serializer's
+passback rule (``serialize.py``).
 """
 
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Collection
 
 from pydantic import ValidationError
 
 from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.providers.openai_compat.text_tools import TextToolCalls, call_id
+from dsh_kernel.llm.providers.openai_compat.think_tags import ThinkTags
 from dsh_kernel.llm.providers.openai_compat.wire import WireUsage
 from dsh_kernel.llm.providers.transport import error_info, inband_failure
 from dsh_kernel.llm.types import (
@@ -66,7 +82,16 @@ from dsh_kernel.llm.types import (
 class _Open:
     """A block under assembly. ``parts`` are joined once, at the end (no quadratic ``+=``)."""
 
-    __slots__ = ("call_id", "index", "kind", "name", "parts", "synthetic_id")
+    __slots__ = (
+        "call_id",
+        "ended",
+        "index",
+        "kind",
+        "name",
+        "parts",
+        "recovered_from",
+        "synthetic_id",
+    )
 
     def __init__(
         self, index: int, kind: str, call_id: str = "", synthetic_id: bool = False
@@ -77,6 +102,8 @@ class _Open:
         self.call_id = call_id
         self.name: str | None = None
         self.synthetic_id = synthetic_id
+        self.recovered_from: str | None = None
+        self.ended = False  # closed early (an answer block that turned out to be reasoning)
 
     def block(self) -> ContentBlock:
         text = "".join(self.parts)
@@ -84,7 +111,12 @@ class _Open:
             return TextBlock(text=text)
         if self.kind == "reasoning":
             return ReasoningBlock(text=text)
-        return ToolCallBlock(id=CallId(self.call_id), name=self.name or "", arguments=text)
+        return ToolCallBlock(
+            id=CallId(self.call_id),
+            name=self.name or "",
+            arguments=text,
+            recovered_from=self.recovered_from,
+        )
 
 
 def map_usage(raw: JsonObject) -> TokenUsage | None:
@@ -143,23 +175,51 @@ class ChatTranslator:
     __slots__ = (
         "_by_id",
         "_by_wire_index",
+        "_call_seed",
+        "_calls",
+        "_filtered",
         "_finish_reason",
         "_last_tool",
         "_next_index",
+        "_offered",
         "_order",
         "_provider",
         "_reasoning",
+        "_reasoning_field",
+        "_record_field",
+        "_response_id",
         "_secret",
         "_text",
+        "_think",
         "_usage",
         "failure",
         "finish_seen",
         "out",
     )
 
-    def __init__(self, *, provider: str, secret: str | None) -> None:
+    def __init__(
+        self,
+        *,
+        provider: str,
+        secret: str | None,
+        text_tool_calls: Collection[str] = (),
+        think_tags: bool = False,
+        record_reasoning_field: bool = False,
+        call_seed: str = "",
+    ) -> None:
+        """``text_tool_calls``: the offered tool names whose calls are recovered from the answer
+        text (none: no recovery); ``call_seed``: what recovered call ids are derived from besides
+        the response id (the adapter gives the length of the history)."""
         self._provider = provider
         self._secret = secret
+        self._offered = text_tool_calls
+        self._calls = TextToolCalls(text_tool_calls) if text_tool_calls else None
+        self._think = ThinkTags() if think_tags else None
+        self._filtered = self._calls is not None or self._think is not None
+        self._record_field = record_reasoning_field
+        self._reasoning_field: str | None = None
+        self._response_id = ""
+        self._call_seed = call_seed
         self.out: list[StreamChunk] = []
         self._next_index = 0
         self._order: list[_Open] = []
@@ -194,15 +254,23 @@ class ChatTranslator:
                         block = self._reasoning
                         if block is None:
                             block = self._reasoning = self._open("reasoning")
+                            self._reasoning_field = (
+                                "reasoning_content"
+                                if delta.get("reasoning_content")
+                                else "reasoning"
+                            )
                         block.parts.append(reasoning)
                         self.out.append(ReasoningDeltaChunk(index=block.index, text=reasoning))
                     content = delta.get("content")
                     if content and type(content) is str:
-                        block = self._text
-                        if block is None:
-                            block = self._text = self._open("text")
-                        block.parts.append(content)
-                        self.out.append(TextDeltaChunk(index=block.index, text=content))
+                        if self._filtered:
+                            self._content(content, obj)
+                        else:
+                            block = self._text
+                            if block is None:
+                                block = self._text = self._open("text")
+                            block.parts.append(content)
+                            self.out.append(TextDeltaChunk(index=block.index, text=content))
                     calls = delta.get("tool_calls")
                     if calls and type(calls) is list:
                         for call in calls:
@@ -220,7 +288,105 @@ class ChatTranslator:
             if info is not None:
                 self.failure = inband_failure(info, provider=self._provider, secret=self._secret)
 
+    # -- the answer filters (module docstring) -----------------------------------------------------
+
+    def _content(self, content: str, obj: JsonObject) -> None:
+        if not self._response_id:
+            rid = obj.get("id")
+            self._response_id = rid if isinstance(rid, str) else ""
+        think = self._think
+        calls = self._calls
+        if (calls is None or calls.passing) and (think is None or think.plain(content)):
+            self._text_delta(content)  # decided answer text: the fast path
+            return
+        if think is None:
+            self._answer(content)
+            return
+        for kind, piece in think.feed(content):
+            self._piece(kind, piece)
+
+    def _piece(self, kind: str, piece: str) -> None:
+        if kind == "answer":
+            self._answer(piece)
+        elif kind == "reasoning":
+            block = self._text
+            if block is not None:  # a think block after some answer: that answer stands, closed
+                block.ended = True
+                self.out.append(BlockEndChunk(index=block.index, block=block.block()))
+                self._text = None
+            self._reasoning_delta(piece)
+        else:  # "unsay": the answer so far was reasoning; it is re-sent as such next
+            if self._calls is not None:
+                self._calls = TextToolCalls(self._offered)
+            block = self._text
+            if block is not None:
+                block.ended = True
+                self.out.append(BlockEndChunk(index=block.index, block=TextBlock(text="")))
+                self._text = None
+
+    def _answer(self, text: str) -> None:
+        calls = self._calls
+        if calls is not None:
+            text = calls.feed(text)
+        if text:
+            self._text_delta(text)
+
+    def _text_delta(self, text: str) -> None:
+        block = self._text
+        if block is None:
+            block = self._text = self._open("text")
+        block.parts.append(text)
+        self.out.append(TextDeltaChunk(index=block.index, text=text))
+
+    def _reasoning_delta(self, text: str) -> None:
+        block = self._reasoning
+        if block is None:
+            block = self._reasoning = self._open("reasoning")
+        block.parts.append(text)
+        self.out.append(ReasoningDeltaChunk(index=block.index, text=text))
+
+    def _release_held(self) -> None:
+        calls = self._calls
+        if calls is not None and not calls.passing:
+            held = calls.release()
+            if held:
+                self._text_delta(held)
+
+    def _settle(self) -> None:
+        """At the end of the answer: flush the filters; recovered calls become tool-call blocks."""
+        if self._think is not None:
+            for kind, piece in self._think.finish():
+                self._piece(kind, piece)
+        calls = self._calls
+        if calls is None or calls.passing:
+            return
+        native = any(b.kind == "tool-call" for b in self._order)
+        if native or self._finish_reason not in (None, "stop", "tool_calls"):
+            self._release_held()
+            return
+        text, recovered = calls.finish()
+        if text:
+            self._text_delta(text)
+        seed = f"{self._response_id}\x00{self._call_seed}"
+        for n, call in enumerate(recovered):
+            block = self._open("tool-call", call_id(seed, n, call.source))
+            block.name = call.name
+            block.recovered_from = call.source
+            block.parts.append(call.arguments)
+            self.out.append(
+                ToolCallDeltaChunk(
+                    index=block.index,
+                    id=CallId(block.call_id),
+                    name=call.name,
+                    arguments_delta=call.arguments,
+                )
+            )
+
+    # -- native tool calls --------------------------------------------------------------------------
+
     def _tool_fragment(self, call: JsonObject) -> None:
+        if self._calls is not None:
+            self._release_held()  # held text came first: it stays first
         wire_index = call.get("index")
         raw_id = call.get("id")
         call_id = raw_id if isinstance(raw_id, str) and raw_id else None
@@ -269,19 +435,26 @@ class ChatTranslator:
 
     def finish(self) -> None:
         """Emit the held chunks: every ``block-end``, then ``usage`` if any, then ``finish``."""
+        if self._filtered:
+            self._settle()
         has_tools = False
         for block in self._order:
             has_tools = has_tools or block.kind == "tool-call"
-            self.out.append(BlockEndChunk(index=block.index, block=block.block()))
+            if not block.ended:
+                self.out.append(BlockEndChunk(index=block.index, block=block.block()))
         if self._usage is not None:
             usage = map_usage(self._usage)
             if usage is not None:
                 self.out.append(UsageChunk(usage=usage))
+        field = self._reasoning_field
         self.out.append(
             FinishChunk(
                 reason=map_finish(
                     self._finish_reason, has_blocks=bool(self._order), has_tools=has_tools
-                )
+                ),
+                replay_state={"reasoningField": field}
+                if self._record_field and field is not None
+                else None,
             )
         )
 
