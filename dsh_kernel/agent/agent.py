@@ -92,10 +92,6 @@ from dsh_kernel.tools.types import ToolDefinition
 StepOutcome = Literal["completed", "max-tokens"] | None
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 class Agent:
     """An agent over one session. See the module docstring."""
 
@@ -178,9 +174,8 @@ class Agent:
         self.hooks.request_error.on(self.passback)
         self.retry = RetryHandler(self.session, retry_policy, sleep=sleep or asyncio.sleep)
         self.hooks.request_error.on(self.retry)
-        self.check_invariants = (
-            _env_flag("DSH_DEV_INVARIANTS") if check_invariants is None else check_invariants
-        )
+        dev = os.environ.get("DSH_DEV_INVARIANTS", "").strip().lower() in ("1", "true", "yes", "on")
+        self.check_invariants = dev if check_invariants is None else check_invariants
         self._driver = Driver(
             run_turn=self._turn,
             has_pending=lambda: self.inbox.has_pending,
@@ -359,6 +354,7 @@ class Agent:
         except LlmError as exc:
             ends = {"kind": "error", "error": failure_to_json(exc.failure)}
             drop_overflowed_turn(self.session, turn, exc.failure)
+            self.windows.learn(self.provider, self.model, exc.failure)
             self.hooks.error.emit(
                 AgentErrorPayload(turn=turn, step=self._phase_step or None, error=exc)
             )

@@ -19,6 +19,8 @@ nothing is asked again only after ``forget_failures()`` (a new session). ``prefe
 lookup in the background as soon as a route is chosen, so a first message rarely waits for it;
 ``resolve`` awaits it (shielded: an interrupted turn does not cancel a lookup another waits for).
 ``current`` is the synchronous reading for ``%agent status``: what is known now, without asking.
+``learn`` takes the window from an overflow error that names it (llama-cpp-python's server says
+nothing when asked, but its overflow says "maximum context length is 4096 tokens").
 
 Why 4,096 for an unknown local model: it is the context llama.cpp's ``llama-server`` and Ollama
 give a model when none is set, and the smallest a chat model with tools is usable in. A default is
@@ -30,11 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers.discovery import DiscoveredWindow, WindowDiscovery
+from dsh_kernel.llm.types import LlmFailure
 
 WindowSource: TypeAlias = Literal["configured", "discovered", "catalogue", "default"]
 
@@ -42,6 +46,13 @@ DEFAULT_WINDOW = 4096
 """Tokens assumed for a local model whose server does not say (module docstring)."""
 
 _Route: TypeAlias = tuple[str, str, str]
+
+_NAMED_WINDOW = re.compile(
+    r"(?:maximum context length|context window|context length|n_ctx)\D{0,20}?(\d[\d,]*)",
+    re.IGNORECASE,
+)
+"""The window an overflow error names: OpenAI, vLLM and llama-cpp-python ("maximum context length
+is 4096 tokens"), llama.cpp ("exceed context window of 4096"), others ("n_ctx: 4096")."""
 
 _log = logging.getLogger(__name__)
 
@@ -144,6 +155,20 @@ class ContextWindows:
                 )
                 self._found[route] = None
         return self.current(provider, model)
+
+    def learn(self, provider: Provider, model: str, failure: LlmFailure) -> None:
+        """Take the window from an overflow the server reported, when it names it ("maximum context
+        length is 4096 tokens", "context window of 4096"): a route whose server would not say
+        becomes ``discovered`` (from its error), so later requests are fitted and refused in time."""
+        finder = self._needs_lookup(provider, model)
+        if finder is None or failure.code != "CONTEXT_WINDOW_EXCEEDED":
+            return
+        match = _NAMED_WINDOW.search(failure.message)
+        if match is not None:
+            tokens = int(match.group(1).replace(",", ""))
+            if tokens > 0:
+                route = (provider.id, finder.endpoint, model)
+                self._found[route] = DiscoveredWindow(tokens=tokens, where="the server's error")
 
     def forget_failures(self) -> None:
         """Ask again the servers that said nothing (their answer may be different now)."""

@@ -230,3 +230,37 @@ async def test_the_cap_goes_in_each_profiles_own_field(
         await agent.when_idle()
         (sent,) = server.requests
         assert 256 <= sent.json[field] < 8192 and other not in sent.json, profile
+
+
+async def test_an_overflow_that_names_the_window_teaches_it(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    """llama-cpp-python says nothing of its window when asked, but its overflow names it: from
+    then on the route's window is known, so the next over-long message is refused before sending
+    and a short one is capped to fit."""
+    provider = chat_provider(server.url, client, profile="generic")
+    windows = ContextWindows()
+    agent = Agent(provider=provider, model="qwen", context_windows=windows, check_invariants=True)
+    server.script(sse_reply([], chunked=False), json_reply(400, LLAMA_CPP_PYTHON_OVERFLOW))
+    long = "word " * 20_000
+    agent.followup(long)
+    await agent.when_idle()
+    assert isinstance(agent.last_error, LlmError)
+    assert agent.last_error.failure.code == "CONTEXT_WINDOW_EXCEEDED"
+    learned = windows.current(provider, "qwen")
+    assert learned is not None and learned.known
+    assert learned.describe() == "4,096 tokens (discovered from the server's error)"
+    sent = len(server.requests)
+    agent.followup(long)
+    await agent.when_idle()
+    assert isinstance(agent.last_error, LlmError)
+    assert agent.last_error.failure.code == "CONTEXT_WINDOW_EXCEEDED"
+    assert "it was not sent" in agent.last_error.failure.message
+    assert len(server.requests) == sent  # refused before sending
+    server.script(sse_reply(wt.sse(wt.chat_chunk({"content": "Hi."}, finish_reason="stop"))))
+    agent.followup("Say hi.")
+    await agent.when_idle()
+    ends = [e.data for e in agent.session.events if e.type == "turn/end"]
+    assert ends[-1]["reason"]["kind"] == "completed", ends[-1]
+    (short,) = server.requests
+    assert 0 < short.json["max_tokens"] < 4096
