@@ -2,8 +2,11 @@
 
 Nothing here is faked: the model server is ``python -m llama_cpp.server`` from the cache venv
 (``tests/local/models.py``), serving SmolLM2-135M-Instruct or Qwen2.5-Coder-0.5B-Instruct on
-127.0.0.1 with one thread and ``n_ctx`` 4096 (``tests/local/server.py``); one server per model is
-shared by the whole run and stopped by its PID at the end. Each test gets a fresh ``dsh`` kernel
+127.0.0.1 with one thread and ``n_ctx`` 4096 (``tests/local/server.py``); each test gets its own server, stopped by
+its PID after the test. A fresh server makes a test's sampling repeatable: the kernel sends no
+temperature, so the server samples at 0.8, but its seed sequence starts from the same default in
+every process, so the same requests in the same order get the same answers (one thread, so the
+arithmetic is deterministic too). Each test gets a fresh ``dsh`` kernel
 (``tests/support/kernel.py``) with ``DSH_PROVIDER=openai-compatible``, ``DSH_BASE_URL`` at that
 server, ``DSH_APPROVAL=auto`` and a private ``DSH_STORE``.
 
@@ -43,12 +46,12 @@ def _serve(cache: CachePaths, model: str, tmp: pytest.TempPathFactory) -> Iterat
         yield server
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def smollm(cache: CachePaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     yield from _serve(cache, "smollm2", tmp_path_factory)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def qwen(cache: CachePaths, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LlamaServer]:
     yield from _serve(cache, "qwen", tmp_path_factory)
 

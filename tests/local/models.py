@@ -420,7 +420,7 @@ def _freeze(python: Path) -> list[str]:
     proc = subprocess.run(
         [str(python), "-m", "pip", "freeze", "--all"], capture_output=True, text=True, check=False
     )
-    return sorted(proc.stdout.split())
+    return sorted(proc.stdout.splitlines())
 
 
 def ensure(root: Path | None = None) -> CachePaths:

@@ -37,10 +37,13 @@ OUT = Path(__file__).resolve().parents[1] / "support" / "llamacpp"
 CHAT = "/v1/chat/completions"
 LONG_TEXT = "Summarise this text in one sentence: " + " ".join(f"word{i}" for i in range(5000))
 TOOL_SETUP = "%%python\nx = 17"
-TOOL_PROMPT = "Use the python tool to compute x * 23 (x is a variable in the notebook)."
+TOOL_PROMPT = (
+    "The notebook already has a variable x. Run the python code `x * 23` with the python tool "
+    "and tell me the result."
+)
 THINK_PROMPT = (
-    "First think step by step inside <think></think> tags, then give the final answer after "
-    "the closing tag. How many legs do three spiders have in total?"
+    "Answer in this exact format: <think>your reasoning</think> then the answer. "
+    "Question: how many legs do three spiders have?"
 )
 Edit = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -385,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
                 body = kernel_bodies([spec], tmp / spec.name).get(spec.name)
                 rec = record(spec, server, body)
                 if problem := spec.check(rec):
-                    print(f"{spec.name}: not written: {problem}", file=sys.stderr)
+                    kept = tmp / f"{spec.name}.rejected.json"
+                    kept.write_text(json.dumps(rec, indent=1, ensure_ascii=False), encoding="utf-8")
+                    print(f"{spec.name}: not written ({kept}): {problem}", file=sys.stderr)
                     failed += 1
                     continue
                 path = OUT / f"{spec.name}.json"

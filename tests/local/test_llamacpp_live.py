@@ -21,6 +21,10 @@ from tests.support.frontend import Frontend
 
 pytestmark = [pytest.mark.local, pytest.mark.timeout(900)]
 
+TOOL_PROMPT = (
+    "The notebook already has a variable x. Run the python code `x * 23` with the python tool "
+    "and tell me the result."
+)
 LONG_TEXT = "Summarise this text in one sentence: " + " ".join(f"word{i}" for i in range(5000))
 
 
@@ -51,9 +55,7 @@ def test_qwen_runs_the_python_tool_in_the_notebook(
 ) -> None:
     with kernel_at(qwen) as k:
         k.python("x = 17")
-        ex = k.execute(
-            "Use the python tool to compute x * 23 (x is a variable in the notebook).", timeout=600
-        )
+        ex = k.execute(TOOL_PROMPT, timeout=600)
         assert ex.status == "ok", ex.content
         calls = sql(k, "SELECT name, status, result FROM tool_calls ORDER BY started_at")
         assert calls, "the call written as text became a real tool call"
