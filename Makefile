@@ -61,7 +61,7 @@ stress: $(DEV_STAMP) ## run the long fault-injection tier (tests/reliability, -m
 
 # `make test-local`: the live tier against a real llama-cpp-python server. The first run builds
 # llama-cpp-python from source and assembles the two models into the cache (`tests/local/models.py`:
-# $DSH_LOCAL_CACHE, else ~/.cache/dsh-kernel/local; about 1 GB; 6–11 min on 2 cores);
+# $DSH_LOCAL_CACHE, else ~/.cache/dsh-kernel/local; about 735 MB; 6–20 min on 2 cores);
 # later runs verify the cache in seconds.
 test-local: $(DEV_STAMP) ## run the live tier: real kernels against a real llama-cpp-python server (tests/local, -m local)
 	$(PY) -m tests.local.models
