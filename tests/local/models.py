@@ -387,7 +387,7 @@ def _build_venv(root: Path, downloads: Path) -> None:
         "CMAKE_ARGS": BUILD_FLAGS,
         "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2),
     }
-    _log(f"building llama-cpp-python {LLAMA_CPP_VERSION} from source (6–11 min on 2 cores)")
+    _log(f"building llama-cpp-python {LLAMA_CPP_VERSION} from source (6–20 min on 2 cores)")
     started = time.monotonic()
     # --no-cache-dir: a wheel pip cached from an earlier native build would be reused otherwise.
     _run(
