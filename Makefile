@@ -11,7 +11,7 @@ RUN_STAMP := $(VENV)/.dsh-setup-lab
 DEV_STAMP := $(VENV)/.dsh-setup-dev
 BENCH_STAMP := $(VENV)/.dsh-setup-bench
 
-.PHONY: help setup-run setup-dev run test stress lint format typecheck bench clean
+.PHONY: help setup-run setup-dev run test stress test-local lint format typecheck bench clean
 
 # `make help` (also plain `make`): every target with its one line, read from the `## ` comment
 # after the target's prerequisites.
@@ -58,6 +58,14 @@ test: $(DEV_STAMP) ## run the suite (what CI runs after lint and typecheck)
 
 stress: $(DEV_STAMP) ## run the long fault-injection tier (tests/reliability, -m stress)
 	$(PY) -m pytest -q -m stress tests/reliability
+
+# `make test-local`: the live tier against a real llama-cpp-python server. The first run builds
+# llama-cpp-python from source and assembles the two models into the cache (`tests/local/models.py`:
+# $DSH_LOCAL_CACHE, else ~/.cache/dsh-kernel/local; about 735 MB; 6–20 min on 2 cores);
+# later runs verify the cache in seconds.
+test-local: $(DEV_STAMP) ## run the live tier: real kernels against a real llama-cpp-python server (tests/local, -m local)
+	$(PY) -m tests.local.models
+	$(PY) -m pytest -q -m local tests/local
 
 lint: $(DEV_STAMP) ## ruff check (docstrings and complexity too) and format --check: dsh_kernel, tests, benchmarks
 	$(PY) -m ruff check dsh_kernel tests benchmarks
