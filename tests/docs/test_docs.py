@@ -201,3 +201,32 @@ async def test_troubleshooting_queries_run_and_find_the_retry(tmp_path: Path) ->
     assert len(results[0].rows) >= 1  # the errors view
     retries = list(results[1].rows)
     assert len(retries) == 1 and retries[0][1] == "RATE_LIMIT"
+
+
+def test_the_local_servers_section_matches_what_the_kernel_asks_and_reads() -> None:
+    """Each local server has its row; the lookups it names are the ones discovery makes, and the
+    flags it gives are the right server's (``--jinja`` is llama-server's, not llama-cpp-python's)."""
+    from dsh_kernel.llm.providers.discovery import lookup_urls
+    from dsh_kernel.llm.providers.openai_compat.text_tools import __doc__ as text_tools_doc
+
+    section = CONFIGURATION.split("#### Local servers", 1)[1].split("\n## ", 1)[0]
+    rows = {
+        r.split("|")[1].strip(): r
+        for r in section.splitlines()
+        if r.startswith("| ") and "---" not in r
+    }
+    servers = ["llama-cpp-python", "llama.cpp `llama-server", "Ollama", "vLLM", "LM Studio"]
+    for server in servers:
+        assert any(name.startswith(server) for name in rows), server
+    row = {s: next(r for n, r in rows.items() if n.startswith(s)) for s in servers}
+    props, show, models = (url.path for url in lookup_urls("http://127.0.0.1:8080/v1"))
+    assert (
+        f"`GET {props}`" in row["llama.cpp `llama-server"]
+        and "--jinja" in row["llama.cpp `llama-server"]
+    )
+    assert f"`POST {show}`" in row["Ollama"]
+    assert f"`GET {models}`" in row["vLLM"] and "--tool-call-parser" in row["vLLM"]
+    llama_cpp_python = row["llama-cpp-python"]
+    assert "does not exist" in llama_cpp_python.split("--jinja", 1)[1][:40]
+    assert "make test-local" in llama_cpp_python  # the row the live tier exercises
+    assert text_tools_doc and "tool_call" in text_tools_doc

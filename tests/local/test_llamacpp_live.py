@@ -44,7 +44,6 @@ def test_plain_chat_answers(kernel_at: KernelFactory, smollm: LlamaServer) -> No
         assert sql(k, "SELECT count(*) AS n FROM requests") == [{"n": 1}]
 
 
-@pytest.mark.xfail(strict=False, reason="needs issue 14 text tool-call recovery")
 def test_qwen_runs_the_python_tool_in_the_notebook(
     kernel_at: KernelFactory, qwen: LlamaServer
 ) -> None:
@@ -62,7 +61,6 @@ def test_qwen_runs_the_python_tool_in_the_notebook(
         assert k.python("print(x)").strip() == "17", "it ran in the user's namespace"
 
 
-@pytest.mark.xfail(strict=False, reason="needs issue 14 overflow probe / context window")
 def test_overflow_fails_at_once_and_the_next_message_works(
     kernel_at: KernelFactory, smollm: LlamaServer
 ) -> None:
@@ -107,7 +105,6 @@ def test_interrupt_mid_answer_keeps_the_text(kernel_at: KernelFactory, smollm: L
         assert answer(ex).strip()
 
 
-@pytest.mark.xfail(strict=False, reason="needs issue 14 <think> blocks as reasoning")
 def test_think_block_folds_away_as_reasoning(kernel_at: KernelFactory, qwen: LlamaServer) -> None:
     with kernel_at(qwen) as k:
         ex = k.execute(THINK_PROMPT, timeout=600)

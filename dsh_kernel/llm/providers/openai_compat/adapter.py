@@ -15,7 +15,8 @@ accepted: its message is fed to the translator as if it were a single delta.
 An empty stream — HTTP 200 and not one byte — is, with ``profile.probe_empty_stream``, sent once more
 *without* streaming (the same body, ``stream: false``, the output cap 1) to read the server's real
 error: llama-cpp-python answers an over-long prompt so when streaming, and with a proper 400
-``context_length_exceeded`` otherwise. The attempt then ends with that error (classified as any
+``context_length_exceeded`` otherwise (it then closes the stream's keep-alive connection, so a probe
+that meets the dead socket is sent once more, on a new one). The attempt then ends with that error (classified as any
 answer is), or with ``EMPTY_RESPONSE`` saying what the probe saw. The probe is a diagnosis, not a
 retry: its answer is never shown.
 
@@ -250,9 +251,18 @@ class ChatCompletionsProvider:
             timeout=self._client.timeout,
         )
         try:
-            response = await open_stream(
-                self._client.get(), request, deadline=deadline, provider=name, secret=key
-            )
+            try:
+                response = await open_stream(
+                    self._client.get(), request, deadline=deadline, provider=name, secret=key
+                )
+            except LlmError as exc:
+                if exc.failure.code != "TRANSPORT":
+                    raise
+                # llama-cpp-python drops the keep-alive connection its empty stream came on just
+                # after the pool took it back: the first try can meet the dead socket.
+                response = await open_stream(
+                    self._client.get(), request, deadline=deadline, provider=name, secret=key
+                )
         except LlmError as exc:
             failure = exc.failure
             detail = failure.message.removeprefix(f"{name} ")
