@@ -119,6 +119,17 @@ def test_the_real_qwen_recording_runs_python_and_its_second_answer_is_text(live:
     assert "recovered from text" in saved
     assert second.content().splitlines()[1] in saved  # the second answer, shown as it came
     assert [e["data"]["reason"]["kind"] for e in events if e["type"] == "turn/end"] == ["completed"]
+    # The real server streams no usage: both requests' counts are estimates, marked so, cost unknown.
+    sid = live.fe.python("print(get_ipython().kernel.host.agent.session.id)").strip()
+    rows = sql_rows(
+        live.fe,
+        "SELECT estimated, input_tokens, output_tokens FROM requests "
+        f"WHERE session_id = '{sid}' ORDER BY request DESC LIMIT 2",
+    )
+    assert [r["estimated"] for r in rows] == [True, True], rows
+    assert all(r["input_tokens"] > 0 and r["output_tokens"] > 0 for r in rows), rows
+    (total,) = sql_rows(live.fe, f"SELECT estimated, cost FROM sessions WHERE session_id = '{sid}'")
+    assert total == {"estimated": True, "cost": None}, total
 
 
 def test_the_real_qwen_think_recording_folds_away(live: Live) -> None:
