@@ -20,6 +20,7 @@ from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.providers.discovery import DiscoveredWindow, discover_window, lookup_urls
 from dsh_kernel.llm.types import FinishChunk, FinishError
+from dsh_kernel.session.payloads import payload_of
 from tests.support import wire_transcripts as wt
 from tests.support.providers import chat_provider, collect, request
 from tests.support.sse_server import SseServer, json_reply, sse_reply
@@ -260,7 +261,7 @@ async def test_an_overflow_that_names_the_window_teaches_it(
     server.script(sse_reply(wt.sse(wt.chat_chunk({"content": "Hi."}, finish_reason="stop"))))
     agent.followup("Say hi.")
     await agent.when_idle()
-    ends = [e.data for e in agent.session.events if e.type == "turn/end"]
+    ends = [payload_of(e, "turn/end") for e in agent.session.events if e.type == "turn/end"]
     assert ends[-1]["reason"]["kind"] == "completed", ends[-1]
     (short,) = server.requests
     assert 0 < short.json["max_tokens"] < 4096

@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import replace
 
 import httpx
@@ -153,18 +153,7 @@ class ChatCompletionsProvider:
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         key = self._api_key()
         body = serialize_request(request, self._profile, self._defaults)
-        http_request = self._client.get().build_request(
-            "POST",
-            self._url,
-            content=request_body(body),
-            headers={
-                "authorization": f"Bearer {key}",
-                "content-type": "application/json",
-                "accept": "text/event-stream",
-                "user-agent": USER_AGENT,
-            },
-            timeout=self._client.timeout,
-        )
+        http_request = self._post(body, key, accept="text/event-stream")
         name = self._profile.name
         deadline = asyncio.get_running_loop().time() + self._timeouts.deadline_s
         response = await open_stream(
@@ -231,6 +220,21 @@ class ChatCompletionsProvider:
         finally:
             await response.aclose()
 
+    def _post(self, body: Mapping[str, object], key: str, *, accept: str) -> httpx.Request:
+        """The chat-completions POST of ``body``, with this provider's key and headers."""
+        return self._client.get().build_request(
+            "POST",
+            self._url,
+            content=request_body(body),
+            headers={
+                "authorization": f"Bearer {key}",
+                "content-type": "application/json",
+                "accept": accept,
+                "user-agent": USER_AGENT,
+            },
+            timeout=self._client.timeout,
+        )
+
     async def _probe(self, body: dict[str, object], key: str, deadline: float) -> LlmFailure:
         """After an empty stream: the same request without streaming, read for the real error."""
         name = self._profile.name
@@ -238,18 +242,7 @@ class ChatCompletionsProvider:
         body["stream"] = False
         body.pop("stream_options", None)
         body[self._profile.max_tokens_field] = 1
-        request = self._client.get().build_request(
-            "POST",
-            self._url,
-            content=request_body(body),
-            headers={
-                "authorization": f"Bearer {key}",
-                "content-type": "application/json",
-                "accept": "application/json",
-                "user-agent": USER_AGENT,
-            },
-            timeout=self._client.timeout,
-        )
+        request = self._post(body, key, accept="application/json")
         try:
             try:
                 response = await open_stream(
