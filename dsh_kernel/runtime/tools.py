@@ -126,10 +126,13 @@ def python_tool(
     return ToolDefinition(
         name="python",
         description=_python_description(timeout_s),
-        lean_description=(
-            "Run Python code in the user's notebook namespace (state persists); returns what it "
-            "printed and the value of the last expression."
-        ),
+        lean_description="Run Python in the user's notebook (state persists); returns output and value.",
+        lean_parameters={
+            "type": "object",
+            "properties": {"code": {"type": "string"}},
+            "required": ["code"],
+            "additionalProperties": False,
+        },
         parameters={
             "type": "object",
             "properties": {
@@ -301,7 +304,7 @@ def inspect_tool(namespace: dict[str, object]) -> ToolDefinition:
 
     return ToolDefinition(
         name="inspect",
-        lean_description="Describe a notebook variable without running code; no name: list them all.",
+        lean_description="Describe a notebook variable without running code (no name: list all).",
         description=(
             "Look at the user's live notebook namespace without running code. With no `name`, "
             "list the variables (name, type, shape or length, short repr). With a `name` (or a "

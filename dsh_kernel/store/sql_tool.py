@@ -181,10 +181,13 @@ def sql_tool(
 
     return ToolDefinition(
         name="sql",
-        lean_description=(
-            "Run one read-only DuckDB SELECT over the session store (views: sessions, turns, "
-            "messages, tool_calls, requests, usage, errors)."
-        ),
+        lean_description="Read-only DuckDB SELECT over the agent's log (views: turns, messages, tool_calls).",
+        lean_parameters={
+            "type": "object",
+            "properties": {"sql": {"type": "string"}},
+            "required": ["sql"],
+            "additionalProperties": False,
+        },
         description=(
             "Run one read-only SQL query (DuckDB dialect) over the session store: every session's "
             "events and the views sessions, turns, messages, events, tool_calls, requests, usage, "

@@ -121,7 +121,6 @@ LEAN_PARAMETERS: Final[JsonObject] = {
                 "properties": {
                     "id": {"type": "string"},
                     "question": {"type": "string"},
-                    "options": {"type": "array", "items": {"type": "string"}},
                 },
                 "required": ["id", "question"],
                 "additionalProperties": False,
@@ -131,8 +130,8 @@ LEAN_PARAMETERS: Final[JsonObject] = {
     "required": ["questions"],
     "additionalProperties": False,
 }
-"""The lean tool set's form (``dsh_kernel.tools.lean``): plain-string options, no header or
-multi-select — every call it describes is valid under ``PARAMETERS``."""
+"""The lean tool set's form (``dsh_kernel.tools.lean``): questions the person answers in their own
+words (no options, header or multi-select) — every call it describes is valid under ``PARAMETERS``."""
 
 DESCRIPTION: Final = (
     "Ask the person at the notebook one or more questions and wait for the answers. Use it when "
@@ -269,7 +268,7 @@ def ask_user_tool(asker: Asker | None) -> ToolDefinition:
         name=NAME,
         description=DESCRIPTION,
         parameters=PARAMETERS,
-        lean_description="Ask the user questions and wait for the answers.",
+        lean_description="Ask the user questions and wait for their answers.",
         lean_parameters=LEAN_PARAMETERS,
         execute=execute,
         read_only=True,
