@@ -158,7 +158,9 @@ def test_an_empty_stream_is_probed_once_and_the_next_message_works(
     assert len(server.requests) == 3
     assert "word5999" not in str(server.requests[2].json["messages"])
     status = command(k, "%agent status")
-    assert "window:   4,096 tokens (default for an unknown model: the server did not say)" in status
+    # The server would not say, but its overflow named the window: from now on it is known.
+    assert "window:   4,096 tokens (discovered from the server's error)" in status
+    assert "max_tokens" in server.requests[2].json  # so the answer is capped to fit
 
 
 def test_the_window_can_be_configured_in_jupyter_config(tmp_path: Path) -> None:
