@@ -76,6 +76,7 @@ from dsh_kernel.llm.types import (
     UserSource,
 )
 from dsh_kernel.session.events import SessionHeader
+from dsh_kernel.session.images import attach_image_data, record_images
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
 from dsh_kernel.tools.approval import (
@@ -332,6 +333,7 @@ class Agent:
                 self._phase_step = step
                 try:
                     for m in decision.messages:
+                        record_images(self.session, m.content)
                         self.session.append("user/message", message_to_json(m), surface_op="append")
                     outcome = await self._step(turn, step, system, signal)
                     if ends is None or ends.get("kind") != "max-tokens":
@@ -460,7 +462,7 @@ class Agent:
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)
-        return request
+        return attach_image_data(request, self.session)
 
     def _provider(self, provider_id: str) -> Provider:
         provider = self.providers.get(provider_id)

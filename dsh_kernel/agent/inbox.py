@@ -24,6 +24,7 @@ from dsh_kernel.errors import UsageError
 from dsh_kernel.llm.codec import message_from_json, message_to_json
 from dsh_kernel.llm.types import Message
 from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.images import record_images
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import InboxSpliced, payload_of
 
@@ -80,6 +81,8 @@ class Inbox:
             if m.id in existing:
                 raise UsageError(f"message id {m.id} is already in the inbox")
             existing.add(m.id)
+        for m in inserted:  # the bytes are durable no later than the queued reference
+            record_images(self._session, m.content)
         data = InboxSpliced(
             target=target, start=start, inserted=[message_to_json(m) for m in inserted]
         )

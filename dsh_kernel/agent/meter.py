@@ -22,6 +22,7 @@ from typing import Literal
 from dsh_kernel.llm.codec import tool_schema_to_json
 from dsh_kernel.llm.types import (
     ContentBlock,
+    ImageBlock,
     Message,
     ReasoningBlock,
     TextBlock,
@@ -47,6 +48,10 @@ def block_tokens(block: ContentBlock) -> int:
             return _chars(len(block.name) + len(block.arguments))
         case ToolResultBlock():
             return sum(block_tokens(b) for b in block.content) + 4
+        case ImageBlock():
+            # as an image, about one token per 750 pixels (Anthropic's rule; OpenAI's tiles come to
+            # about the same at 1,024 px); as its description, its text: whichever is larger
+            return max(block.width * block.height // 750, _chars(len(block.description))) + 4
         case UnknownBlock():
             return _chars(len(json.dumps(block.raw)))
 

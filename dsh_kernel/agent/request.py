@@ -51,6 +51,7 @@ def generate_request(
         max_tokens=cfg.max_tokens,
         stop=cfg.stop,
         reasoning_passback=cfg.reasoning_passback,
+        images=cfg.images is True,
         session_id=session_id,
     )
 

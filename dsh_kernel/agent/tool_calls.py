@@ -24,6 +24,7 @@ from dsh_kernel.ids import ApprovalRequestId, CallId, new_message_id
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import Message, ToolCallBlock, ToolResultBlock, ToolSource
 from dsh_kernel.session import payloads
+from dsh_kernel.session.images import record_images
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.repair import closers
 from dsh_kernel.tools.approval import (
@@ -100,6 +101,7 @@ def append_tool_result(
         content=(block,),
         source=ToolSource(call_id=CallId(call.call_id)),
     )
+    record_images(session, block.content)  # the bytes before the reference
     data = payloads.ToolResult(turn=turn, step=step, message=message_to_json(msg))
     if result.error is not None:
         data["error"] = payloads.ToolResultError(name=result.error.name, code=result.error.code)

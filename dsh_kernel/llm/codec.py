@@ -6,20 +6,12 @@
 
 Optional fields are omitted when unset, so logs stay compact and diff cleanly against the harness.
 
-``parse_tool_arguments(raw)`` is the one parser of a tool call's argument text (the pipeline, the
-scheduler and the cards use it): blank → ``{}``; NaN, Infinity and overflowing numbers are refused;
-nesting deeper than ``MAX_ARGUMENT_DEPTH`` (64) arrays/objects is refused *before* ``json.loads``
-sees it (``ArgumentsTooDeep``), because a model can send thousands of levels and the C decoder then
-raises ``RecursionError``, which is not a ``ValueError``. Every refusal is a ``ValueError`` saying
-what is wrong and where.
+A tool call's argument text is parsed by ``dsh_kernel.llm.arguments``.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from typing import Final, assert_never
+from typing import assert_never
 
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -35,6 +27,7 @@ from dsh_kernel.llm.types import (
     FinishStop,
     FinishToolCalls,
     FinishUnknown,
+    ImageBlock,
     LlmCallConfig,
     LlmFailure,
     Message,
@@ -124,6 +117,19 @@ def block_to_json(block: ContentBlock) -> JsonObject:
             if block.is_error:
                 res["isError"] = True
             return res
+        case ImageBlock():
+            image: JsonObject = {
+                "type": "image",
+                "sha256": block.sha256,
+                "mediaType": block.media_type,
+                "width": block.width,
+                "height": block.height,
+                "bytes": block.size,
+                "description": block.description,
+            }
+            if block.reduction is not None:
+                image["reduction"] = block.reduction
+            return image
         case UnknownBlock():
             return dict(block.raw)
 
@@ -154,6 +160,16 @@ def block_from_json(value: JsonValue) -> ContentBlock:
                     block_from_json(b) for b in _list(obj.get("content"), "tool-result.content")
                 ),
                 is_error=obj.get("isError") is True,
+            )
+        case "image":
+            return ImageBlock(
+                sha256=_str(obj, "sha256", "image block"),
+                media_type=_str(obj, "mediaType", "image block"),
+                width=_int(obj, "width", "image block"),
+                height=_int(obj, "height", "image block"),
+                size=_int(obj, "bytes", "image block"),
+                description=_str(obj, "description", "image block"),
+                reduction=_opt_str(obj, "reduction", "image block"),
             )
         case str():
             return UnknownBlock(type=tag, raw=dict(obj))
@@ -387,64 +403,6 @@ def chunk_from_json(value: JsonValue) -> StreamChunk:
             raise ValueError(f"chunk.type: unknown stream chunk type {other!r}")
 
 
-# --- tool-call arguments --------------------------------------------------------------------------
-
-MAX_ARGUMENT_DEPTH: Final = 64
-"""How deeply a tool call's arguments may nest arrays and objects (``{"a": [1]}`` is 2 deep)."""
-
-# A JSON string (escapes included), or one bracket. Brackets inside strings are skipped with the string.
-_STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
-
-
-class ArgumentsTooDeep(ValueError):
-    """The argument text nests more than ``MAX_ARGUMENT_DEPTH`` levels."""
-
-
-def nesting_exceeds(raw: str, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
-    """Whether JSON text ``raw`` opens more than ``limit`` arrays/objects at once (a linear scan that
-    stops at the first level too deep; text that is not JSON is scanned the same way)."""
-    if raw.count("[") + raw.count("{") <= limit:
-        return False
-    depth = 0
-    for m in _STRUCTURE.finditer(raw):
-        c = m.group()
-        if c == "[" or c == "{":
-            depth += 1
-            if depth > limit:
-                return True
-        elif c == "]" or c == "}":
-            depth -= 1
-    return False
-
-
-def parse_tool_arguments(raw: str) -> JsonValue:
-    """Parse a call's argument text (see the module docstring); raises ``ValueError``."""
-    if not raw.strip():
-        return {}
-    if nesting_exceeds(raw):
-        raise ArgumentsTooDeep(f"the arguments are nested deeper than {MAX_ARGUMENT_DEPTH} levels")
-
-    def no_constant(name: str) -> JsonValue:
-        raise ValueError(f"{name} is not valid JSON")
-
-    def finite(text: str) -> float:
-        f = float(text)
-        if not math.isfinite(f):
-            raise ValueError(f"number {text[:40]} is out of range")
-        return f
-
-    try:
-        value: JsonValue = json.loads(raw, parse_constant=no_constant, parse_float=finite)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    except RecursionError as exc:  # belt and braces: the scan above should make this unreachable
-        raise ArgumentsTooDeep("the arguments are nested too deeply") from exc
-    return value
-
-
-# --- request pieces -------------------------------------------------------------------------------
-
-
 def tool_schema_to_json(schema: ToolSchema) -> JsonObject:
     return {"name": schema.name, "description": schema.description, "parameters": schema.parameters}
 
@@ -478,6 +436,8 @@ def config_to_json(config: LlmCallConfig) -> JsonObject:
         out["stop"] = list(config.stop)
     if config.reasoning_passback is not None:
         out["reasoningPassback"] = config.reasoning_passback
+    if config.images is not None:
+        out["images"] = config.images
     return out
 
 
@@ -495,4 +455,12 @@ def config_from_json(value: JsonValue) -> LlmCallConfig:
         max_tokens=_opt_int(obj, "maxTokens", "config"),
         stop=tuple(str(s) for s in _list(stop, "config.stop")) if stop is not None else None,
         reasoning_passback=_passback(obj.get("reasoningPassback")),
+        images=_opt_bool(obj, "images", "config"),
     )
+
+
+def _opt_bool(obj: JsonObject, key: str, what: str) -> bool | None:
+    value = obj.get(key)
+    if value is None or isinstance(value, bool):
+        return value
+    raise ValueError(f"{what}.{key}: expected true or false")

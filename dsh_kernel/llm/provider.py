@@ -89,7 +89,8 @@ class BaseProvider:
 def apply_defaults(
     config: LlmCallConfig, info: ModelInfo, *, efforts_required: bool = False
 ) -> PreparedCall:
-    """Shared helper for adapters: fill ``max_tokens`` and ``reasoning_effort`` from ``info``."""
+    """Shared helper for adapters: fill ``max_tokens``, ``reasoning_effort`` and ``images`` from
+    ``info``."""
     filled: set[str] = set()
     if config.max_tokens is None and info.default_max_tokens is not None:
         config = replace(config, max_tokens=info.default_max_tokens)
@@ -113,6 +114,10 @@ def apply_defaults(
                 ),
             )
         )
+    if config.images is None and info.images:
+        # only a model the catalogue knows to take images gets them; absent means text stand-ins
+        config = replace(config, images=True)
+        filled.add("images")
     return PreparedCall(config=config, adapter_defaults=frozenset(filled))
 
 

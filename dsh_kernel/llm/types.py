@@ -64,6 +64,31 @@ class ToolResultBlock:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ImageBlock:
+    """An image the model may see: a reference to bytes stored once in the log, by their hash.
+
+    The bytes are in the session's ``image/data`` event of the same ``sha256`` (base64), written before
+    the first message that carries the block; the block itself stays small, so a session with many
+    images does not make its later events heavy. ``description`` is the text stand-in a model that
+    takes no images gets instead (built from the live object when the image was captured: a
+    matplotlib figure's title, axes, series and legend); ``reduction`` says how the original was
+    reduced (``None``: sent as captured). ``data`` is the base64 bytes when a request carries them
+    (``session.images.attach_image_data``) or a capture has just made them; it is execution-local:
+    never in the block's JSON, and not part of its equality (the hash is)."""
+
+    type: Literal["image"] = "image"
+    sha256: str
+    media_type: str
+    width: int
+    height: int
+    size: int
+    """Bytes of the stored (reduced) image."""
+    description: str
+    reduction: str | None = None
+    data: str | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class UnknownBlock:
     """A block type this version does not know; ``raw`` is its JSON, kept verbatim."""
 
@@ -72,7 +97,7 @@ class UnknownBlock:
 
 
 ContentBlock: TypeAlias = (
-    TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | UnknownBlock
+    TextBlock | ReasoningBlock | ToolCallBlock | ToolResultBlock | ImageBlock | UnknownBlock
 )
 BlockType: TypeAlias = Literal["text", "reasoning", "tool-call"]
 
@@ -331,6 +356,11 @@ class LlmCallConfig:
     reasoning_passback: ReasoningPassback | None = None
     """The passback dialect the agent learned from the server (``agent.passback``); only the
     generic OpenAI-compatible profile reads it."""
+    images: bool | None = None
+    """Whether image blocks go to the model as images (``True``) or as their text descriptions
+    (``False``). ``None`` until the adapter fills it from the model catalogue
+    (``ModelInfo.images``; a model not known to take images gets ``False``); set by configuration
+    (``DSH_VISION``) for a server the catalogue does not know."""
 
 
 Purpose: TypeAlias = Literal["compaction", "session-title"]
@@ -351,6 +381,8 @@ class GenerateRequest:
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     reasoning_passback: ReasoningPassback | None = None
+    images: bool = False
+    """Send image blocks as images; otherwise as their descriptions (``LlmCallConfig.images``)."""
     session_id: str | None = None
     purpose: Purpose | None = None
 
@@ -364,6 +396,7 @@ class GenerateRequest:
             max_tokens=self.max_tokens,
             stop=self.stop,
             reasoning_passback=self.reasoning_passback,
+            images=True if self.images else None,
         )
 
 

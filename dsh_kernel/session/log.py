@@ -20,6 +20,8 @@ Contract:
   Seed events were redacted when first written and are kept as they are.
 * ``derive_messages()`` folds ``project_event`` over the current surface; projections are cached per
   seq (events are immutable) and every call returns a fresh list.
+* ``image_data(sha256)`` is the base64 of an ``image/data`` event, indexed as it is appended (or
+  loaded), so a request can carry an image's bytes without walking the log.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ Observer = Callable[[SessionEvent], None]
 _time_ns = _time.time_ns
 
 _BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
+_TRACKED = _BRACKETS | {"image/data"}
+"""Non-surface types ``_track`` follows: the turn/step brackets, and the image bytes it indexes."""
 
 
 def wall_clock_ms() -> int:
@@ -109,6 +113,7 @@ class Session:
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
         self._projections: dict[int, Message | None] = {}
+        self._images: dict[str, str] = {}
         self.replace_generation = 0
         self._observers: list[Observer] = []
         self._notifying = False
@@ -146,6 +151,10 @@ class Session:
     @property
     def surface(self) -> tuple[int, ...]:
         return tuple(self._surface)
+
+    def image_data(self, sha256: str) -> str | None:
+        """The base64 bytes of the image ``sha256`` (its ``image/data`` event), or ``None``."""
+        return self._images.get(sha256)
 
     def derive_messages(self) -> list[Message]:
         out: list[Message] = []
@@ -227,7 +236,7 @@ class Session:
         event = new_event(type, seq, now, copied, ignorable, surface_op, seqs)
         # _write, inlined: this is the hot path (one call per streamed chunk).
         events.append(event)
-        if surface_op is not None or type in _BRACKETS:
+        if surface_op is not None or type in _TRACKED:
             self._track(event)
         if self._observers:
             self._notify(event)
@@ -269,9 +278,12 @@ class Session:
                 self.replace_generation += 1
             return
         t = event.type
-        if t not in _BRACKETS:
+        if t not in _TRACKED:
             return
-        if t == "turn/start":
+        if t == "image/data":
+            image = payload_of(event, "image/data")
+            self._images.setdefault(image["sha256"], image["data"])
+        elif t == "turn/start":
             turn = payload_of(event, "turn/start")["turn"]
             self.open_turn = turn
             self.last_turn = max(self.last_turn, turn)

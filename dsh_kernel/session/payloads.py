@@ -143,6 +143,16 @@ class ToolResult(TypedDict):
     durationMs: NotRequired[int]
 
 
+class ImageData(TypedDict):
+    """The bytes of an image (base64 `data`), stored once per session and addressed by `sha256`;
+    written before the first message whose `image` block refers to it. The block carries the media
+    type, size and description; this event carries only what the block cannot."""
+
+    sha256: str
+    mediaType: str
+    data: str
+
+
 class TodoWrite(TypedDict):
     """A whole-list todo snapshot."""
 
@@ -319,6 +329,7 @@ EventType = Literal[
     "assistant/message",
     "tool/call",
     "tool/result",
+    "image/data",
     "todo/write",
     "request/header",
     "request/context",
@@ -348,6 +359,7 @@ PAYLOADS: dict[str, type] = {
     "assistant/message": AssistantMessage,
     "tool/call": ToolCall,
     "tool/result": ToolResult,
+    "image/data": ImageData,
     "todo/write": TodoWrite,
     "request/header": RequestHeader,
     "request/context": RequestContext,
@@ -434,6 +446,8 @@ def payload_of(event: HasData, type_: Literal["assistant/message"]) -> Assistant
 def payload_of(event: HasData, type_: Literal["tool/call"]) -> ToolCall: ...
 @overload
 def payload_of(event: HasData, type_: Literal["tool/result"]) -> ToolResult: ...
+@overload
+def payload_of(event: HasData, type_: Literal["image/data"]) -> ImageData: ...
 @overload
 def payload_of(event: HasData, type_: Literal["todo/write"]) -> TodoWrite: ...
 @overload

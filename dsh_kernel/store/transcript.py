@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.codec import parse_tool_arguments
+from dsh_kernel.llm.arguments import parse_tool_arguments
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.payloads import UserMessage, payload_of
 from dsh_kernel.session.turn import fold_turn

@@ -56,7 +56,7 @@ from dsh_kernel.errors import (
     UsageError,
 )
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.codec import ArgumentsTooDeep
+from dsh_kernel.llm.arguments import ArgumentsTooDeep
 from dsh_kernel.session.codec import lossless_copy
 from dsh_kernel.textcap import cap_echo
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest, ApprovalService

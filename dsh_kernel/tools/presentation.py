@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeAlias, TypeVar
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.codec import parse_tool_arguments
+from dsh_kernel.llm.arguments import parse_tool_arguments
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 
 _log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from dsh_kernel.abort import AbortSignal
 from dsh_kernel.errors import UsageError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.codec import parse_tool_arguments
+from dsh_kernel.llm.arguments import parse_tool_arguments
 from dsh_kernel.llm.types import ContentBlock, Message, TextBlock, ToolCallBlock, ToolSchema
 from dsh_kernel.tools.lean import lean_description as _lean_text
 from dsh_kernel.tools.lean import lean_parameters as _lean_params
@@ -65,7 +65,7 @@ def parse_arguments(raw: str) -> JsonValue:
     """Parse a call's argument text: blank → ``{}``. Raises ``ValueError`` saying what is wrong and
     where (NaN, Infinity and overflowing numbers are not JSON and are refused too, and so is nesting
     deeper than ``MAX_ARGUMENT_DEPTH`` levels: ``ArgumentsTooDeep``). See
-    ``dsh_kernel.llm.codec.parse_tool_arguments``."""
+    ``dsh_kernel.llm.arguments.parse_tool_arguments``."""
     return parse_tool_arguments(raw)
 
 

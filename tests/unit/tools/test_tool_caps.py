@@ -15,8 +15,8 @@ from dsh_kernel import Agent
 from dsh_kernel.abort import AbortController
 from dsh_kernel.ids import CallId, new_message_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.arguments import MAX_ARGUMENT_DEPTH, ArgumentsTooDeep, parse_tool_arguments
 from dsh_kernel.llm.assembler import MAX_TOOL_NAME_CHARS, BlockAssembler
-from dsh_kernel.llm.codec import MAX_ARGUMENT_DEPTH, ArgumentsTooDeep, parse_tool_arguments
 from dsh_kernel.llm.types import (
     Message,
     TextBlock,

@@ -15,7 +15,7 @@ The object is ``{"name": <tool>, "arguments": {…}}``. ``arguments`` may be a J
 the object (some templates write it so); ``"parameters"`` is read as ``"arguments"`` because Llama
 3.x's JSON tool format asks for it (vLLM's ``llama3_json`` parser reads both for that reason) —
 never both, and no other key. A call counts only when its name is one the request offered and its
-arguments are a JSON object (read by ``codec.parse_tool_arguments``, with its limits). Anything else
+arguments are a JSON object (read by ``arguments.parse_tool_arguments``, with its limits). Anything else
 leaves the whole answer text, exactly as it came: prose before or after (so a call quoted in an
 explanation stays text), an unknown name, arguments that do not parse, a second bare object, a
 fence in another language. It is all or nothing: an answer that is partly calls is not half run.
@@ -56,7 +56,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Final, Literal, TypeAlias
 
-from dsh_kernel.llm.codec import parse_tool_arguments
+from dsh_kernel.llm.arguments import parse_tool_arguments
 
 MAX_HELD_CHARS: Final = 65_536
 """Characters held back at most while an answer might be a tool call; beyond, it is shown as text."""
