@@ -16,6 +16,10 @@ Simplifications, said once:
 * **DeepSeek** bills two time bands (peak Mon–Fri 01:00–04:00 and 06:00–10:00 UTC costs double).
   The list prices here are the **off-peak** band; a turn at peak costs twice what is shown.
 * **Anthropic Haiku 5.5** is priced per prompt size; the figures are the ≤100K-token band (×5 above).
+* **Images**: every Anthropic and OpenAI model here takes image input; no DeepSeek model does — the
+  chat-completions API answers an ``image_url`` part with HTTP 400 ``unknown variant image_url``
+  (measured, issue 15), whatever its pricing page says of Flash. ``DSH_VISION`` overrides this for a
+  route (``kernel.vision``), except that the DeepSeek profile never sends image parts.
 * Cache-write prices are Anthropic's 5-minute writes and OpenAI's 30-minute retention; DeepSeek has
   no cache-write charge (``None``: billed as input, where the provider reports no such tokens).
 * ``reasoning_efforts`` are the values our adapter accepts for the model, and
@@ -98,7 +102,7 @@ _DS_FLASH = _model(
     1_000_000,
     384_000,
     DEEPSEEK_EFFORTS,
-    True,
+    False,  # the pricing page says Vision ✓, but the API answers 400 `unknown variant image_url`
     (0.15, 0.003, None, 0.60),
     "2026-11-15",
     default_max_tokens=256_000,
@@ -128,6 +132,7 @@ DEEPSEEK_FALLBACK = ModelInfo(
     default_max_tokens=256_000,
     reasoning_efforts=DEEPSEEK_EFFORTS,
     default_reasoning_effort="high",
+    images=False,
 )
 """An id DeepSeek may serve that the catalogue does not list: its shape, but no price."""
 

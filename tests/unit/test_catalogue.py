@@ -58,9 +58,16 @@ def test_the_catalogue_keeps_current_models_and_leaves_retired_ones_out() -> Non
     for retired in ("deepseek-chat", "deepseek-reasoner", "claude-sonnet-4-5", "gpt-4"):
         assert retired not in every
     assert DEEPSEEK_MODELS["deepseek-flash"].input_price_per_mtok == 0.15  # the off-peak band
-    assert (
-        DEEPSEEK_MODELS["deepseek-flash"].images and not DEEPSEEK_MODELS["deepseek-v4-pro"].images
-    )
+
+
+def test_which_models_take_images() -> None:
+    """DeepSeek answers an image part with 400 ``unknown variant image_url`` (issue 15): none of its
+    models, listed or not, takes images; every Claude and GPT model listed does."""
+    assert [m for m, i in DEEPSEEK_MODELS.items() if i.images is not False] == []
+    assert DEEPSEEK.fallback.images is False and not DEEPSEEK.image_parts
+    assert all(i.images for i in OPENAI_MODELS.values())
+    assert all(i.images for i in ANTHROPIC_MODELS.values())
+    assert GENERIC.fallback.images is None and GENERIC.image_parts  # unknown: DSH_VISION decides
 
 
 def test_both_adapters_read_the_catalogue_and_unknown_ids_have_no_price() -> None:

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from dsh_kernel.llm.types import ContentBlock, ModelInfo, TextBlock
+from dsh_kernel.llm.images import WITHHELD, joined_text, stand_in
+from dsh_kernel.llm.types import ContentBlock, ImageBlock, ModelInfo
 
 KeySource = Callable[[], str]
 """Returns the API key for one request, or raises ``LlmError(MISSING_CREDENTIAL)``."""
@@ -73,6 +74,14 @@ def model_info_for(
 NO_OUTPUT = "(no output)"
 
 
-def tool_result_text(content: tuple[ContentBlock, ...]) -> str:
-    """A tool result's content as the wire text: its text blocks, or ``(no output)``."""
-    return "\n".join(b.text for b in content if isinstance(b, TextBlock)) or NO_OUTPUT
+def withheld_image(image: ImageBlock) -> str:
+    """An image on a route that takes none: its stand-in, saying it was withheld."""
+    return stand_in(image, WITHHELD)
+
+
+def tool_result_text(
+    content: tuple[ContentBlock, ...], image_text: Callable[[ImageBlock], str] = withheld_image
+) -> str:
+    """A tool result's content as the wire text: its text blocks, one a line, each image as
+    ``image_text`` gives it (by default its stand-in), or ``(no output)``."""
+    return joined_text(content, image_text, "\n") or NO_OUTPUT

@@ -6,7 +6,14 @@
   ``tool_use`` with the arguments parsed back to an object (``{}`` when they are not one); unsigned
   reasoning (from another provider) and empty text are left out, since the API rejects both;
 - tool results → ``tool_result`` blocks in a user turn; consecutive turns of one role are merged, so
-  the parallel results of one step travel together;
+  the parallel results of one step travel together. A result's content is its text, or — when it
+  carries image blocks and the route takes images — a list of its ``text`` and ``image`` blocks in
+  order;
+- image blocks (in a user message or a tool result), when the route takes images
+  (``request.images``) → ``image`` blocks with a ``base64`` source; otherwise, or when an image cannot
+  be sent (no bytes, a format the API does not take), → its stand-in (``llm.images``: media type,
+  size, why it is not shown, the description logged at capture) — a ``text`` block, or a line of the
+  tool result's text on a route that takes no images;
 - ``max_tokens`` is required: the request's, else ``DEFAULT_MAX_TOKENS``;
 - the effort, for the Claude 5.x generation (adaptive thinking; they refuse ``budget_tokens``):
   ``off`` → ``thinking: {type: disabled}``, any other → ``thinking: {type: adaptive}`` +
@@ -19,16 +26,21 @@
 
 from __future__ import annotations
 
+from dsh_kernel.llm.images import stand_in, withheld_reason
 from dsh_kernel.llm.providers.anthropic.wire import (
     MessagesRequestBody,
     WireBlock,
+    WireImage,
+    WireImageSource,
     WireMessage,
+    WireText,
     WireTool,
 )
 from dsh_kernel.llm.providers.base import ProviderDefaults, tool_result_text
 from dsh_kernel.llm.providers.transport import json_object
 from dsh_kernel.llm.types import (
     GenerateRequest,
+    ImageBlock,
     Message,
     ModelInfo,
     ReasoningBlock,
@@ -42,12 +54,37 @@ EFFORT_BUDGETS: dict[str, int] = {"low": 4_096, "medium": 10_000, "high": 24_000
 MIN_THINKING_BUDGET = 1_024
 
 
-def _blocks(message: Message) -> list[WireBlock]:
+def _image(image: ImageBlock, images: bool) -> WireImage | WireText:
+    """``image`` as an image block, or as its stand-in text (``llm.images``)."""
+    reason = withheld_reason(image, images)
+    if reason is not None or image.data is None:
+        return {"type": "text", "text": stand_in(image, reason)}
+    source: WireImageSource = {"type": "base64", "media_type": image.media_type, "data": image.data}
+    return {"type": "image", "source": source}
+
+
+def _result_content(result: ToolResultBlock, images: bool) -> str | list[WireText | WireImage]:
+    """A tool result's text (its images' stand-ins in it on a route that takes none), or — when it
+    carries images for a route that takes them — its text and image blocks in order."""
+    if not images or not any(isinstance(b, ImageBlock) for b in result.content):
+        return tool_result_text(result.content)
+    out: list[WireText | WireImage] = []
+    for block in result.content:
+        if isinstance(block, TextBlock) and block.text:
+            out.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            out.append(_image(block, images))
+    return out
+
+
+def _blocks(message: Message, images: bool) -> list[WireBlock]:
     out: list[WireBlock] = []
     for block in message.content:
         if isinstance(block, TextBlock):
             if block.text:
                 out.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            out.append(_image(block, images))
         elif isinstance(block, ReasoningBlock):
             if block.redacted is not None:
                 out.append({"type": "redacted_thinking", "data": block.redacted})
@@ -69,15 +106,18 @@ def _blocks(message: Message) -> list[WireBlock]:
                 {
                     "type": "tool_result",
                     "tool_use_id": block.tool_call_id,
-                    "content": tool_result_text(block.content),
+                    "content": _result_content(block, images),
                     "is_error": block.is_error,
                 }
             )
     return out
 
 
-def serialize_messages(messages: tuple[Message, ...]) -> tuple[list[WireMessage], list[str]]:
-    """The wire turns, and the text of any system-role messages (they go to ``system``)."""
+def serialize_messages(
+    messages: tuple[Message, ...], images: bool = False
+) -> tuple[list[WireMessage], list[str]]:
+    """The wire turns, and the text of any system-role messages (they go to ``system``); image
+    blocks go as images when ``images`` (the route takes them), else as their stand-ins."""
     turns: list[WireMessage] = []
     system: list[str] = []
     for message in messages:
@@ -85,7 +125,7 @@ def serialize_messages(messages: tuple[Message, ...]) -> tuple[list[WireMessage]
             if text := message.text():
                 system.append(text)
             continue
-        blocks = _blocks(message)
+        blocks = _blocks(message, images)
         if not blocks:
             continue
         if turns and turns[-1]["role"] == message.role:
@@ -108,7 +148,7 @@ def serialize_request(
     request: GenerateRequest, defaults: ProviderDefaults, info: ModelInfo | None = None
 ) -> MessagesRequestBody:
     """The request body; ``info`` says how the model thinks (module docstring)."""
-    turns, extra_system = serialize_messages(request.messages)
+    turns, extra_system = serialize_messages(request.messages, request.images)
     max_tokens = request.max_tokens or defaults.max_tokens or DEFAULT_MAX_TOKENS
     body: MessagesRequestBody = {
         "model": request.model,

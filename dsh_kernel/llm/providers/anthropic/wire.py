@@ -44,14 +44,28 @@ class WireToolUse(TypedDict):
     input: JsonValue
 
 
+class WireImageSource(TypedDict):
+    type: Literal["base64"]
+    media_type: str
+    data: str
+
+
+class WireImage(TypedDict):
+    type: Literal["image"]
+    source: WireImageSource
+
+
 class WireToolResult(TypedDict):
     type: Literal["tool_result"]
     tool_use_id: str
-    content: str
+    content: str | list[WireText | WireImage]
+    """A string, or text and image blocks when the result carries images the model takes."""
     is_error: bool
 
 
-WireBlock = WireText | WireThinking | WireRedactedThinking | WireToolUse | WireToolResult
+WireBlock = (
+    WireText | WireImage | WireThinking | WireRedactedThinking | WireToolUse | WireToolResult
+)
 
 
 class WireMessage(TypedDict):

@@ -134,6 +134,10 @@ class ChatCompletionsProvider:
         return model_info_for(model, p.catalogue, p.fallback, self._defaults)
 
     def prepare_call(self, config: LlmCallConfig) -> PreparedCall:
+        if config.images and not self._profile.image_parts:
+            # configuration (DSH_VISION=on) cannot make a server take parts it refuses
+            prepared = apply_defaults(replace(config, images=False), self.model_info(config.model))
+            return replace(prepared, adapter_defaults=prepared.adapter_defaults | {"images"})
         return apply_defaults(config, self.model_info(config.model))
 
     def passback_retry(

@@ -54,6 +54,9 @@ class ChatProfile:
     """Recover tool calls the model wrote as answer text (``text_tools``)."""
     think_tags: bool = False
     """Read ``<think>…</think>`` in ``content`` as reasoning (``think_tags``)."""
+    image_parts: bool = True
+    """Whether the server takes ``image_url`` content parts at all. DeepSeek does not (HTTP 400
+    ``unknown variant image_url``): its requests never carry images, whatever ``DSH_VISION`` says."""
     path: str = "/chat/completions"
     discover_window: bool = False
     """Ask the server for the model's context window (``llm.providers.discovery``): servers whose
@@ -70,6 +73,7 @@ DEEPSEEK = ChatProfile(
     fallback=DEEPSEEK_FALLBACK,
     thinking_toggle=True,
     reasoning_passback=True,
+    image_parts=False,
 )
 
 OPENAI = ChatProfile(

@@ -18,6 +18,16 @@ Always ``stream: true`` with ``stream_options.include_usage``. Messages:
   assistant turn that asked for them), then one ``user`` message with its text if it has text or
   has no tool results. A tool result's content is its text, or ``(no output)``.
 
+Images (``llm.images`` decides which can be sent). On a route that takes them (``request.images``):
+a tool message stays text — Chat Completions takes no images there — each of its images a line
+``[image 1 of this result: follows in the next user message]``; the images of consecutive tool
+messages follow in ONE ``user`` message after the last of them (the tool messages must follow the
+assistant's ``tool_calls`` directly), a text part naming the call before each ``image_url`` part (a
+``data:`` URL). A user message with images becomes text and ``image_url`` parts in order. On a route
+that takes none (any model not known to take images; DeepSeek — ``profile.image_parts`` off — even
+when asked, since it answers 400 ``unknown variant image_url``), no image part is sent anywhere:
+each image is its stand-in, in the text where it stood.
+
 Blocks a chat-completions server cannot take (unknown types) are left out.
 
 The effort: with ``profile.thinking_toggle`` (DeepSeek) ``off`` → ``thinking: disabled`` and any other
@@ -27,17 +37,24 @@ The effort: with ``profile.thinking_toggle`` (DeepSeek) ``off`` → ``thinking: 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from dsh_kernel.llm.images import data_url, joined_text, stand_in, withheld_reason
 from dsh_kernel.llm.providers.base import ProviderDefaults, tool_result_text
 from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile
 from dsh_kernel.llm.providers.openai_compat.wire import (
     ChatRequestBody,
     WireAssistantMessage,
+    WireContentPart,
     WireMessage,
     WireTool,
     WireToolCall,
+    WireToolMessage,
 )
 from dsh_kernel.llm.types import (
+    ContentBlock,
     GenerateRequest,
+    ImageBlock,
     Message,
     ModelSource,
     ReasoningBlock,
@@ -101,35 +118,90 @@ def _assistant(
     return out
 
 
+def _image_text(images: bool) -> Callable[[ImageBlock], str]:
+    return lambda image: stand_in(image, withheld_reason(image, images))
+
+
+def _user_content(blocks: Sequence[ContentBlock], images: bool) -> str | list[WireContentPart]:
+    """A user message's own blocks: its text (images as stand-ins), or text and image parts when it
+    carries an image the route takes."""
+    if not any(isinstance(b, ImageBlock) and withheld_reason(b, images) is None for b in blocks):
+        return joined_text(blocks, _image_text(images))
+    parts: list[WireContentPart] = []
+    for block in blocks:
+        if isinstance(block, TextBlock) and block.text:
+            parts.append({"type": "text", "text": block.text})
+        elif isinstance(block, ImageBlock):
+            if withheld_reason(block, images) is None:
+                parts.append({"type": "image_url", "image_url": {"url": data_url(block)}})
+            else:
+                parts.append({"type": "text", "text": _image_text(images)(block)})
+    return parts
+
+
+def _tool_message(
+    result: ToolResultBlock, name: str | None, images: bool, follow: list[WireContentPart]
+) -> WireToolMessage:
+    """The ``tool`` message of ``result``: text, where each image the route takes is a line saying
+    it follows, its parts appended to ``follow`` (the user message after the step's tool messages)."""
+    count = 0
+
+    def image_text(image: ImageBlock) -> str:
+        nonlocal count
+        reason = withheld_reason(image, images)
+        if reason is not None:
+            return stand_in(image, reason)
+        count += 1
+        call = f"tool call {result.tool_call_id}" + (f" ({name})" if name else "")
+        follow.append({"type": "text", "text": f"[image {count} of the result of {call}]"})
+        follow.append({"type": "image_url", "image_url": {"url": data_url(image)}})
+        return f"[image {count} of this result: follows in the next user message]"
+
+    content = tool_result_text(result.content, image_text)
+    return {"role": "tool", "tool_call_id": result.tool_call_id, "content": content}
+
+
 def serialize_messages(
     messages: tuple[Message, ...],
     system: str | None,
     profile: ChatProfile,
     dialect: ReasoningPassback | None = None,
+    images: bool = False,
 ) -> list[WireMessage]:
-    """The Chat Completions ``messages`` for ``system`` and ``messages``, shaped by ``profile``."""
+    """The Chat Completions ``messages`` for ``system`` and ``messages``, shaped by ``profile``;
+    image blocks go as ``image_url`` parts when ``images`` (the route takes them), else as their
+    stand-ins (module docstring)."""
     out: list[WireMessage] = []
+    names: dict[str, str] = {}
+    follow: list[WireContentPart] = []
+    """The images of the tool messages just written: one user message after the last of them."""
+
+    def flush() -> None:
+        if follow:
+            out.append({"role": "user", "content": follow.copy()})
+            follow.clear()
+
     if system:
         out.append({"role": "system", "content": system})
     for message in messages:
         if message.role == "assistant":
+            flush()
             out.append(_assistant(message, profile, dialect))
+            names.update((b.id, b.name) for b in message.content if isinstance(b, ToolCallBlock))
             continue
         if message.role == "system":
+            flush()
             out.append({"role": "system", "content": message.text()})
             continue
         results = [b for b in message.content if isinstance(b, ToolResultBlock)]
         for result in results:
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": result.tool_call_id,
-                    "content": tool_result_text(result.content),
-                }
-            )
-        text = message.text()
-        if text or not results:
-            out.append({"role": "user", "content": text})
+            out.append(_tool_message(result, names.get(result.tool_call_id), images, follow))
+        own = [b for b in message.content if not isinstance(b, ToolResultBlock)]
+        content = _user_content(own, images)
+        if content or not results:
+            flush()
+            out.append({"role": "user", "content": content})
+    flush()
     return out
 
 
@@ -154,7 +226,11 @@ def serialize_request(
     body: ChatRequestBody = {
         "model": request.model,
         "messages": serialize_messages(
-            request.messages, request.system, profile, request.reasoning_passback
+            request.messages,
+            request.system,
+            profile,
+            request.reasoning_passback,
+            request.images and profile.image_parts,
         ),
         "stream": True,
         "stream_options": {"include_usage": True},

@@ -39,9 +39,28 @@ class WireSystemMessage(TypedDict):
     content: str
 
 
+class WireTextPart(TypedDict):
+    type: Literal["text"]
+    text: str
+
+
+class WireImageUrl(TypedDict):
+    url: str
+    """A ``data:<media type>;base64,<bytes>`` URL: the image itself, never a link to fetch."""
+
+
+class WireImagePart(TypedDict):
+    type: Literal["image_url"]
+    image_url: WireImageUrl
+
+
+WireContentPart = WireTextPart | WireImagePart
+
+
 class WireUserMessage(TypedDict):
     role: Literal["user"]
-    content: str
+    content: str | list[WireContentPart]
+    """A string, or text and image parts when the message carries images the model takes."""
 
 
 class WireAssistantMessage(TypedDict):
