@@ -77,6 +77,7 @@ from dsh_kernel.llm.types import (
 )
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.images import attach_image_data, record_images
+from dsh_kernel.session.invariants import assert_invariants
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
 from dsh_kernel.tools.approval import (
@@ -131,6 +132,8 @@ class Agent:
         self.windows = context_windows or ContextWindows()  # each route's window (agent.window)
         self.tool_schemas: ToolSchemaForm = "auto"
         """``full``, ``lean`` or ``auto`` (``dsh_kernel.tools.lean.lean_for``)."""
+        self.images: bool | None = None
+        """Images as images (``True``), as descriptions (``False``), or as the catalogue says."""
         self.session = (
             session
             if session is not None
@@ -382,7 +385,7 @@ class Agent:
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._checkpoint("turn-end", turn, None))
             if self.check_invariants:
-                self._assert_log_invariants()
+                assert_invariants(list(self.session.events))
         return self.inbox.has_pending
 
     async def _checkpoint(
@@ -446,6 +449,7 @@ class Agent:
             temperature=self.temperature,
             max_tokens=self.max_tokens,
             reasoning_passback=self.passback.dialect_for(self.provider.id),
+            images=self.images,
         )
 
         async def default() -> LlmCallConfig:
@@ -489,10 +493,3 @@ class Agent:
         turn, step = self._phase_turn, self._phase_step
         await self._checkpoint("before-tool", turn, step)
         return None
-
-    # --- dev invariants -----------------------------------------------------------------------------
-
-    def _assert_log_invariants(self) -> None:
-        from dsh_kernel.session.invariants import assert_invariants
-
-        assert_invariants(list(self.session.events))

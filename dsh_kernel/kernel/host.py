@@ -57,6 +57,7 @@ from dsh_kernel.kernel.settings import (
     settings_from_env,
 )
 from dsh_kernel.kernel.toolset import ToolSet
+from dsh_kernel.kernel.vision import vision_text
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KEYS,
@@ -163,6 +164,7 @@ class AgentHost:
             approval_timeout_s=None,
             context_windows=self.windows,
         )
+        agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
         if self.settings.reasoning:
             try:
                 agent.set_reasoning(self.settings.reasoning)
@@ -392,6 +394,10 @@ class AgentHost:
         if info.reasoning_note:
             text += f" — {info.reasoning_note}"
         return text
+
+    def vision_text(self) -> str:
+        """Whether the next request sends images, and why (``%agent status``)."""
+        return vision_text(self.agent)
 
     def _keep_reasoning(self) -> str:
         """After a route change the effort set stays if the new model takes it, else the model's

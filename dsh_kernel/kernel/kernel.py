@@ -91,6 +91,11 @@ class DshKernel(IPythonKernel):
         help="The model's context window in tokens (0: the catalogue's, else asked of the server, "
         "else 4096 assumed). Env: DSH_CONTEXT_WINDOW.",
     ).tag(config=True)
+    vision = Unicode(
+        "",
+        help="Whether images go to the model: on, off, or auto/empty (as the model catalogue says); "
+        "for a vision model on a server the catalogue does not know. Env: DSH_VISION.",
+    ).tag(config=True)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
@@ -134,6 +139,7 @@ class DshKernel(IPythonKernel):
         if self._host is None:
             from dsh_kernel.kernel.host import AgentHost
             from dsh_kernel.kernel.settings import HostSettings, parse_context_window
+            from dsh_kernel.kernel.vision import parse_vision
 
             assert self.shell is not None
             self._host = AgentHost(
@@ -150,6 +156,7 @@ class DshKernel(IPythonKernel):
                     context_window=parse_context_window(
                         str(self.context_window or ""), "c.DshKernel.context_window = "
                     ),
+                    vision=parse_vision(self.vision, "c.DshKernel.vision = "),
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,

@@ -51,7 +51,7 @@ _HINTS = {
 HELP = """\
 %agent — control the notebook agent
 
-  %agent status                  provider, model, session, tokens, approval policy, store
+  %agent status                  provider, model, session, tokens, images, approval policy, store
   %agent model <id|provider:id>  switch the model (and provider) for the next request
   %agent provider <name>         switch provider: deepseek, openai, anthropic, openai-compatible, offline
   %agent reasoning [<effort>|default]
@@ -163,6 +163,7 @@ class AgentMagics(Magics):
             f"{len(agent.session.events)} events)",
             f"context:  {context_text(host)}",
             f"reasoning: {host.reasoning_text()}",
+            f"images:   {host.vision_text()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
             f"tools:    {', '.join(agent.registry.names()) or 'none'}; "
             f"descriptions {host.toolset.form_text(agent)}",

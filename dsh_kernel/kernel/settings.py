@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 
 from dsh_kernel.errors import UsageError
+from dsh_kernel.kernel.vision import parse_vision
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KeyStore,
@@ -45,6 +46,9 @@ class HostSettings:
     context_window: int | None = None
     """The model's context window in tokens, set by the user (``None``: the catalogue's, the
     server's, else a default; see ``agent.window``)."""
+    vision: bool | None = None
+    """Images go to the model (``True``), their descriptions do (``False``), or as the model
+    catalogue says (``None``): ``kernel.vision``."""
 
 
 MIN_CONTEXT_WINDOW = 512
@@ -73,7 +77,8 @@ def parse_context_window(raw: str, where: str = "") -> int | None:
 def settings_from_env(base: HostSettings) -> HostSettings:
     """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
     ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
-    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``.
+    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
+    ``DSH_VISION``.
     ``%agent`` overrides both at run time."""
     env = os.environ
 
@@ -100,6 +105,8 @@ def settings_from_env(base: HostSettings) -> HostSettings:
     raw = env.get("DSH_CONTEXT_WINDOW", "")
     if raw.strip():
         window = parse_context_window(raw, "DSH_CONTEXT_WINDOW=")
+    raw = env.get("DSH_VISION", "")
+    vision = parse_vision(raw, "DSH_VISION=") if raw.strip() else base.vision
     provider = pick(base.provider, "DSH_PROVIDER")
     model = pick(base.model, "DSH_MODEL")
     base_url = pick(base.base_url, "DSH_BASE_URL")
@@ -115,6 +122,7 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         system_prompt=base.system_prompt,
         reasoning=pick(base.reasoning, "DSH_REASONING"),
         context_window=window,
+        vision=vision,
     )
 
 

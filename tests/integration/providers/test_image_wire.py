@@ -19,7 +19,6 @@ import httpx
 from dsh_kernel.ids import CallId, new_message_id
 from dsh_kernel.llm.types import (
     ContentBlock,
-    ImageBlock,
     Message,
     TextBlock,
     ToolCallBlock,
@@ -28,6 +27,7 @@ from dsh_kernel.llm.types import (
     UserSource,
 )
 from tests.support import wire_transcripts as wt
+from tests.support.image_blocks import B64, WITHHELD, image_block
 from tests.support.providers import (
     anthropic_provider,
     assistant,
@@ -39,27 +39,8 @@ from tests.support.providers import (
 from tests.support.sse_server import SseServer, sse_reply
 from tests.unit.runtime.images import make_png
 
-PNG = make_png(4, 3)
-B64 = base64.b64encode(PNG).decode()
-SHA = hashlib.sha256(PNG).hexdigest()
 PNG2 = make_png(2, 2)
 B64_2 = base64.b64encode(PNG2).decode()
-DESCRIPTION = 'Figure "loss": 1 axes; x "epoch" 0–10, y "loss" 0–1; 1 line ("train")'
-
-
-def image(
-    *, data: str | None = B64, png: bytes = PNG, description: str = DESCRIPTION
-) -> ImageBlock:
-    width, height = int.from_bytes(png[16:20]), int.from_bytes(png[20:24])  # the IHDR
-    return ImageBlock(
-        sha256=hashlib.sha256(png).hexdigest(),
-        media_type="image/png",
-        width=width,
-        height=height,
-        size=len(png),
-        description=description,
-        data=data,
-    )
 
 
 def results(*pairs: tuple[str, tuple[ContentBlock, ...]]) -> Message:
@@ -85,10 +66,6 @@ def no_image_part(body: Any) -> bool:
     return '"image_url"' not in text and '"type": "image"' not in text and B64 not in text
 
 
-WITHHELD = (
-    '[image image/png 4x3 (withheld: this model takes no images): Figure "loss": 1 axes; '
-    'x "epoch" 0–10, y "loss" 0–1; 1 line ("train")]'
-)
 MISSING = (
     '[image image/png 4x3 (not sent: its bytes are not in the session log): Figure "loss": '
     '1 axes; x "epoch" 0–10, y "loss" 0–1; 1 line ("train")]'
@@ -96,7 +73,7 @@ MISSING = (
 PYTHON_TURN = (
     user("Plot the loss."),
     assistant(call("call_1")),
-    results(("call_1", (TextBlock(text="plotted"), image()))),
+    results(("call_1", (TextBlock(text="plotted"), image_block()))),
 )
 
 # --- Anthropic -------------------------------------------------------------------------------------
@@ -148,14 +125,16 @@ async def test_anthropic_puts_the_image_inside_the_tool_result(
         ],
         "stream": True,
     }
-    assert base64.b64decode(B64) == PNG and hashlib.sha256(PNG).hexdigest() == SHA
+    assert (
+        hashlib.sha256(base64.b64decode(B64)).hexdigest() == image_block().sha256
+    )  # a real capture's
 
 
 async def test_anthropic_user_message_with_an_image(
     server: SseServer, client: httpx.AsyncClient
 ) -> None:
     server.script(sse_reply(wt.ANTHROPIC_TEXT))
-    message = user_with(TextBlock(text="What looks wrong here?"), image())
+    message = user_with(TextBlock(text="What looks wrong here?"), image_block())
     await collect(
         anthropic_provider(server.url, client),
         request(message, model="claude-sonnet-5-5", images=True),
@@ -178,7 +157,7 @@ async def test_anthropic_without_images_sends_the_stand_ins(
     server: SseServer, client: httpx.AsyncClient
 ) -> None:
     server.script(sse_reply(wt.ANTHROPIC_TEXT))
-    history = (*PYTHON_TURN, user_with(TextBlock(text="And this one?"), image()))
+    history = (*PYTHON_TURN, user_with(TextBlock(text="And this one?"), image_block()))
     await collect(
         anthropic_provider(server.url, client),
         request(*history, model="claude-sonnet-5-5", images=False),
@@ -207,7 +186,7 @@ async def test_anthropic_image_without_its_bytes_is_its_stand_in(
     history = (
         user("Plot the loss."),
         assistant(call("call_1")),
-        results(("call_1", (TextBlock(text="plotted"), image(data=None)))),
+        results(("call_1", (TextBlock(text="plotted"), image_block(with_data=False)))),
     )
     await collect(
         anthropic_provider(server.url, client),
@@ -231,8 +210,8 @@ async def test_openai_two_calls_with_images_then_one_user_message_after_both(
     history = (
         user("Plot both."),
         assistant(call("call_a"), call("call_b", "render")),
-        results(("call_a", (TextBlock(text="first"), image()))),
-        results(("call_b", (image(png=PNG2, data=B64_2, description="two"), image()))),
+        results(("call_a", (TextBlock(text="first"), image_block()))),
+        results(("call_b", (image_block(PNG2, description="two"), image_block()))),
         user("Compare them."),
     )
     await collect(
@@ -270,7 +249,9 @@ async def test_openai_user_message_with_an_image_and_one_without_bytes(
     server: SseServer, client: httpx.AsyncClient
 ) -> None:
     server.script(sse_reply(wt.OPENAI_TEXT))
-    message = user_with(TextBlock(text="What looks wrong?"), image(), image(data=None))
+    message = user_with(
+        TextBlock(text="What looks wrong?"), image_block(), image_block(with_data=False)
+    )
     await collect(
         chat_provider(server.url, client, profile="openai"),
         request(message, model="gpt-6-luna", images=True),
@@ -291,7 +272,7 @@ async def test_openai_without_images_keeps_every_message_text(
     server: SseServer, client: httpx.AsyncClient
 ) -> None:
     server.script(sse_reply(wt.OPENAI_TEXT))
-    history = (*PYTHON_TURN, user_with(TextBlock(text="And this?"), image()))
+    history = (*PYTHON_TURN, user_with(TextBlock(text="And this?"), image_block()))
     await collect(
         chat_provider(server.url, client, profile="generic"),
         request(*history, model="some-local-model"),
@@ -313,7 +294,7 @@ async def test_deepseek_gets_no_image_part_and_the_description(
     """Even a request that asks for images (``images=True``): DeepSeek answers an image part with
     400 ``unknown variant image_url``, so its profile never sends one."""
     server.script(sse_reply(wt.OPENAI_TEXT), sse_reply(wt.OPENAI_TEXT))
-    history = (*PYTHON_TURN, user_with(TextBlock(text="Is it converging?"), image()))
+    history = (*PYTHON_TURN, user_with(TextBlock(text="Is it converging?"), image_block()))
     for images in (False, True):
         await collect(
             chat_provider(server.url, client, profile="deepseek"),
