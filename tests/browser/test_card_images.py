@@ -2,9 +2,9 @@
 
 The notebook is on the ``dsh`` kernel; the model is the loopback server speaking for
 ``deepseek:deepseek-flash``, a model the catalogue knows to take images, so the request header in
-force sends them. A ``%%python`` cell gives the kernel's agent a tool whose result carries an image
-block with its bytes (as the ``python`` tool's capture makes them) and shows the original, larger
-figure as its rich output. The chat cell is run like a person runs it; the model calls the tool,
+force sends them. A ``%%python`` cell gives the kernel's agent a tool (from a module beside the
+notebook) whose result carries an image block with its bytes, as the ``python`` tool's capture makes
+them, and shows the original, larger figure as its rich output. The chat cell is run like a person runs it; the model calls the tool,
 then asks to run Python (so the turn waits for a click while the card is live), then answers.
 
 Checked twice — on the live card while the turn waits, and on the saved rendering the finished
@@ -18,21 +18,17 @@ Needs ``/usr/bin/chromium`` and the ``playwright`` and ``jupyterlab`` packages.
 from __future__ import annotations
 
 import base64
-import hashlib
-import io
 from pathlib import Path
 from typing import Any
 
 import nbformat
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
 from tests.support import scenarios as sc
+from tests.support.image_tool import ORIGINAL, SENT, SENT_LINE, tool_module
 from tests.support.lab import LabPage, browser, lab_server, missing_requirements
 from tests.support.sse_server import SseServer
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
-DESCRIPTION = "Figure: 1 axes titled 'Training loss'; x 'epoch' 0-9, y 'loss'; 1 line 'train'"
 ANSWER = ["The ", "loss ", "rises ", "again ", "after ", "epoch ", "6."]
 
 THUMBS = """(scope) => [...document.querySelectorAll(scope + ' .dsh-card .dsh-images img.dsh-thumb')]
@@ -44,75 +40,23 @@ THUMBS = """(scope) => [...document.querySelectorAll(scope + ' .dsh-card .dsh-im
   })"""
 
 
-def figure_png(width: int, height: int) -> bytes:
-    """A real matplotlib figure (``width`` x ``height`` px) as PNG bytes."""
-    fig = Figure(figsize=(width / 100, height / 100), dpi=100)
-    FigureCanvasAgg(fig)
-    ax = fig.add_subplot()
-    loss = [2.3, 1.6, 1.1, 0.8, 0.62, 0.55, 0.53, 0.61, 0.74, 0.9]
-    ax.plot(range(10), loss, label="train")
-    ax.set_title("Training loss")
-    ax.set_xlabel("epoch")
-    ax.set_ylabel("loss")
-    ax.legend()
-    out = io.BytesIO()
-    fig.savefig(out, format="png", dpi=100)
-    return out.getvalue()
-
-
-ORIGINAL = figure_png(640, 480)
-SENT = figure_png(320, 240)
-REDUCTION = f"640x480 PNG {len(ORIGINAL) // 1000} kB → 320x240 PNG {len(SENT) // 1000} kB"
-SENT_LINE = (
-    f"Sent to the model: 1 image, 320x240 PNG, {round(len(SENT) / 1000)} kB "
-    f"(reduced from 640x480 PNG {len(ORIGINAL) // 1000} kB)"
-)
-
-
-def tool_cell() -> str:
-    """The ``%%python`` cell that gives the kernel's agent the ``draw_loss`` tool."""
-    sent, original = base64.b64encode(SENT).decode(), base64.b64encode(ORIGINAL).decode()
-    return f"""%%python
-from dsh_kernel.llm.types import ImageBlock, TextBlock
-from dsh_kernel.tools.types import ToolDefinition
-
-SENT = {sent!r}
-ORIGINAL = {original!r}
-
-
-def _render(args, value):
-    image = ImageBlock(
-        sha256={hashlib.sha256(SENT).hexdigest()!r}, media_type="image/png", width=320,
-        height=240, size={len(SENT)}, description={DESCRIPTION!r}, reduction={REDUCTION!r},
-        data=SENT,
-    )
-    return (TextBlock(text=value), image)
-
-
-def _meta(args, value):
-    png = {{"image/png": ORIGINAL, "text/plain": "<Figure size 640x480 with 1 Axes>"}}
-    return {{"outputs": [{{"output_type": "display_data", "data": png, "metadata": {{}}}}]}}
-
-
-draw_loss = ToolDefinition(
-    name="draw_loss", description="Draw the training loss.",
-    parameters={{"type": "object", "properties": {{}}}},
-    execute=lambda args, ctx: "drew the training loss", render=_render,
-    presentation_meta=_meta, read_only=True,
-)
+TOOL_CELL = """%%python
+# the kernel's agent gets the tool (a chat cell's &`fn` offers plain functions only)
+from draw_tool import draw_loss
 get_ipython().kernel.host.agent.registry.register(draw_loss)
-print("registered", draw_loss.name)
-"""
+print("registered", draw_loss.name)"""
 
 
-def write_notebook(path: Path) -> None:
+def write_notebook(root: Path, name: str = "images.ipynb") -> None:
+    """The notebook (a tool cell, a chat cell) and its ``draw_tool.py`` in ``root``."""
+    (root / "draw_tool.py").write_text(tool_module(), encoding="utf-8")
     nb = nbformat.v4.new_notebook()
     nb.metadata["kernelspec"] = {"name": "dsh", "display_name": "DSH Agent", "language": "python"}
     nb.cells = [
-        nbformat.v4.new_code_cell(tool_cell()),
+        nbformat.v4.new_code_cell(TOOL_CELL),
         nbformat.v4.new_code_cell("Plot the training loss and tell me what looks wrong."),
     ]
-    nbformat.write(nb, path)
+    nbformat.write(nb, root / name)
 
 
 def check_thumbnail(page: Any, scope: str) -> dict[str, Any]:
@@ -134,7 +78,7 @@ def test_the_card_shows_the_image_the_model_was_sent(tmp_path: Path) -> None:
     root, work = tmp_path / "notebooks", tmp_path / "work"
     root.mkdir()
     work.mkdir()
-    write_notebook(root / "images.ipynb")
+    write_notebook(root)
     script = [
         sc.tool_calls(("draw_loss", {})),
         sc.python_call("print('checked')"),
