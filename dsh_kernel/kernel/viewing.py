@@ -26,6 +26,7 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.kernel._ipy import display_raw, update_raw
 from dsh_kernel.kernel.busy import watch
 from dsh_kernel.views import TurnView, ViewControls
+from dsh_kernel.views.images import route_takes_images
 
 if TYPE_CHECKING:
     from dsh_kernel.agent.agent import Agent
@@ -52,6 +53,8 @@ class CellView:
             tools=agent.registry.get,
             model_info=host.model_info,
             reasoning_effort=_effort_in_force(agent),
+            images_in_force=route_takes_images(agent.session.events),
+            image_data=agent.session.image_data,
         )
         self._dispose = agent.session.subscribe(self.view.observe)
         # Stop and Send must work while the agent's code holds the main thread (kernel.busy).

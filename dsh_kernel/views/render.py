@@ -6,7 +6,10 @@ nbviewer show the conversation. Both say the same: the answer as Markdown, reaso
 ``<details>`` block with its length, each tool call's status and duration, its arguments (fenced,
 Python highlighted where Markdown is rendered) and result text, or the rich outputs' images inline
 as data URIs when under ``MAX_INLINE_IMAGE`` and their ``text/plain`` otherwise; steering messages,
-retry notices, how the turn ended (error code and what to do) and the footer line.
+retry notices, how the turn ended (error code and what to do) and the footer line. With the turn's
+``TurnImages`` (``views.images``), each card and the prompt and steering messages also say which
+images they put in front of the model and how (``views.image_note``): a line each, and in the HTML
+a small thumbnail of what the model was sent.
 
 The HTML draws what the live view draws, with its classes: a ``dsh-card`` per call with the
 header line (icon, title, tool name, a ``dsh-pill dsh-status-<status>`` badge, a note such as
@@ -17,7 +20,7 @@ code blocks — arguments, results, the fences in model text such as a suggested
 (``views.static_style``: JupyterLab's sanitiser removes ``<style>`` from untrusted notebooks).
 
 Both renderings are pure functions of a ``TurnModel`` (``fold_turn(turn_events(log, n))``) plus the
-optional tool lookup, model info and session id. Model text never becomes markup: the Markdown
+optional tool lookup, model info, session id and images (``read_images(turn_events(log, n))``). Model text never becomes markup: the Markdown
 rendering passes it through ``safe_markdown`` (no raw HTML tag survives) and the HTML rendering
 through ``markdown_to_html`` (markdown-it-py with raw HTML off: every character escaped). Raw
 ``text/html`` from tool outputs is not embedded in either (it would be arbitrary markup in a
@@ -49,6 +52,8 @@ from dsh_kernel.views.card_content import (
 )
 from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
 from dsh_kernel.views.format import end_notice, footer_parts, tokens
+from dsh_kernel.views.image_note import images_html, images_markdown
+from dsh_kernel.views.images import NO_IMAGES, MessageImages, TurnImages
 from dsh_kernel.views.markdown import (
     escape,
     escape_inline_markdown,
@@ -177,7 +182,7 @@ def _md_output(output: JsonObject) -> str:
     return fence(text) if text else ""
 
 
-def _md_card(view: CardView) -> str:
+def _md_card(view: CardView, images: MessageImages | None) -> str:
     status = " · ".join(p for p in (view.status, view.note, view.duration) if p)
     name = f" <code>{escape(view.name)}</code>" if view.name != view.title else ""
     summary = f"{view.icon} <b>{escape(view.title)}</b>{name} — {escape(status)}"
@@ -191,6 +196,9 @@ def _md_card(view: CardView) -> str:
         if rendered:
             parts += [rendered, ""]
     parts.append("</details>")
+    note = images_markdown(images)
+    if note:
+        parts += ["", note]
     return "\n".join(parts)
 
 
@@ -201,11 +209,16 @@ def render_markdown(
     session_id: str | None = None,
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
+    images: TurnImages | None = None,
 ) -> str:
     """The finished turn ``model`` as Markdown (what a saved notebook's ``text/markdown`` holds)."""
+    images = images or NO_IMAGES
     blocks: list[str] = []
     if include_prompt and model.prompt:
         blocks.append("> **You:** " + escape_inline_markdown(model.prompt))
+    attached = images_markdown(images.prompt, attached=True)
+    if attached:
+        blocks.append(attached)
     for item in model.items:
         match item:
             case ReasoningItem():
@@ -217,9 +230,12 @@ def render_markdown(
                     blocks.append(safe_markdown(item.text, close_fence=True))
             case ToolItem():
                 defn = lookup(tools, item.card.name)
-                blocks.append(_md_card(card_view(item.card, defn)))
+                blocks.append(_md_card(card_view(item.card, defn), images.item(item.key)))
             case SteerItem():
                 blocks.append("> ↳ **You:** " + escape_inline_markdown(item.text))
+                attached = images_markdown(images.item(item.key), attached=True)
+                if attached:
+                    blocks.append(attached)
             case NoticeItem():
                 blocks.append("> ⚠️ " + escape_inline_markdown(item.text))
     notice = end_notice(model)
@@ -276,7 +292,7 @@ def _html_head(view: CardView, status_key: str) -> str:
     )
 
 
-def _html_card(card: ToolCardModel, view: CardView) -> str:
+def _html_card(card: ToolCardModel, view: CardView, images: MessageImages | None) -> str:
     body: list[str] = []
     for s, text in _sections(view):
         if s.label:
@@ -292,7 +308,9 @@ def _html_card(card: ToolCardModel, view: CardView) -> str:
         if body
         else ""
     )
-    return f"<div{attrs('dsh-card')}>\n{_html_head(view, card.status)}\n{details}\n</div>"
+    note = images_html(images, static=True)
+    head = _html_head(view, card.status) + (f"\n{note}" if note else "")
+    return f"<div{attrs('dsh-card')}>\n{head}\n{details}\n</div>"
 
 
 def render_html(
@@ -302,11 +320,16 @@ def render_html(
     session_id: str | None = None,
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
+    images: TurnImages | None = None,
 ) -> str:
     """The finished turn ``model`` as HTML (what a saved notebook's ``text/html`` holds)."""
+    images = images or NO_IMAGES
     blocks: list[str] = []
     if include_prompt and model.prompt:
         blocks.append(f"<blockquote><strong>You:</strong> {escape(model.prompt)}</blockquote>")
+    attached = images_html(images.prompt, attached=True, static=True)
+    if attached:
+        blocks.append(attached)
     for item in model.items:
         match item:
             case ReasoningItem():
@@ -320,10 +343,14 @@ def render_html(
                     blocks.append(markdown_to_html(item.text, pre_attrs=_PRE, code_style=_CODE))
             case ToolItem():
                 defn = lookup(tools, item.card.name)
-                blocks.append(_html_card(item.card, card_view(item.card, defn)))
-            case SteerItem():
                 blocks.append(
-                    f"<div{attrs('dsh-steer')}>↳ <strong>You:</strong> {escape(item.text)}</div>"
+                    _html_card(item.card, card_view(item.card, defn), images.item(item.key))
+                )
+            case SteerItem():
+                attached = images_html(images.item(item.key), attached=True, static=True)
+                blocks.append(
+                    f"<div{attrs('dsh-steer')}>↳ <strong>You:</strong> {escape(item.text)}"
+                    f"{attached}</div>"
                 )
             case NoticeItem():
                 blocks.append(f"<div{attrs('dsh-notice')}>⚠️ {escape(item.text)}</div>")
@@ -350,6 +377,7 @@ def static_bundle(
     session_id: str | None = None,
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
+    images: TurnImages | None = None,
 ) -> dict[str, str]:
     """The display bundle a finished turn leaves in the notebook."""
     return {
@@ -359,6 +387,7 @@ def static_bundle(
             session_id=session_id,
             model_info=model_info,
             include_prompt=include_prompt,
+            images=images,
         ),
         "text/html": render_html(
             model,
@@ -366,5 +395,6 @@ def static_bundle(
             session_id=session_id,
             model_info=model_info,
             include_prompt=include_prompt,
+            images=images,
         ),
     }

@@ -113,6 +113,24 @@ RULES: Final[dict[str, tuple[Declaration, ...]]] = {
         ("line-height", "1.4", None),
     ),
     "dsh-code-text": (("background", "transparent", None),),  # JupyterLab paints <code> white
+    "dsh-images": (
+        ("color", _GREY, "--jp-ui-font-color2"),
+        ("font-size", "12px", None),
+        ("margin", "2px 0", None),
+    ),
+    "dsh-image-line": (
+        ("display", "flex", None),
+        ("align-items", "center", None),
+        ("gap", "6px", None),
+        ("margin", "2px 0", None),
+    ),
+    "dsh-thumb": (  # the image the model got, drawn small: the card's outputs show it full size
+        ("max-height", "48px", None),
+        ("max-width", "96px", None),
+        ("border", "1px solid", None),
+        ("border-color", _LINE, "--jp-border-color2"),
+        ("border-radius", "3px", None),
+    ),
     "dsh-label": (("font-weight", "600", None), ("margin", "4px 0 2px 0", None)),
     "dsh-steer": (
         ("border-left", "3px solid", None),

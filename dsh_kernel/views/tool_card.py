@@ -4,6 +4,9 @@ Layout (a ``VBox`` with class ``dsh-card``):
 
 * a header line — icon by kind, title, the tool's name when the title differs, a status pill
   (``dsh-status-<status>``), a note (``dsh-card-note``: "recovered from text"), the duration;
+* the images its result put in front of the model (``dsh-images``: a small thumbnail of each image
+  the model was sent and one line on it, or that it went as its description to a text-only model;
+  ``views.image_note``), outside the Details so it reads at a glance; hidden when there are none;
 * while the call waits for approval: Allow once / Deny / Always allow buttons with the reason. A click
   disables the three at once and calls ``on_approval(approval_id, outcome)``; they stay disabled
   once ``approval/decided`` is logged, with the outcome written beside them;
@@ -22,7 +25,7 @@ Layout (a ``VBox`` with class ``dsh-card``):
   legitimate long cells. So the box scrolls instead (``BODY_MAX_HEIGHT``, ``overflow: auto``), which
   keeps a 50,000-character call as compact on screen as a short one.
 
-``update(card)`` may be called on every flush: unchanged traits send nothing.
+``update(card, images)`` may be called on every flush: unchanged traits send nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ from dsh_kernel.views.card_content import (
     card_view,
     lookup,
 )
+from dsh_kernel.views.image_note import images_html
+from dsh_kernel.views.images import MessageImages
 from dsh_kernel.views.markdown import escape, escape_inline_markdown, fence
 from dsh_kernel.views.model import ToolCardModel
 from dsh_kernel.views.question import QuestionForm
@@ -103,6 +108,8 @@ class ToolCardWidget:
         self._on_approval = on_approval
         self._on_answer = on_answer
         self.head = _ipw.HTML()
+        self.images = _ipw.HTML()
+        _ipw.set_visible(self.images, False)
         self.allow = _ipw.Button(description="Allow once", button_style="success", icon="check")
         self.deny = _ipw.Button(description="Deny", button_style="danger", icon="times")
         self.always = _ipw.Button(
@@ -119,9 +126,11 @@ class ToolCardWidget:
         self.details = _ipw.Accordion(children=[self.body], selected_index=None)
         _ipw.set_titles(self.details, ["Details"])
         self.question: QuestionForm | None = None
-        self.widget = _ipw.VBox([self.head, self.approval_row, self.details])
+        self.widget = _ipw.VBox([self.head, self.images, self.approval_row, self.details])
         _ipw.add_class(self.widget, "dsh-card")
         self.card: ToolCardModel | None = None
+        self.sent: MessageImages | None = None
+        """The images of the result as last drawn (``views.images``)."""
         self._clicked_approval: str | None = None
         self._opened_for: set[str] = set()
 
@@ -137,13 +146,16 @@ class ToolCardWidget:
         if self._on_approval is not None:
             self._on_approval(card.approval_id, outcome)
 
-    def update(self, card: ToolCardModel) -> None:
-        if card == self.card:
+    def update(self, card: ToolCardModel, images: MessageImages | None = None) -> None:
+        """Redraw from ``card`` and the images its result carried to the model."""
+        if card == self.card and images == self.sent:
             return
-        self.card = card
+        self.card, self.sent = card, images
         defn = lookup(self._tools, card.name)
         view = card_view(card, defn)
         self.head.value = header_html(view, card.status)
+        self.images.value = images_html(images)
+        _ipw.set_visible(self.images, bool(self.images.value))
         self._update_approval(card)
         _ipw.set_outputs(self.body, body_outputs(view))
         if card.approval_id is not None:
@@ -186,7 +198,8 @@ class ToolCardWidget:
                 return
             self.question = QuestionForm(card.call_id, questions, self._answered)
             _ipw.set_children(
-                self.widget, [self.head, self.approval_row, self.question.widget, self.details]
+                self.widget,
+                [self.head, self.images, self.approval_row, self.question.widget, self.details],
             )
         if card.settled:
             answers = ()

@@ -20,7 +20,9 @@ widget holding one ``text/markdown`` display rendered by the frontend (code high
 math); only the last, growing piece is resent. Model text passes ``safe_markdown`` first (an
 ``Output`` widget renders trusted HTML). Reasoning sits in a collapsed ``Accordion`` whose title
 carries its length; its text is sent only while the accordion is open and once the block ends.
-Tool cards are ``ToolCardWidget``s. Below: how the turn ended (error code and what to do), the
+Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
+images of the prompt and of steering messages are one small note each (``views.images`` reads them
+from the same events, ``views.image_note`` says them). Below: how the turn ended (error code and what to do), the
 footer, and — while the turn runs — Stop and a steer box with Send.
 
 Clicks that another thread saw first: while the agent's code holds the main thread, the kernel
@@ -57,6 +59,8 @@ from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import ToolLookup
 from dsh_kernel.views.fold import URGENT_TYPES, TurnFold
 from dsh_kernel.views.format import ModelInfoLookup, end_notice, footer_parts, tokens
+from dsh_kernel.views.image_note import images_html
+from dsh_kernel.views.images import NO_IMAGES, ImageDataLookup, ImageReader
 from dsh_kernel.views.markdown import escape, safe_markdown, split_segments
 from dsh_kernel.views.markdown_html import markdown_to_html
 from dsh_kernel.views.model import (
@@ -151,7 +155,10 @@ class TurnView:
     redraw rate. ``session_id``, ``tools`` (name → ``ToolDefinition``, for presenters) and
     ``model_info`` (``(provider, model)`` → ``ModelInfo``, for the context window and prices) feed
     the cards and the footer; ``reasoning_effort`` is the effort in force as the turn starts (for
-    the footer, until the turn logs a request header of its own). ``max_rate_hz``: redraws per second while streaming.
+    the footer, until the turn logs a request header of its own). ``images_in_force``: whether the
+    request header in force as the turn starts sends images (``views.images.route_takes_images``
+    of the log), and ``image_data`` the session's image index (``Session.image_data``), for what
+    the images line says and draws. ``max_rate_hz``: redraws per second while streaming.
     """
 
     def __init__(
@@ -164,6 +171,8 @@ class TurnView:
         tools: ToolLookup | None = None,
         model_info: ModelInfoLookup | None = None,
         reasoning_effort: str | None = None,
+        images_in_force: bool | None = None,
+        image_data: ImageDataLookup | None = None,
         max_rate_hz: float = 20.0,
     ) -> None:
         self.controls = controls or ViewControls()
@@ -174,6 +183,10 @@ class TurnView:
         self._clock = clock
         self._interval = 1.0 / max_rate_hz
         self._fold = TurnFold(message_id=message_id, reasoning_effort=reasoning_effort)
+        self._images = ImageReader(
+            message_id=message_id, images_in_force=images_in_force, image_data=image_data
+        )
+        self._seen_images = NO_IMAGES
         self._buffer: list[SessionEvent] | None = None
         self._bound = False
         self._ended = False
@@ -191,6 +204,9 @@ class TurnView:
         """One flag per Send click another thread saw first (``True``: it already steered that
         text); appended there, consumed here in click order (both ends of a deque are thread-safe)."""
 
+        self.attached = _ipw.HTML()
+        """The prompt's images (hidden when it has none)."""
+        _ipw.set_visible(self.attached, False)
         self.items = _ipw.VBox()
         self.end = _ipw.HTML()
         self.footer = _ipw.HTML()
@@ -203,7 +219,7 @@ class TurnView:
         self.control_row = _ipw.HBox([self.stop, self.steer, self.send])
         _ipw.add_class(self.control_row, "dsh-controls")
         self.widget = _ipw.VBox(
-            [style_widget(), self.items, self.end, self.footer, self.control_row]
+            [style_widget(), self.attached, self.items, self.end, self.footer, self.control_row]
         )
         _ipw.add_class(self.widget, "dsh-turn")
         _ipw.track_views(self.widget)
@@ -238,6 +254,8 @@ class TurnView:
         """Feed one session event (the kernel subscribes this to the session)."""
         if self._ended:
             return
+        if event.type == "image/data":
+            self._images.apply(event)  # a prompt's bytes are logged before its turn starts
         if not self._bound:
             if event.type == "turn/start":
                 self._buffer = [event]
@@ -256,6 +274,7 @@ class TurnView:
                 self._buffer = None
             return
         self._fold.apply(event)
+        self._images.apply(event)
         if event.type == "turn/end":
             self._ended = True
         self._schedule(urgent=event.type in URGENT_TYPES)
@@ -264,6 +283,7 @@ class TurnView:
         self._bound = True
         for ev in self._buffer or ():
             self._fold.apply(ev)
+            self._images.apply(ev)
         self._buffer = None
         self._schedule(urgent=True)
 
@@ -343,6 +363,9 @@ class TurnView:
         self._last_flush = self._clock()
         self.flushes += 1
         model = as_drawn(self._fold.snapshot())
+        self._seen_images = self._images.snapshot()
+        self.attached.value = images_html(self._seen_images.prompt, attached=True)
+        _ipw.set_visible(self.attached, bool(self.attached.value))
         widgets = [self._draw(item, final) for item in model.items]
         _ipw.set_children(self.items, widgets)
         notice = end_notice(model)
@@ -382,14 +405,16 @@ class TurnView:
                     block = self._blocks[item.key] = ToolCardWidget(
                         tools=self._tools, on_approval=self._approval, on_answer=self._answer
                     )
-                block.update(item.card)
+                block.update(item.card, self._seen_images.item(item.key))
                 return block.widget
             case SteerItem() | NoticeItem():
                 if not isinstance(block, _ipw.HTML):
                     block = self._blocks[item.key] = _ipw.HTML()
                 if isinstance(item, SteerItem):
+                    attached = images_html(self._seen_images.item(item.key), attached=True)
                     block.value = (
-                        f'<div class="dsh-steer">↳ <strong>You:</strong> {escape(item.text)}</div>'
+                        f'<div class="dsh-steer">↳ <strong>You:</strong> {escape(item.text)}'
+                        f"{attached}</div>"
                     )
                 else:
                     block.value = f'<div class="dsh-notice">⚠️ {escape(item.text)}</div>'
@@ -404,4 +429,5 @@ class TurnView:
             tools=self._tools,
             session_id=self.session_id,
             model_info=self._info(model),
+            images=self._seen_images,
         )
