@@ -1,8 +1,7 @@
 """A tool card shows the image the model was sent, in a real JupyterLab (headless Chromium).
 
-The notebook is on the ``dsh`` kernel; the model is the loopback server speaking for
-``deepseek:deepseek-flash``, a model the catalogue knows to take images, so the request header in
-force sends them. A ``%%python`` cell gives the kernel's agent a tool (from a module beside the
+The notebook is on the ``dsh`` kernel; the model is the loopback server as an OpenAI-compatible
+server said to take images (``DSH_VISION=on``), so the request header in force sends them. A ``%%python`` cell gives the kernel's agent a tool (from a module beside the
 notebook) whose result carries an image block with its bytes, as the ``python`` tool's capture makes
 them, and shows the original, larger figure as its rich output. The chat cell is run like a person runs it; the model calls the tool,
 then asks to run Python (so the turn waits for a click while the card is live), then answers.
@@ -10,7 +9,8 @@ then asks to run Python (so the turn waits for a click while the card is live), 
 Checked twice — on the live card while the turn waits, and on the saved rendering the finished
 turn leaves — the card has an ``<img>`` whose data URL decodes to exactly the PNG the model got,
 that the browser decoded at its size and shows, beside the line "Sent to the model: 1 image, …";
-and the card's original output is still there, once. Screenshots go to ``artifacts/browser/``.
+and the card's original output is still there, once. The request after the result carried exactly
+those bytes (an ``image_url`` data URL): the card says what the wire did. Screenshots go to ``artifacts/browser/``.
 
 Needs ``/usr/bin/chromium`` and the ``playwright`` and ``jupyterlab`` packages.
 """
@@ -86,10 +86,9 @@ def test_the_card_shows_the_image_the_model_was_sent(tmp_path: Path) -> None:
     ]
     with SseServer(script) as server:
         env = {
-            "DSH_PROVIDER": "deepseek",
-            "DSH_MODEL": "deepseek-flash",
+            "DSH_PROVIDER": "openai-compatible",
             "DSH_BASE_URL": server.url,
-            "DEEPSEEK_API_KEY": "sk-loopback",
+            "DSH_VISION": "on",
             "DSH_STORE": str(tmp_path / "store"),
             "IPYTHONDIR": str(tmp_path / "ipython"),
         }
@@ -134,7 +133,15 @@ def test_the_card_shows_the_image_the_model_was_sent(tmp_path: Path) -> None:
             ARTIFACTS.mkdir(parents=True, exist_ok=True)
             chat.screenshot(path=str(ARTIFACTS / "card-images-saved.png"))
             assert nb.widget_errors() == []
-    # the request after the tool result was sent on the route that takes images
+    # the request after the tool result carried the image the card shows
     assert len(server.requests) == 3
     body = server.requests[1].json
-    assert isinstance(body, dict) and body["model"] == "deepseek-flash"
+    assert isinstance(body, dict)
+    urls = [
+        part["image_url"]["url"]
+        for m in body["messages"]
+        if isinstance(m.get("content"), list)
+        for part in m["content"]
+        if part.get("type") == "image_url"
+    ]
+    assert [base64.b64decode(u.partition(",")[2]) for u in urls] == [SENT], urls
