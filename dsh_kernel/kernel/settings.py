@@ -158,7 +158,7 @@ def parse_image_setting(field: str, raw: str, where: str) -> int:
             f"{where}{raw.strip()!r} is not valid: give {what}, a whole number from {lo:,} to "
             f"{hi:,}"
         ) from None
-    return check_image_setting(field, value, where)
+    return check_image_setting(field, value, where, repr(raw.strip()))
 
 
 def image_caps_from_env(base: ImageCaps) -> ImageCaps:

@@ -82,14 +82,16 @@ IMAGE_SETTINGS: Final = {
 """Each ``ImageCaps`` field: its accepted range (inclusive) and what it counts."""
 
 
-def check_image_setting(field: str, value: int, where: str = "") -> int:
+def check_image_setting(field: str, value: int, where: str = "", given: str | None = None) -> int:
     """``value`` when it is in ``IMAGE_SETTINGS[field]``'s range, else a ``UsageError`` that starts
-    with ``where`` (e.g. ``"DSH_IMAGE_MAX_SIDE="``; empty: ``ImageCaps.<field>=``)."""
+    with ``where`` (e.g. ``"DSH_IMAGE_MAX_SIDE="``; empty: ``ImageCaps.<field>=``) and ``given``
+    (the text it was read from; default: ``repr(value)``)."""
     lo, hi, what = IMAGE_SETTINGS[field]
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:  # pyright: ignore[reportUnnecessaryIsInstance]
         label = where or f"ImageCaps.{field}="
         raise UsageError(
-            f"{label}{value!r} is out of range: give {what}, a whole number from {lo:,} to {hi:,}"
+            f"{label}{given if given is not None else repr(value)} is out of range: give {what}, "
+            f"a whole number from {lo:,} to {hi:,}"
         )
     return value
 

@@ -38,9 +38,4 @@ def make_bomb_png(width: int, height: int, *, rgba: bool = True) -> bytes:
     packer = zlib.compressobj(1)
     body = b"".join(packer.compress(row) for _ in range(height)) + packer.flush()
     ihdr = struct.pack(">IIBBBBB", width, height, 8, color, 0, 0, 0)
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", ihdr)
-        + chunk(b"IDAT", body)
-        + chunk(b"IEND", b"")
-    )
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", body) + chunk(b"IEND", b"")

@@ -133,7 +133,9 @@ def test_a_figure_left_open_without_an_interactive_backend_is_captured_and_close
 
 
 def test_without_a_shell_a_figure_left_open_is_captured_and_closed(agg: None) -> None:
-    fig_code = "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.bar(['a', 'b'], [3, 5])\n"
+    fig_code = (
+        "import matplotlib.pyplot as plt\nfig, ax = plt.subplots()\nax.bar(['a', 'b'], [3, 5])\n"
+    )
     result = CodeRunner({}).run(fig_code)
     assert result.ok, result.failure
     assert plt.get_fignums() == []
@@ -185,7 +187,9 @@ def test_at_most_n_images_per_call_with_a_note_of_what_was_dropped(agg: None) ->
     result = CodeRunner({}).run(code)
     text, blocks = split(render(result))
     assert len(blocks) == 4
-    assert text.endswith("\n[2 more images not sent: the limit is 4 per call (DSH_IMAGES_PER_CALL)]")
+    assert text.endswith(
+        "\n[2 more images not sent: the limit is 4 per call (DSH_IMAGES_PER_CALL)]"
+    )
     _, blocks = split(render(result, ImageCaps(per_call=0)))
     assert blocks == []
 
@@ -221,7 +225,7 @@ def test_svg_corrupt_and_bomb_images_are_each_a_one_line_note(shell: Interactive
     shell.user_ns["ok"] = make_png(20, 10)
     code = (
         "from IPython.display import SVG, Image, display\n"
-        "display(SVG('<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"/>'))\n"
+        'display(SVG(\'<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>\'))\n'
         "display({'image/png': 'bm90IGEgcG5n', 'text/plain': 'broken'}, raw=True)\n"
         "display(Image(data=bomb))\n"
         "display(Image(data=ok))\n"

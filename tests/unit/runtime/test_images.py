@@ -209,7 +209,7 @@ def test_without_pillow_images_are_withheld_with_one_line(monkeypatch: pytest.Mo
 )
 def test_caps_out_of_range_name_the_field_and_the_range(field: str, value: int) -> None:
     with pytest.raises(UsageError) as raised:
-        ImageCaps(**{field: value})  # type: ignore[arg-type]
+        ImageCaps(**{field: value})
     message = str(raised.value)
     assert message.startswith(f"ImageCaps.{field}={value!r} is out of range: give ")
     assert "a whole number from " in message and "\n" not in message
