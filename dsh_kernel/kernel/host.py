@@ -291,7 +291,13 @@ class AgentHost:
         from dsh_kernel.runtime.tools import inspect_tool, python_tool
 
         runner = CodeRunner(self.namespace, shell=self.shell)
-        agent.registry.register(python_tool(runner, on_interrupt=lambda: agent.cancel(USER_CANCEL)))
+        agent.registry.register(
+            python_tool(
+                runner,
+                on_interrupt=lambda: agent.cancel(USER_CANCEL),
+                images=self.settings.images,
+            )
+        )
         agent.registry.register(inspect_tool(self.namespace))
         agent.registry.register(ask_user_tool(self.bridge.ask_user))
         if self.store is not None:

@@ -97,6 +97,22 @@ class DshKernel(IPythonKernel):
         "for a vision model on a server the catalogue does not know. Env: DSH_VISION.",
     ).tag(config=True)
 
+    image_max_side = Integer(
+        1024,
+        help="Images sent to the model are downscaled to this longest side in pixels (64-8192). "
+        "Env: DSH_IMAGE_MAX_SIDE.",
+    ).tag(config=True)
+    images_per_call = Integer(
+        4,
+        help="At most this many images per python call or chat message go to the model (0-50). "
+        "Env: DSH_IMAGES_PER_CALL.",
+    ).tag(config=True)
+    image_max_bytes = Integer(
+        512 * 1024,
+        help="Bytes per image sent to the model after reduction (8 KiB-20 MiB). "
+        "Env: DSH_IMAGE_MAX_BYTES.",
+    ).tag(config=True)
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self._host: AgentHost | None = None
@@ -138,7 +154,11 @@ class DshKernel(IPythonKernel):
     def host(self) -> AgentHost:
         if self._host is None:
             from dsh_kernel.kernel.host import AgentHost
-            from dsh_kernel.kernel.settings import HostSettings, parse_context_window
+            from dsh_kernel.kernel.settings import (
+                HostSettings,
+                image_caps_from_traits,
+                parse_context_window,
+            )
             from dsh_kernel.kernel.vision import parse_vision
 
             assert self.shell is not None
@@ -157,6 +177,9 @@ class DshKernel(IPythonKernel):
                         str(self.context_window or ""), "c.DshKernel.context_window = "
                     ),
                     vision=parse_vision(self.vision, "c.DshKernel.vision = "),
+                    images=image_caps_from_traits(
+                        self.image_max_side, self.images_per_call, self.image_max_bytes
+                    ),
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,
@@ -245,7 +268,9 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.kernel.prompt import PromptError, expand_prompt
 
         try:
-            prompt = expand_prompt(cell.body, user_namespace(self.shell))
+            prompt = expand_prompt(
+                cell.body, user_namespace(self.shell), images=host.settings.images
+            )
         except PromptError as exc:
             return self.error_reply(count, "INVALID_PROMPT", str(exc))
         if prompt is None:

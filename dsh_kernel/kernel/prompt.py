@@ -3,6 +3,12 @@
 * ``$`expr``` evaluates ``expr`` in the notebook namespace and appends a compact, size-capped
   description of the value (type, shape, columns, head, repr) to the message; in the prose the
   reference becomes ``expr`` in backticks.
+* ``$`fig``` where the value is a matplotlib figure, a PIL image or an ``IPython.display.Image``
+  also attaches it to the message as an image block (reduced as the ``python`` tool's images are:
+  ``runtime.images``, at most ``images.per_call`` per message), after the text; its description says
+  so, and a model that takes no images reads the block's description instead. An image that cannot
+  be attached (too large, corrupt, over the limit) says why in its description, and the message is
+  sent without it.
 * ``&`fn``` offers the notebook function ``fn`` to the model as a tool for this message (its schema
   comes from the signature and docstring).
 
@@ -17,7 +23,8 @@ from dataclasses import dataclass
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.cells import find_references, unescape
-from dsh_kernel.llm.types import Message, TextBlock, UserSource
+from dsh_kernel.llm.types import ContentBlock, ImageBlock, Message, TextBlock, UserSource
+from dsh_kernel.runtime.images import DEFAULT_IMAGE_CAPS, ImageCaps
 from dsh_kernel.tools.types import ToolDefinition
 
 MAX_MESSAGE_CHARS = 200_000
@@ -53,7 +60,9 @@ def _evaluate(expr: str, namespace: dict[str, object]) -> object:
         raise PromptError(f"$`{expr}` could not be evaluated: {type(exc).__name__}: {exc}") from exc
 
 
-def expand_prompt(text: str, namespace: dict[str, object]) -> ExpandedPrompt | None:
+def expand_prompt(
+    text: str, namespace: dict[str, object], *, images: ImageCaps = DEFAULT_IMAGE_CAPS
+) -> ExpandedPrompt | None:
     """Build the message for a chat cell; ``None`` for an empty cell."""
     if not text.strip():
         return None
@@ -73,16 +82,25 @@ def expand_prompt(text: str, namespace: dict[str, object]) -> ExpandedPrompt | N
     inserted: list[JsonValue] = []
     tools: list[ToolDefinition] = []
     seen_tools: set[str] = set()
+    attached: list[ImageBlock] = []
     for ref in refs:
         parts.append(unescape(text[pos : ref.start]))
         pos = ref.end
         if ref.sigil == "$":
             value = _evaluate(ref.expr, namespace)
             description = describe_value(value, max_chars=DESCRIPTION_CHARS)
+            entry: JsonObject = {"expr": ref.expr, "type": type(value).__name__}
+            image = _attach_image(value, images, attached)
+            if isinstance(image, ImageBlock):
+                if all(b.sha256 != image.sha256 for b in attached):
+                    attached.append(image)
+                entry["image"] = image.sha256
+                description = f"{image.description}\n(attached to this message as an image)"
+            elif image is not None:
+                description += f"\n(not attached as an image: {image})"
             blocks.append(f'<value of="{ref.expr}">\n{description}\n</value>')
-            inserted.append(
-                {"expr": ref.expr, "type": type(value).__name__, "chars": len(description)}
-            )
+            entry["chars"] = len(description)
+            inserted.append(entry)
             parts.append(f"`{ref.expr}`")
         else:
             fn = _evaluate(ref.expr, namespace)
@@ -111,10 +129,26 @@ def expand_prompt(text: str, namespace: dict[str, object]) -> ExpandedPrompt | N
         cell["inserted"] = inserted
     if tools:
         cell["tools"] = [t.name for t in tools]
+    content: tuple[ContentBlock, ...] = (TextBlock(text=body), *attached)
     message = Message(
         id=new_message_id(),
         role="user",
-        content=(TextBlock(text=body),),
+        content=content,
         source=UserSource(extra={"cell": cell} if cell else {}),
     )
     return ExpandedPrompt(message=message, tools=tuple(tools))
+
+
+def _attach_image(
+    value: object, caps: ImageCaps, attached: list[ImageBlock]
+) -> ImageBlock | str | None:
+    """The image block for ``value`` (an image object), a reason it is not attached, or ``None``
+    when it is no image."""
+    from dsh_kernel.runtime.figures import is_image_object
+    from dsh_kernel.runtime.image_blocks import object_image_block
+
+    if not is_image_object(value):
+        return None
+    if len(attached) >= caps.per_call:
+        return f"the limit is {caps.per_call} images per message (DSH_IMAGES_PER_CALL)"
+    return object_image_block(value, caps)

@@ -3,7 +3,9 @@
 ``HostSettings`` is the resolved configuration — the kernel's traitlets (``c.DshKernel.*``), then the
 ``DSH_*`` environment variables over them (``settings_from_env``); ``%agent`` commands override both
 at run time. ``parse_context_window`` reads a context window the way all three take it (a whole
-number of tokens, at least ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set). ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
+number of tokens, at least ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set);
+``parse_image_setting`` reads the image limits (``image_caps_from_env``, ``image_caps_from_traits``),
+each refused out of its range with one line naming the setting. ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
 ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose key is
 present when none is named), else the clearly labelled offline demo model.
 """
@@ -25,6 +27,12 @@ from dsh_kernel.llm.config import (
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
 from dsh_kernel.llm.secrets import KEY_VARIABLES
+from dsh_kernel.runtime.images import (
+    DEFAULT_IMAGE_CAPS,
+    IMAGE_SETTINGS,
+    ImageCaps,
+    check_image_setting,
+)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,6 +57,8 @@ class HostSettings:
     vision: bool | None = None
     """Images go to the model (``True``), their descriptions do (``False``), or as the model
     catalogue says (``None``): ``kernel.vision``."""
+    images: ImageCaps = DEFAULT_IMAGE_CAPS
+    """The limits on images sent to the model (``image_caps``)."""
 
 
 MIN_CONTEXT_WINDOW = 512
@@ -78,7 +88,8 @@ def settings_from_env(base: HostSettings) -> HostSettings:
     """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
     ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
     ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
-    ``DSH_VISION``.
+    ``DSH_VISION``, and the image limits ``DSH_IMAGE_MAX_SIDE``, ``DSH_IMAGES_PER_CALL``,
+    ``DSH_IMAGE_MAX_BYTES``.
     ``%agent`` overrides both at run time."""
     env = os.environ
 
@@ -123,7 +134,63 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         reasoning=pick(base.reasoning, "DSH_REASONING"),
         context_window=window,
         vision=vision,
+        images=image_caps_from_env(base.images),
     )
+
+
+IMAGE_VARIABLES = {
+    "max_side": "DSH_IMAGE_MAX_SIDE",
+    "per_call": "DSH_IMAGES_PER_CALL",
+    "max_bytes": "DSH_IMAGE_MAX_BYTES",
+}
+"""The environment variable of each ``ImageCaps`` field."""
+
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024}
+_BYTE_UNITS.update({"m": 1024 * 1024, "mb": 1024 * 1024, "mib": 1024 * 1024})
+
+
+def parse_image_setting(field: str, raw: str, where: str) -> int:
+    """``raw`` as the ``ImageCaps`` field ``field``: a whole number (``max_bytes`` may end in ``k``
+    or ``M``, 1,024 and 1,048,576 bytes). A ``UsageError`` starting with ``where`` (e.g.
+    ``"DSH_IMAGE_MAX_SIDE="``) naming the accepted range otherwise."""
+    text = raw.strip().lower().replace("_", "").replace(",", "")
+    number, unit = text, ""
+    if field == "max_bytes":
+        number = text.rstrip("kmib")
+        unit = text[len(number) :].strip()
+    try:
+        value = int(number.strip()) * _BYTE_UNITS[unit]
+    except (ValueError, KeyError):
+        lo, hi, what = IMAGE_SETTINGS[field]
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not valid: give {what}, a whole number from {lo:,} to "
+            f"{hi:,}"
+        ) from None
+    return check_image_setting(field, value, where, repr(raw.strip()))
+
+
+def image_caps_from_env(base: ImageCaps) -> ImageCaps:
+    """``base`` with each image limit its environment variable sets (``IMAGE_VARIABLES``)."""
+    values = {"max_side": base.max_side, "per_call": base.per_call, "max_bytes": base.max_bytes}
+    for field, name in IMAGE_VARIABLES.items():
+        raw = os.environ.get(name, "")
+        if raw.strip():
+            values[field] = parse_image_setting(field, raw, f"{name}=")
+    return ImageCaps(**values)
+
+
+def image_caps_from_traits(max_side: int, per_call: int, max_bytes: int) -> ImageCaps:
+    """The kernel's image traitlets as ``ImageCaps``; a value out of range is a ``UsageError``
+    naming its traitlet."""
+    given = {"max_side": max_side, "per_call": per_call, "max_bytes": max_bytes}
+    names = {
+        "max_side": "image_max_side",
+        "per_call": "images_per_call",
+        "max_bytes": "image_max_bytes",
+    }
+    for field, value in given.items():
+        check_image_setting(field, value, f"c.DshKernel.{names[field]} = ")
+    return ImageCaps(**given)
 
 
 def notebook_path() -> str | None:

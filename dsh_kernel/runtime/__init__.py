@@ -1,6 +1,11 @@
 """The code runtime: Python run in a live namespace (the notebook's), with captured output, typed
 failures and a namespace diff, plus the agent's ``python`` and ``inspect`` tools over it.
 
+Images the code displays become image blocks of the ``python`` tool's result: reduced by
+``images`` (Pillow, imported when an image is reduced), described from the live object by
+``figures`` (matplotlib is only looked at when the code imported it), made into blocks by
+``image_blocks``.
+
 This package uses IPython only when a shell object is handed to it (and IPython's formatter when it
 is importable); it never imports ipykernel, pandas, numpy or polars.
 """
@@ -13,6 +18,7 @@ from dsh_kernel.runtime.describe import (
     list_variables,
     resolve_name,
 )
+from dsh_kernel.runtime.images import DEFAULT_IMAGE_CAPS, ImageCaps, reduce_image
 from dsh_kernel.runtime.mime import format_value, summarize_output
 from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.runtime.tools import (
@@ -32,11 +38,13 @@ from dsh_kernel.runtime.types import (
 __all__ = [
     "CODE_RUN_FAILED",
     "DEFAULT_CAPS",
+    "DEFAULT_IMAGE_CAPS",
     "CodeRunFailedError",
     "CodeRunFailure",
     "CodeRunResult",
     "CodeRunner",
     "FailureKind",
+    "ImageCaps",
     "NameNotFound",
     "OutputCaps",
     "OutputCapture",
@@ -46,6 +54,7 @@ __all__ = [
     "inspect_tool",
     "list_variables",
     "python_tool",
+    "reduce_image",
     "resolve_name",
     "summarize_output",
 ]

@@ -18,6 +18,12 @@ counted and summarised by one placeholder output. When ``caps.stop_after_bytes``
 been written in total, writes from the running thread raise ``OutputLimitExceeded`` (a
 ``BaseException``, so ``except Exception`` in user code does not swallow it).
 
+Images keep the live object's description: with a shell, ``shell.display_formatter.format`` is
+wrapped for the capture (an instance attribute over the method, removed on exit) so that each
+bundle made from a matplotlib figure, a PIL image or an ``IPython.display.Image`` gets its
+description in its metadata (``runtime.figures.FigureTracker.annotate``). ``sweep()`` (the runner
+calls it once the code has run) shows and closes the figures the run left open (see there).
+
 Not captured: writes to file descriptors 1/2 from C code or subprocesses, and handlers (e.g.
 ``logging.StreamHandler``) that kept a reference to the original stream.
 
@@ -35,6 +41,7 @@ from types import TracebackType
 from typing import Final, cast
 
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.runtime.figures import FigureTracker
 from dsh_kernel.runtime.mime import format_value, json_bundle, payload_size, to_json_value
 from dsh_kernel.runtime.text import (
     clean_text,
@@ -44,6 +51,8 @@ from dsh_kernel.runtime.text import (
     utf8_prefix,
 )
 from dsh_kernel.runtime.types import OutputCaps
+
+_UNSET: Final = object()
 
 ENTRY_OVERHEAD: Final = 64
 """Bytes charged for every new output entry, on top of its content."""
@@ -318,8 +327,10 @@ class OutputCapture:
 
     def __init__(self, caps: OutputCaps, *, shell: object | None = None) -> None:
         self.sink = OutputSink(caps)
+        self.figures = FigureTracker()
         self._shell = shell
         self._saved: tuple[object, object, object, object] | None = None
+        self._formatter: tuple[object, object] | None = None
 
     def __enter__(self) -> OutputCapture:
         shell = self._shell
@@ -331,12 +342,55 @@ class OutputCapture:
             # an IPython shell: ``display()`` looks its publisher up on the shell at call time
             setattr(shell, "display_pub", CapturingDisplayPublisher(self.sink))  # noqa: B010
             sys.displayhook = self._displayhook
+            self._wrap_formatter(shell)
         return self
+
+    def _wrap_formatter(self, shell: object) -> None:
+        formatter = getattr(shell, "display_formatter", None)
+        original = getattr(formatter, "format", None)
+        if formatter is None or not callable(original) or not hasattr(formatter, "__dict__"):
+            return
+        inner = original
+        annotate = self.figures.annotate
+
+        def format_with_description(obj: object, *args: object, **kwargs: object) -> object:
+            pair: object = inner(obj, *args, **kwargs)
+            if not isinstance(pair, tuple):
+                return pair
+            items = cast(tuple[object, ...], pair)
+            if len(items) == 2 and isinstance(items[0], dict) and isinstance(items[1], dict):
+                bundle = cast(JsonObject, items[0])
+                return bundle, annotate(obj, bundle, cast(JsonObject, items[1]))
+            return items
+
+        attrs = cast(dict[str, object], vars(formatter))
+        self._formatter = (formatter, attrs.get("format", _UNSET))
+        setattr(formatter, "format", format_with_description)  # noqa: B010
+
+    def _unwrap_formatter(self) -> None:
+        if self._formatter is None:
+            return
+        formatter, previous = self._formatter
+        self._formatter = None
+        if previous is _UNSET:
+            cast(dict[str, object], vars(formatter)).pop("format", None)
+        else:
+            setattr(formatter, "format", previous)  # noqa: B010
+
+    def sweep(self) -> tuple[str, ...]:
+        """Show the figures the run left open, close those it opened (``FigureTracker.sweep``);
+        notes for figures that could not be drawn. Call inside the capture."""
+
+        def publish(data: JsonObject, metadata: JsonObject) -> None:
+            self.sink.publish(data, metadata)
+
+        return tuple(self.figures.sweep(publish))
 
     def _displayhook(self, value: object) -> None:
         if value is None:
             return
         data, metadata = format_value(value, self._shell)
+        metadata = self.figures.annotate(value, data, metadata)
         self.sink.publish(data, metadata, output_type="execute_result")
 
     def __exit__(
@@ -352,6 +406,7 @@ class OutputCapture:
         sys.displayhook = cast(Callable[[object], object], hook)
         if self._shell is not None:
             setattr(self._shell, "display_pub", pub)  # noqa: B010
+            self._unwrap_formatter()
 
     def result(self) -> Captured:
         return self.sink.finish()

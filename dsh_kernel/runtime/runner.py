@@ -16,6 +16,9 @@ How a run goes:
    namespace as its globals. With a shell, its ``pre_execute``/``post_execute`` events fire around
    the code (so e.g. matplotlib's inline backend flushes figures into the captured outputs).
 4. The last value is formatted into a MIME bundle (an ``execute_result`` output) and ``value_repr``.
+5. Figures the code left open are shown (those it did not show as an image already) and closed,
+   still inside the capture (``runtime.figures``): they reach the outputs once and never leak into
+   a later cell. An image object's outputs carry its description in their metadata.
 
 **Top-level await.** Code that awaits compiles to a coroutine. The thread's event loop (the kernel's)
 is already running and blocked by this very call, so the coroutine is driven to completion on a
@@ -154,11 +157,13 @@ class CodeRunner:
                                     ename=type(exc).__name__,
                                 )
                             else:
+                                metadata = capture.figures.annotate(value, bundle, metadata)
                                 capture.sink.publish(bundle, metadata, output_type="execute_result")
                                 plain = bundle.get("text/plain")
                                 value_repr = _cap(plain if isinstance(plain, str) else "", caps)
                 except BaseException as exc:  # every outcome becomes a field
                     failure = _classify(exc, filename, timeout_s)
+                notes.extend(_sweep(capture))
         except KeyboardInterrupt as exc:  # landed in our own teardown: still the user's interrupt
             failure = _classify(exc, filename, timeout_s)
         captured = capture.result()
@@ -210,6 +215,14 @@ class CodeRunner:
             # IPython reports a failing callback itself (into the captured stderr)
             with contextlib.suppress(Exception):
                 trigger(event)
+
+
+def _sweep(capture: OutputCapture) -> tuple[str, ...]:
+    """The figures left open, shown and closed; a failure here never fails the run."""
+    try:
+        return capture.sweep()
+    except Exception as exc:
+        return (f"open figures could not be collected: {type(exc).__name__}: {exc}",)
 
 
 # -- compiling --------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The agent's ``python`` and ``inspect`` tools, over a live namespace.
 
-``python_tool(runner, on_interrupt=…, timeout_s=…, caps=…)`` — arguments ``{code, description?}``.
+``python_tool(runner, on_interrupt=…, timeout_s=…, caps=…, images=…)`` — arguments
+``{code, description?}``.
 Not read-only, so the default approval policy asks first. Its body runs ``runner.run`` synchronously
 on the calling thread (the pipeline calls a sync body on the loop thread: the kernel's main thread).
 
@@ -9,7 +10,12 @@ on the calling thread (the pipeline calls a sync body on the loop thread: the ke
   their text or ``[image/png 640x480]``), then ``Out: <repr of the last expression>``, then a
   ``(namespace: added …; changed …)`` line; ``(no output)`` when there is nothing; at most
   ``caps.summary_bytes``, keeping the head and tail of long output around an explicit
-  ``… [output truncated: N omitted] …`` marker.
+  ``… [output truncated: N omitted] …`` marker. After the text block come the run's images, in
+  order: one ``ImageBlock`` per PNG/JPEG/GIF/WebP display output (a figure shown or left open,
+  ``display(Image(...))``, a PIL image as the last value), reduced by ``images``
+  (``runtime.image_blocks``: at most ``images.per_call``, each downscaled and capped); the text ends
+  with the runner's ``notes`` (e.g. open figures closed undrawn) and one ``[…not sent: …]`` line
+  per reason an image was withheld. A failed run sends no images.
 - **Card meta** (``presentation_meta``, lossless JSON): ``{"code", "description", "stdout",
   "stderr", "outputs" (rich outputs only: display_data / execute_result), "result" (the value repr),
   "failure" ({kind, message, traceback, ename} or null), "namesAdded", "namesChanged",
@@ -49,6 +55,8 @@ from dsh_kernel.runtime.describe import (
     resolve_name,
     type_name,
 )
+from dsh_kernel.runtime.image_blocks import output_image_blocks
+from dsh_kernel.runtime.images import DEFAULT_IMAGE_CAPS, ImageCaps
 from dsh_kernel.runtime.mime import summarize_output
 from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.runtime.text import fit_text, utf8_len
@@ -88,7 +96,8 @@ def _python_description(timeout_s: float | None) -> str:
         "later calls (state persists; do not overwrite the user's variables unless asked). "
         "Top-level `await` works. You get back what the code printed (stdout and stderr), a short "
         "text form of rich outputs (tables as text, images as e.g. [image/png 640x480]; the user "
-        "sees them in full), and the repr of the value of the last expression, as in a notebook "
+        "sees them in full), the images it displayed (plots shown or left open; downscaled, a few "
+        "per call), and the repr of the value of the last expression, as in a notebook "
         "cell; long output is truncated with an explicit marker, so print summaries rather than "
         "whole datasets. If the code raises, you get the exception with a short traceback and the "
         "output captured until then; changes made before the failure stay in the namespace." + limit
@@ -101,6 +110,7 @@ def python_tool(
     on_interrupt: Callable[[], None] | None = None,
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     caps: OutputCaps = DEFAULT_CAPS,
+    images: ImageCaps = DEFAULT_IMAGE_CAPS,
 ) -> ToolDefinition:
     def execute(args: JsonObject, ctx: ToolContext) -> JsonValue:
         del ctx  # a synchronous run cannot be cancelled by the signal; SIGINT stops it
@@ -121,7 +131,11 @@ def python_tool(
 
     def render(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:
         del args
-        return (TextBlock(text=success_text(CodeRunResult.from_json(value), caps)),)
+        result = CodeRunResult.from_json(value)
+        blocks, notes = output_image_blocks(result.display_outputs, images)
+        ran = tuple(f"[{note}]" for note in result.notes)
+        text = "\n".join((success_text(result, caps), *ran, *notes))
+        return (TextBlock(text=text), *blocks)
 
     return ToolDefinition(
         name="python",
