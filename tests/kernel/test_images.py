@@ -88,8 +88,14 @@ def test_a_plot_the_model_draws_is_an_image_block_with_its_bytes_logged(
     # the figure was closed: a later cell does not show it again
     later = rig.run("%%python\nimport matplotlib.pyplot as plt\nprint(plt.get_fignums())")
     assert later.stdout.strip() == "[]" and later.data("image/png") == []
-    # and the model was asked again with the result (the adapter maps the block for its route)
+    # the model was asked again with the result; this route is not known to take images, so the
+    # request carries no image part anywhere, and the figure's description stands in for it
     assert len(server.requests) == 2
+    follow_up = server.requests[1]
+    assert "image_url" not in follow_up.body.decode()
+    [tool_msg] = [m for m in follow_up.json["messages"] if m["role"] == "tool"]
+    assert "withheld: this model takes no images" in tool_msg["content"]
+    assert "Squares" in tool_msg["content"] and "drawn" in tool_msg["content"]
 
 
 def test_the_per_call_limit_comes_from_the_environment(rig: Frontend, server: SseServer) -> None:
