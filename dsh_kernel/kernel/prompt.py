@@ -104,13 +104,13 @@ def expand_prompt(
             parts.append(f"`{ref.expr}`")
         else:
             fn = _evaluate(ref.expr, namespace)
-            if not callable(fn):
+            if isinstance(fn, ToolDefinition):  # a ``@tool`` function (not callable itself)
+                defn = fn
+            elif not callable(fn):
                 raise PromptError(
                     f"&`{ref.expr}`: {ref.expr!r} is a {type(fn).__name__}, not a function; "
-                    "&`name` offers a notebook function as a tool"
+                    "&`name` offers a notebook function (or a @tool) as a tool"
                 )
-            if isinstance(fn, ToolDefinition):
-                defn = fn
             else:
                 try:
                     defn = tool(fn)
