@@ -11,15 +11,17 @@ no widget error view. The quickstart is also run live in the page — Run All, t
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import nbformat
 import pytest
 
-from tests.support.lab import LabPage, browser, lab_server, missing_requirements
+from tests.support.lab import Lab, LabPage, browser, lab_server, missing_requirements
 from tests.support.notebooks import ROOT, run_notebook
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import anthropic_text, chat_text_stream, deepseek_thinking_text
@@ -68,15 +70,36 @@ def fake_providers() -> list[Any]:
     ]
 
 
+@pytest.fixture(scope="module")
+def shared_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Path, Lab]]:
+    """One JupyterLab for every executed notebook (its root, its work directory, the server): a Lab
+    start is most of a notebook's check, and the notebooks do not share anything else."""
+    tmp = tmp_path_factory.mktemp("lab-notebooks")
+    root = tmp / "root"
+    root.mkdir()
+    with lab_server(root, tmp / "lab", kernel_env(tmp)) as lab:
+        yield root, tmp / "lab", lab
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_executed_notebook_renders_its_saved_chat_views_in_lab(name: str, tmp_path: Path) -> None:
+def test_executed_notebook_renders_its_saved_chat_views_in_lab(
+    name: str, tmp_path: Path, shared_lab: tuple[Path, Path, Lab]
+) -> None:
+    root, lab_work, lab = shared_lab
     with SseServer(fake_providers()) as server:
         env = {"DSH_APPROVAL": "auto"} if name.startswith("01") else {}
         if name.startswith("04"):
             urls = ("DSH", "DEEPSEEK", "OPENAI", "ANTHROPIC")
             env = {**{f"{p}_BASE_URL": server.url for p in urls}, **KEYS}
         ex = run_notebook(name, tmp_path / "run", env)
-    nbformat.write(ex.nb, ex.workdir / name)
+    for data in ex.workdir.iterdir():  # the data files the notebooks read, next to them
+        if data.suffix == ".ipynb" or (root / data.name).exists():
+            continue
+        if data.is_dir():
+            shutil.copytree(data, root / data.name)
+        else:
+            shutil.copy(data, root)
+    nbformat.write(ex.nb, root / name)
     chat_views = sum(
         1
         for c in ex.nb.cells
@@ -85,11 +108,8 @@ def test_executed_notebook_renders_its_saved_chat_views_in_lab(name: str, tmp_pa
         if "dsh-turn-static" in o.get("data", {}).get("text/html", "")
     )
     assert chat_views >= 1
-    trust(ex.workdir / name, tmp_path / "lab")
-    with (
-        lab_server(ex.workdir, tmp_path / "lab", kernel_env(tmp_path)) as lab,
-        browser(tmp_path) as page,
-    ):
+    trust(root / name, lab_work)
+    with browser(tmp_path) as page:
         view = LabPage(page, lab, name)
         turns = page.locator(".dsh-turn-static")
         turns.nth(chat_views - 1).wait_for(state="attached", timeout=60_000)
