@@ -30,6 +30,8 @@ sent no usage.
 
 from __future__ import annotations
 
+from dsh_kernel.store.ingest_images import IMAGE_DATA, IMAGES, STRIPPED_DATA
+
 EVENT_COLUMNS = (
     "{'type': 'VARCHAR', 'seq': 'INTEGER', 'time': 'BIGINT', 'data': 'JSON', 'ignorable': 'BOOLEAN', "
     "'surfaceOp': 'JSON', 'sourceEventSeqs': 'INTEGER[]'}"
@@ -106,6 +108,7 @@ DELETE FROM t_messages WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_results WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_attempts WHERE session_id IN (SELECT id FROM _reset);
+DELETE FROM t_images WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_sessions WHERE id IN (SELECT id FROM _reset);
 """
 
@@ -146,13 +149,13 @@ _EVENTS = f"""
 INSERT INTO t_events
 SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
        CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
-       data, ignorable, surface_op, source_event_seqs, seeded
+       {STRIPPED_DATA.format(p="")}, ignorable, surface_op, source_event_seqs, seeded
 FROM _raw WHERE NOT {_NEEDS_CONTEXT}
 UNION ALL
 SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
        CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
             ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
-       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
+       {STRIPPED_DATA.format(p="r.")}, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
@@ -400,6 +403,8 @@ DERIVE = (
     ("tool results", _TOOL_RESULTS),
     ("attempts", _ATTEMPTS),
     ("estimates", _ESTIMATES),
+    ("images", IMAGES),
+    ("image data", IMAGE_DATA),
 )
 
 # The context to carry into the next batch: the open turn and step after the last event, its time,
