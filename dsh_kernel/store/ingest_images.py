@@ -31,7 +31,9 @@ _IMAGE_FIELDS = (
 # are inside its tool-result block.
 _SHAPE = (
     '{"source": {"kind": "VARCHAR", "callId": "VARCHAR"}, "content": [{"type": "VARCHAR", '
-    '"toolCallId": "VARCHAR", ' + _IMAGE_FIELDS + ', "content": [{"type": "VARCHAR", '
+    '"toolCallId": "VARCHAR", '
+    + _IMAGE_FIELDS
+    + ', "content": [{"type": "VARCHAR", '
     + _IMAGE_FIELDS
     + "}]}]}"
 )

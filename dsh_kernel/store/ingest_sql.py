@@ -160,22 +160,36 @@ FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
+_IMAGE_SIZE = '"width": "BIGINT", "height": "BIGINT", "description": "VARCHAR"'
 _MESSAGE_SHAPE = (
     '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR"}, '
     '"content": [{"type": "VARCHAR", "text": "VARCHAR", "toolCallId": "VARCHAR", "isError": "BOOLEAN", '
-    '"name": "VARCHAR", "arguments": "VARCHAR", "content": [{"type": "VARCHAR", "text": "VARCHAR"}]}]}'
+    f'"name": "VARCHAR", "arguments": "VARCHAR", {_IMAGE_SIZE}, '
+    f'"content": [{{"type": "VARCHAR", "text": "VARCHAR", {_IMAGE_SIZE}}}]}}]}}'
 )
 
+
+def _leaf(b: str) -> str:
+    """A text-like or image block's estimate: an image about one token per 750 pixels or its
+    description's text, whichever is larger, + 4; anything else its text."""
+    return (
+        f"CASE WHEN {b}.type = 'image' THEN greatest(coalesce({b}.width * {b}.height, 0) // 750, "
+        f"ceil(length(coalesce({b}.description, '')) / 4) + 4) + 4 "
+        f"ELSE ceil(length(coalesce({b}.text, '')) / 4) + 4 END"
+    )
+
+
 # The token meter's estimate of one message (dsh_kernel.agent.meter, SPINE §7.6), on the parsed struct:
-# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, a tool result its
-# nested blocks + 4, + 4 per message. dsh_kernel.session.usage.estimate_message_tokens is the same rule
-# in Python (a test holds the three equal).
-_EST_TOKENS = """(4 + coalesce(list_sum([CASE
+# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, an image
+# max(pixels // 750, ceil(description / 4) + 4) + 4, a tool result its nested blocks + 4, + 4 per
+# message. dsh_kernel.session.usage.estimate_message_tokens is the same rule in Python (a test holds
+# the three equal).
+_EST_TOKENS = f"""(4 + coalesce(list_sum([CASE
     WHEN b.type = 'tool-call'
         THEN ceil((length(coalesce(b.name, '')) + length(coalesce(b.arguments, ''))) / 4) + 4
     WHEN b.type = 'tool-result'
-        THEN coalesce(list_sum([ceil(length(coalesce(c.text, '')) / 4) + 4 FOR c IN coalesce(b.content, [])]), 0) + 4
-    ELSE ceil(length(coalesce(b.text, '')) / 4) + 4 END FOR b IN coalesce(m.content, [])]), 0))::INTEGER"""
+        THEN coalesce(list_sum([{_leaf("c")} FOR c IN coalesce(b.content, [])]), 0) + 4
+    ELSE {_leaf("b")} END FOR b IN coalesce(m.content, [])]), 0))::INTEGER"""
 
 _MESSAGES = (
     """

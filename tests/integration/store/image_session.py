@@ -22,7 +22,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ImageBlock, LlmCallConfig, Message, TextBlock, UserSource
 from dsh_kernel.store.journal import JournalWriter
 from dsh_kernel.store.layout import Store
-from dsh_kernel.testing import text_response, tool_call_response
+from dsh_kernel.testing import ScriptEntry, text_response, tool_call_response
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
 
 from .conftest import TOOLS, chat, make_agent, usage
@@ -103,17 +103,21 @@ PROMPT_1 = "What is in this picture? Then plot red."
 PROMPT_2 = "Now plot green and blue (I switched to a text-only model)."
 PROMPT_3 = "Plot red once more, and stop there."
 
-SCRIPT = (
-    # turn 1 (a route that takes images): the user's image, then a plot
-    tool_call_response("plot", {"name": "red"}, call_id="c-red", usage=usage()),
-    text_response("A yellow square; the plot is red.", usage=usage()),
-    # turn 2 (text-only): two plots, one step each
-    tool_call_response("plot", {"name": "green"}, call_id="c-green", usage=usage()),
-    tool_call_response("plot", {"name": "blue"}, call_id="c-blue", usage=usage()),
-    text_response("Green and blue, as described.", usage=usage()),
-    # turn 3 (images again): the plot concludes the turn, no request follows it
-    tool_call_response("plot", {"name": "red", "last": True}, call_id="c-last", usage=usage()),
-)
+
+def script(*, reported: bool = True) -> tuple[ScriptEntry, ...]:
+    """The model's side; ``reported=False``: the server sends no usage (the store estimates it)."""
+    u = usage() if reported else None
+    return (
+        # turn 1 (a route that takes images): the user's image, then a plot
+        tool_call_response("plot", {"name": "red"}, call_id="c-red", usage=u),
+        text_response("A yellow square; the plot is red.", usage=u),
+        # turn 2 (text-only): two plots, one step each
+        tool_call_response("plot", {"name": "green"}, call_id="c-green", usage=u),
+        tool_call_response("plot", {"name": "blue"}, call_id="c-blue", usage=u),
+        text_response("Green and blue, as described.", usage=u),
+        # turn 3 (images again): the plot concludes the turn, no request follows it
+        tool_call_response("plot", {"name": "red", "last": True}, call_id="c-last", usage=u),
+    )
 
 
 @dataclass(slots=True)
@@ -137,10 +141,14 @@ def user_message(text: str, *images: ImageBlock) -> Message:
     )
 
 
-async def record_image_session(store: Store) -> tuple[Agent, JournalWriter]:
+async def record_image_session(
+    store: Store, *, reported: bool = True
+) -> tuple[Agent, JournalWriter]:
     """Three turns: (1, vision) a prompt with the user's image and a red plot; (2, text-only) green
     and blue plots; (3, vision) red again, concluding the turn. The writer is flushed, not closed."""
-    agent, provider, writer = make_agent(store, SCRIPT, tools=(*TOOLS, plot_tool))
+    agent, provider, writer = make_agent(
+        store, script(reported=reported), tools=(*TOOLS, plot_tool)
+    )
     vision = Vision()
     agent.hooks.request.on(vision)
     agent.followup(user_message(PROMPT_1, USER_IMAGE))
