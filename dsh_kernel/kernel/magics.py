@@ -391,10 +391,7 @@ class AgentMagics(Magics):
         session = host.agent.session
         path = rest[0] if rest else f"dsh-session-{session.id[:8]}.md"
         written = write_markdown(path, list(session.events), session.header, force=force)
-        images = (
-            f" and its {written.images} image(s) to {written.images_dir}" if written.images else ""
-        )
-        return f"wrote this session's transcript to {written.path}{images}"
+        return f"wrote this session's transcript to {written.describe()}"
 
     def _cmd_title(self, args: list[str]) -> str:
         from dsh_kernel.store.sessions import set_title

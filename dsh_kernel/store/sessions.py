@@ -310,6 +310,13 @@ class MarkdownExport:
     images_dir: Path | None
     images: int
 
+    def describe(self) -> str:
+        """Where it went, in words: the file, and the folder of its images if any."""
+        if not self.images:
+            return str(self.path)
+        files = "1 image" if self.images == 1 else f"{self.images} images"
+        return f"{self.path} (its {files} in {self.images_dir})"
+
 
 def write_markdown(
     path: str | os.PathLike[str],

@@ -212,16 +212,15 @@ def markdown_transcript(
                 out += _turn_md(turn, images)
                 turn = None
         elif e.type == "user/message":
-            out += _message_md(payload_of(e, "user/message"), images)
+            out += _message_md(payload_of(e, "user/message"), images.md(_content(e.data)))
     if turn is not None:
         out += _turn_md(turn, images)
     return Transcript(text="\n\n".join(out).strip() + "\n", images=images.linked)
 
 
-def _message_md(d: UserMessage, images: _Images) -> list[str]:
-    """A message logged outside a turn: a person's, or context for the model."""
+def _message_md(d: UserMessage, pictures: list[str]) -> list[str]:
+    """A message logged outside a turn (and its images): a person's, or context for the model."""
     text = _text_of(_blocks(d["content"]))
-    pictures = images.md(_content(d))
     if d["source"].get("kind") == "user":
         return ["**User:**\n\n" + text, *pictures]
     return ([_context_md(text)] if text else []) + pictures

@@ -59,7 +59,7 @@ ALL = (PHOTO, RED, GREEN, BLUE)
 def q(store: Store, sql: str, params: object = None) -> list[tuple[object, ...]]:
     ingest(store)
     with open_db(store, read_only=True) as con:
-        return con.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        return con.execute(sql, params).fetchall()
 
 
 def view_rows(store: Store, sid: str) -> list[tuple[object, ...]]:
@@ -87,6 +87,7 @@ async def test_markdown_export_links_the_images_written_beside_it(
     done = write_markdown(tmp_path / "my notes.md", events, header)
     folder = tmp_path / "my notes_files"
     assert (done.path, done.images_dir, done.images) == (tmp_path / "my notes.md", folder, 4)
+    assert done.describe() == f"{done.path} (its 4 images in {folder})"
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == {name(r): r for r in ALL}
     md = done.path.read_text(encoding="utf-8")
     links = re.findall(r"!\[([^\]]*)\]\(([^)]*)\)", md)

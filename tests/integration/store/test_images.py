@@ -38,7 +38,7 @@ from .image_session import (
 def q(store: Store, sql: str, params: object = None) -> list[tuple[object, ...]]:
     ingest(store)
     with open_db(store, read_only=True) as con:
-        return con.execute(sql, params).fetchall()  # type: ignore[arg-type]
+        return con.execute(sql, params).fetchall()
 
 
 IMAGE_ROWS = (
