@@ -16,7 +16,8 @@ ingest pass:
    with the first bad line named (found by re-reading that journal in Python with the journal rules);
    it is retried only when its size changes. The others go on;
 4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``,
-   ``t_tool_calls``, ``t_tool_results``, ``t_attempts`` — upserted, so an attempt split across two
+   ``t_tool_calls``, ``t_tool_results``, ``t_images`` and ``t_image_data`` (the bytes of an image
+   once per hash, kept out of ``t_events``), ``t_attempts`` — upserted, so an attempt split across two
    passes merges; a call that got no chunk gets its row when its turn ends aborted or interrupted —
    with the token estimates and ``seeded`` flags, see ``ingest_sql``) and advances ``_ingest_state``.
    Everything commits together or not at all;

@@ -26,6 +26,10 @@ saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of
 as ``_ingest_state.message_tokens``). ``est_output_tokens`` is the estimate of the message the attempt
 produced, set by the batch that holds that message. The views use the estimates only where the server
 sent no usage.
+
+Images (``ingest_images``): ``t_images`` gets a row per image block of an appended message,
+``t_image_data`` the bytes of each ``image/data`` event once per hash, and ``t_events.data`` of an
+``image/data`` event keeps its hash, not its base64.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from dsh_kernel.testing import text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
 from .conftest import chat, make_agent, record_rich_session, usage
+from .image_session import PLOTS, RED, USER_IMAGE, record_image_session
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "queries.md"
 
@@ -62,6 +63,8 @@ async def record_documented_sessions(store: Store) -> tuple[Agent, Agent]:
     )
     await chat(other, "publish x")
     w1.close()
+    _, images = await record_image_session(store)  # before the rich one: that stays the latest
+    images.close()
     agent, writer = await record_rich_session(store)
     writer.close()
     return other, agent
@@ -116,6 +119,13 @@ async def test_every_documented_query(store: Store) -> None:
     assert envelope.column("tools") == [["add", "lookup", "python"]]
     [system] = envelope.column("system_prompt")
     assert isinstance(system, str) and system == agent.provider.requests[2].system  # type: ignore[attr-defined]
+
+    [images] = results["Images the model was sent, and the ones it was not"]
+    assert images.column("call_id") == [None, "c-red", "c-green", "c-blue", "c-last"]
+    assert images.column("sent_to_model") == [True, True, False, False, None]
+    assert images.column("description")[:2] == [USER_IMAGE.description, PLOTS["red"].description]
+    [shown] = results["Showing an image from the store"]
+    assert shown.column("call_id") == ["c-last"] and bytes(shown.column("data")[0]) == RED
 
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected"]
