@@ -6,6 +6,9 @@
 -- t_images has one row per image block of an appended user/message or tool/result.
 -- 0005_backfill.sql, run right after, does the same for the rows ingested before this migration.
 
+COMMENT ON COLUMN t_events.data IS 'The event data object, as JSON (an image/data event without its base64 data: the bytes are in t_image_data).';
+COMMENT ON COLUMN events.data IS 'The event data (JSON): query it with ->, ->> or json_extract. An image/data event keeps sha256 and mediaType; its bytes are in image_data.';
+
 CREATE TABLE t_images (
     session_id VARCHAR NOT NULL,
     seq INTEGER NOT NULL,
@@ -62,6 +65,7 @@ ASOF LEFT JOIN requests r ON r.session_id = i.session_id AND r.first_seq > i.seq
 LEFT JOIN t_image_data d ON d.sha256 = i.sha256;
 COMMENT ON VIEW images IS 'One row per image a message carried: a tool result''s (call set) or one attached to a user message (call NULL); whether the model was sent it; the bytes are in image_data.';
 COMMENT ON COLUMN images.seq IS 'seq of the user/message or tool/result event holding the image.';
+COMMENT ON COLUMN images.time IS 'When the message holding the image was logged (UTC).';
 COMMENT ON COLUMN images.source IS 'tool (a tool result''s image), user (attached to a person''s message) or plugin (injected context).';
 COMMENT ON COLUMN images.call_id IS 'The tool call whose result holds the image; NULL for an image attached to a user message.';
 COMMENT ON COLUMN images.position IS '1-based order of the image among the images of its message.';
