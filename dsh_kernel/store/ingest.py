@@ -64,7 +64,7 @@ import duckdb
 from dsh_kernel.errors import SessionFormatError, StoreError
 from dsh_kernel.store import ingest_sql as q
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, open_db
-from dsh_kernel.store.ingest_images import store_image_data
+from dsh_kernel.store.ingest_images import IMAGES, IMAGES_NEEDED, store_image_data
 from dsh_kernel.store.ingest_plan import (
     ErrorRecord,
     JournalIssue,
@@ -314,9 +314,11 @@ def _run_batch(
             _exec(con, "sessions", q.INSERT_SESSIONS)
             for label, stmt in q.DERIVE:
                 _exec(con, label, stmt)
-            started = time.perf_counter()
-            added = store_image_data(con)
-            _log.debug("ingest image data (%d): %.3f s", added, time.perf_counter() - started)
+            if _exec(con, "images?", IMAGES_NEEDED).fetchone() != (0, 0):
+                _exec(con, "images", IMAGES)
+                started = time.perf_counter()
+                added = store_image_data(con)
+                _log.debug("ingest image data (%d): %.3f s", added, time.perf_counter() - started)
             if _exec(con, "silent?", q.SILENT_NEEDED).fetchone() != (0,):
                 _exec(con, "silent calls", q.SILENT)
             _exec(con, "state", q.UPDATE_STATE)

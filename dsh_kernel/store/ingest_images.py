@@ -1,4 +1,5 @@
-"""How ingest stores images (a part of ``ingest_sql``'s derive steps; issue 15).
+"""How ingest stores images (issue 15): run after ``ingest_sql``'s derive steps, for a batch that
+``IMAGES_NEEDED`` says has image bytes or messages that may hold image blocks.
 
 An ``image`` block in a message names its bytes by ``sha256``; the bytes are the session's
 ``image/data`` event (base64), written once per session and hash before the first message that refers
@@ -91,39 +92,53 @@ FROM flat
 """
 )
 
-IMAGES_NEEDED = "SELECT count(*) FROM _raw WHERE type = 'image/data'"
+# Whether the batch has image bytes, and messages that may carry image blocks: a batch with neither
+# skips both steps (a block whose bytes came in an earlier batch still gets its row).
+IMAGES_NEEDED = """
+SELECT count(*) FILTER (WHERE type = 'image/data'),
+       count(*) FILTER (WHERE type IN ('user/message', 'tool/result')
+                          AND contains(CAST(data AS VARCHAR), '"image"'))
+FROM _raw
+"""
 
-# The bytes of this batch's image/data events whose hash the store does not hold yet, decoded (one
-# parse of each event's large data for its three fields), one copy per hash; ``store_image_data``
-# then takes back the few whose bytes are not what their hash says.
-_INSERT = """
+# The bytes of this batch's image/data events, decoded (one parse of each event's large data for its
+# three fields; NULL when not base64). Neither sorted nor joined here: either would move the bytes.
+_CANDIDATES = """
+CREATE OR REPLACE TEMP TABLE _img AS
+SELECT session_id, seq, lower(v[1]) AS sha256, v[2] AS media_type, try(from_base64(v[3])) AS bytes
+FROM (SELECT session_id, seq,
+             json_extract_string(data, ['$.sha256', '$.mediaType', '$.data']) AS v
+      FROM _raw WHERE type = 'image/data')
+"""
+
+_KNOWN = "SELECT DISTINCT sha256 FROM _img SEMI JOIN t_image_data USING (sha256)"
+
+_KEEP = """
 INSERT INTO t_image_data
-SELECT DISTINCT ON (sha256) sha256, media_type, bytes
-FROM (
-    SELECT lower(v[1]) AS sha256, v[2] AS media_type, try(from_base64(v[3])) AS bytes
-    FROM (SELECT json_extract_string(data, ['$.sha256', '$.mediaType', '$.data']) AS v
-          FROM _raw WHERE type = 'image/data')
-) x
-WHERE bytes IS NOT NULL AND NOT EXISTS (SELECT 1 FROM t_image_data d WHERE d.sha256 = x.sha256)
-RETURNING sha256, data
+SELECT i.sha256, i.media_type, i.bytes
+FROM _img i JOIN (SELECT unnest($1::VARCHAR[]) AS session_id, unnest($2::INTEGER[]) AS seq) k
+  USING (session_id, seq)
 """
 
 
 def store_image_data(con: duckdb.DuckDBPyConnection) -> int:
-    """Add the bytes of the batch's new images to ``t_image_data`` under their hash, and take back
-    any whose bytes do not have that hash; returns how many were kept.
+    """Add the bytes of the batch's images new to the store to ``t_image_data``, each under its
+    hash when it is the hash of the bytes (of several copies of a hash, the first in log order that
+    is); returns how many were added.
 
     The hash is checked here, not in SQL: DuckDB's ``sha256`` ran at about 70 MB/s where
     ``hashlib``'s runs at over 1 GB/s (5 MB of images: 70 ms against 3 ms), and only images new to
-    the store reach this check, each once. A hash with both a forged and a true copy in one batch
-    keeps neither until a later batch brings a true one (journals written by a ``Session`` never
-    have a forged one)."""
-    if con.execute(IMAGES_NEEDED).fetchone() == (0,):
-        return 0
-    added = con.execute(_INSERT).fetchall()
-    bad = [str(h) for h, data in added if hashlib.sha256(data).hexdigest() != h]
-    if bad:
-        con.execute(
-            "DELETE FROM t_image_data WHERE sha256 IN (SELECT unnest($1::VARCHAR[]))", [bad]
-        )
-    return len(added) - len(bad)
+    the store are checked, each once. A producer whose block names the wrong hash (a bug: the hash
+    is the bytes') shows as ``images.stored`` false."""
+    con.execute(_CANDIDATES)
+    known = {str(r[0]) for r in con.execute(_KNOWN).fetchall()}
+    rows = con.execute("SELECT session_id, seq, sha256, bytes FROM _img").fetchall()
+    keep: dict[str, tuple[str, int]] = {}
+    for sid, seq, sha256, data in sorted(rows, key=lambda r: (str(r[0]), int(r[1]))):
+        if sha256 in known or sha256 in keep or data is None:
+            continue
+        if hashlib.sha256(data).hexdigest() == sha256:
+            keep[str(sha256)] = (str(sid), int(seq))
+    if keep:
+        con.execute(_KEEP, [[k[0] for k in keep.values()], [k[1] for k in keep.values()]])
+    return len(keep)

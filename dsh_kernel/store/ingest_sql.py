@@ -34,7 +34,7 @@ Images (``ingest_images``): ``t_images`` gets a row per image block of an append
 
 from __future__ import annotations
 
-from dsh_kernel.store.ingest_images import IMAGES, STRIPPED_DATA
+from dsh_kernel.store.ingest_images import STRIPPED_DATA
 
 EVENT_COLUMNS = (
     "{'type': 'VARCHAR', 'seq': 'INTEGER', 'time': 'BIGINT', 'data': 'JSON', 'ignorable': 'BOOLEAN', "
@@ -421,7 +421,6 @@ DERIVE = (
     ("tool results", _TOOL_RESULTS),
     ("attempts", _ATTEMPTS),
     ("estimates", _ESTIMATES),
-    ("images", IMAGES),
 )
 
 # The context to carry into the next batch: the open turn and step after the last event, its time,

@@ -9,6 +9,7 @@ import json
 from dsh_kernel.agent.meter import message_tokens
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.types import ImageBlock
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import ImageData
@@ -136,22 +137,28 @@ async def test_ingesting_again_adds_nothing_and_a_reset_leaves_no_duplicate(stor
     assert q(store, "SELECT count(*) FROM image_data") == [(4,)]
 
 
-async def test_bytes_that_do_not_match_their_hash_are_not_stored(store: Store) -> None:
-    s = Session(header=SessionHeader(id=new_session_id(), created_at=1_767_225_600_000))
+def _session_with(store: Store, *images: tuple[ImageBlock, str], sid: str | None = None) -> Session:
+    """A journaled session holding each image's ``image/data`` (with the given base64) and a user
+    message showing them."""
+    s = Session(header=SessionHeader(id=sid or new_session_id(), created_at=1_767_225_600_000))
     w = attach_journal(s, store)
-    forged = image_block(RED, 4, 3, "a forged plot")
-    s.append("image/data", ImageData(sha256=forged.sha256, mediaType="image/png", data=b64(GREEN)))
-    bad = image_block(BLUE, 3, 1, "not base64")
-    s.append(
-        "image/data", ImageData(sha256=bad.sha256, mediaType="image/png", data="%%% not base64")
-    )
-    for block in (forged, bad):
-        msg = user_message("look", block)
-        s.append("user/message", message_to_json(msg), surface_op="append")
+    for block, data in images:
+        s.append("image/data", ImageData(sha256=block.sha256, mediaType="image/png", data=data))
+    msg = user_message("look", *(block for block, _ in images))
+    s.append("user/message", message_to_json(msg), surface_op="append")
     w.close()
+    return s
+
+
+async def test_bytes_that_do_not_match_their_hash_are_not_stored(store: Store) -> None:
+    forged = image_block(RED, 4, 3, "a forged plot")
+    bad = image_block(BLUE, 3, 1, "not base64")
+    s = _session_with(store, (forged, b64(GREEN)), (bad, "%%% not base64"))
     report = ingest(store)
     assert report.issues == () and report.events == len(s)
-    assert q(store, "SELECT description, stored, sent_to_model FROM images ORDER BY seq") == [
+    assert q(
+        store, "SELECT description, stored, sent_to_model FROM images ORDER BY seq, position"
+    ) == [
         ("a forged plot", False, None),
         ("not base64", False, None),
     ]
@@ -159,6 +166,17 @@ async def test_bytes_that_do_not_match_their_hash_are_not_stored(store: Store) -
     assert q(
         store, "SELECT count(*) FROM events WHERE type = 'image/data' AND data ->> '$.data' IS NULL"
     ) == [(2,)]
+
+
+async def test_a_forged_copy_in_the_same_batch_never_hides_the_true_bytes(store: Store) -> None:
+    forged = image_block(RED, 4, 3, "a forged plot")
+    # the batch reads the forged copies first (their sessions sort first), then the true one
+    for n in range(2):
+        _session_with(store, (forged, b64(GREEN)), sid=f"0000000{n}-0000-4000-8000-000000000000")
+    _session_with(store, (forged, b64(RED)), sid="ffffffff-0000-4000-8000-000000000000")
+    ingest(store)
+    assert q(store, "SELECT hash, data FROM image_data") == [(sha(RED), RED)]
+    assert q(store, "SELECT count(*), count(*) FILTER (WHERE stored) FROM images") == [(3, 3)]
 
 
 async def test_rows_ingested_before_m0005_are_backfilled(store: Store) -> None:
