@@ -373,7 +373,7 @@ class AgentMagics(Magics):
         return result.to_text(limit=50)
 
     def _cmd_export(self, args: list[str]) -> str:
-        from dsh_kernel.store.sessions import export_markdown, export_parquet, write_export
+        from dsh_kernel.store.sessions import export_parquet, write_markdown
 
         usage = "usage: %agent export [--parquet|--md] [--force] [path]"
         host = self._host()
@@ -390,9 +390,8 @@ class AgentMagics(Magics):
             )
         session = host.agent.session
         path = rest[0] if rest else f"dsh-session-{session.id[:8]}.md"
-        text = export_markdown(list(session.events), session.header)
-        written = write_export(path, text, force=force)
-        return f"wrote this session's transcript to {written}"
+        written = write_markdown(path, list(session.events), session.header, force=force)
+        return f"wrote this session's transcript to {written.describe()}"
 
     def _cmd_title(self, args: list[str]) -> str:
         from dsh_kernel.store.sessions import set_title

@@ -127,10 +127,22 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _leaf_tokens(b: JsonValue) -> int:
+    """A text-like or image block: an image about one token per 750 pixels or its description's
+    text, whichever is larger, + 4 (``agent.meter.block_tokens``); anything else its text."""
+    if not isinstance(b, dict):
+        return _chars(0)
+    if b.get("type") == "image":
+        pixels = _int(b.get("width")) * _int(b.get("height"))
+        return max(pixels // 750, _chars(len(_text(b.get("description"))))) + 4
+    return _chars(len(_text(b.get("text"))))
+
+
 def estimate_message_tokens(message: JsonValue) -> int:
     """The token meter's estimate of a logged message (its JSON form): per block, text and reasoning
-    ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, a tool result its nested
-    blocks ``+ 4``; ``+ 4`` per message. Other blocks count their text, if any, plus 4."""
+    ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, an image
+    ``max(width * height // 750, ceil(description / 4) + 4) + 4``, a tool result its nested blocks
+    ``+ 4``; ``+ 4`` per message. Other blocks count their text, if any, plus 4."""
     content = message.get("content") if isinstance(message, dict) else None
     total = 4
     for block in content if isinstance(content, list) else ():
@@ -140,12 +152,9 @@ def estimate_message_tokens(message: JsonValue) -> int:
             total += _chars(len(_text(b.get("name"))) + len(_text(b.get("arguments"))))
         elif kind == "tool-result":
             nested = b.get("content")
-            total += 4 + sum(
-                _chars(len(_text(c.get("text") if isinstance(c, dict) else None)))
-                for c in (nested if isinstance(nested, list) else ())
-            )
+            total += 4 + sum(_leaf_tokens(c) for c in (nested if isinstance(nested, list) else ()))
         else:
-            total += _chars(len(_text(b.get("text"))))
+            total += _leaf_tokens(b)
     return total
 
 

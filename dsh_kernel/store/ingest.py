@@ -16,7 +16,8 @@ ingest pass:
    with the first bad line named (found by re-reading that journal in Python with the journal rules);
    it is retried only when its size changes. The others go on;
 4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``,
-   ``t_tool_calls``, ``t_tool_results``, ``t_attempts`` — upserted, so an attempt split across two
+   ``t_tool_calls``, ``t_tool_results``, ``t_images`` and ``t_image_data`` (the bytes of an image
+   once per hash, kept out of ``t_events``), ``t_attempts`` — upserted, so an attempt split across two
    passes merges; a call that got no chunk gets its row when its turn ends aborted or interrupted —
    with the token estimates and ``seeded`` flags, see ``ingest_sql``) and advances ``_ingest_state``.
    Everything commits together or not at all;
@@ -63,6 +64,7 @@ import duckdb
 from dsh_kernel.errors import SessionFormatError, StoreError
 from dsh_kernel.store import ingest_sql as q
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, open_db
+from dsh_kernel.store.ingest_images import IMAGES, IMAGES_NEEDED, store_image_data
 from dsh_kernel.store.ingest_plan import (
     ErrorRecord,
     JournalIssue,
@@ -312,6 +314,11 @@ def _run_batch(
             _exec(con, "sessions", q.INSERT_SESSIONS)
             for label, stmt in q.DERIVE:
                 _exec(con, label, stmt)
+            if _exec(con, "images?", IMAGES_NEEDED).fetchone() != (0, 0):
+                _exec(con, "images", IMAGES)
+                started = time.perf_counter()
+                added = store_image_data(con)
+                _log.debug("ingest image data (%d): %.3f s", added, time.perf_counter() - started)
             if _exec(con, "silent?", q.SILENT_NEEDED).fetchone() != (0,):
                 _exec(con, "silent calls", q.SILENT)
             _exec(con, "state", q.UPDATE_STATE)

@@ -26,9 +26,15 @@ saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of
 as ``_ingest_state.message_tokens``). ``est_output_tokens`` is the estimate of the message the attempt
 produced, set by the batch that holds that message. The views use the estimates only where the server
 sent no usage.
+
+Images (``ingest_images``): ``t_images`` gets a row per image block of an appended message,
+``t_image_data`` the bytes of each ``image/data`` event once per hash, and ``t_events.data`` of an
+``image/data`` event keeps its hash, not its base64.
 """
 
 from __future__ import annotations
+
+from dsh_kernel.store.ingest_images import STRIPPED_DATA
 
 EVENT_COLUMNS = (
     "{'type': 'VARCHAR', 'seq': 'INTEGER', 'time': 'BIGINT', 'data': 'JSON', 'ignorable': 'BOOLEAN', "
@@ -106,6 +112,7 @@ DELETE FROM t_messages WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_results WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_attempts WHERE session_id IN (SELECT id FROM _reset);
+DELETE FROM t_images WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_sessions WHERE id IN (SELECT id FROM _reset);
 """
 
@@ -146,33 +153,47 @@ _EVENTS = f"""
 INSERT INTO t_events
 SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
        CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
-       data, ignorable, surface_op, source_event_seqs, seeded
+       {STRIPPED_DATA.format(p="")}, ignorable, surface_op, source_event_seqs, seeded
 FROM _raw WHERE NOT {_NEEDS_CONTEXT}
 UNION ALL
 SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
        CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
             ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
-       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
+       {STRIPPED_DATA.format(p="r.")}, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
+_IMAGE_SIZE = '"width": "BIGINT", "height": "BIGINT", "description": "VARCHAR"'
 _MESSAGE_SHAPE = (
     '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR"}, '
     '"content": [{"type": "VARCHAR", "text": "VARCHAR", "toolCallId": "VARCHAR", "isError": "BOOLEAN", '
-    '"name": "VARCHAR", "arguments": "VARCHAR", "content": [{"type": "VARCHAR", "text": "VARCHAR"}]}]}'
+    f'"name": "VARCHAR", "arguments": "VARCHAR", {_IMAGE_SIZE}, '
+    f'"content": [{{"type": "VARCHAR", "text": "VARCHAR", {_IMAGE_SIZE}}}]}}]}}'
 )
 
+
+def _leaf(b: str) -> str:
+    """A text-like or image block's estimate: an image about one token per 750 pixels or its
+    description's text, whichever is larger, + 4; anything else its text."""
+    return (
+        f"CASE WHEN {b}.type = 'image' THEN greatest(coalesce({b}.width * {b}.height, 0) // 750, "
+        f"ceil(length(coalesce({b}.description, '')) / 4) + 4) + 4 "
+        f"ELSE ceil(length(coalesce({b}.text, '')) / 4) + 4 END"
+    )
+
+
 # The token meter's estimate of one message (dsh_kernel.agent.meter, SPINE §7.6), on the parsed struct:
-# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, a tool result its
-# nested blocks + 4, + 4 per message. dsh_kernel.session.usage.estimate_message_tokens is the same rule
-# in Python (a test holds the three equal).
-_EST_TOKENS = """(4 + coalesce(list_sum([CASE
+# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, an image
+# max(pixels // 750, ceil(description / 4) + 4) + 4, a tool result its nested blocks + 4, + 4 per
+# message. dsh_kernel.session.usage.estimate_message_tokens is the same rule in Python (a test holds
+# the three equal).
+_EST_TOKENS = f"""(4 + coalesce(list_sum([CASE
     WHEN b.type = 'tool-call'
         THEN ceil((length(coalesce(b.name, '')) + length(coalesce(b.arguments, ''))) / 4) + 4
     WHEN b.type = 'tool-result'
-        THEN coalesce(list_sum([ceil(length(coalesce(c.text, '')) / 4) + 4 FOR c IN coalesce(b.content, [])]), 0) + 4
-    ELSE ceil(length(coalesce(b.text, '')) / 4) + 4 END FOR b IN coalesce(m.content, [])]), 0))::INTEGER"""
+        THEN coalesce(list_sum([{_leaf("c")} FOR c IN coalesce(b.content, [])]), 0) + 4
+    ELSE {_leaf("b")} END FOR b IN coalesce(m.content, [])]), 0))::INTEGER"""
 
 _MESSAGES = (
     """

@@ -127,3 +127,13 @@ def m0004_list_prices(con: duckdb.DuckDBPyConnection) -> None:
     `price_book` view (the user's price, else the list price) and `usage.cost` and
     `usage.price_source` from it."""
     run_sql_file(con, "0004_list_prices.sql")
+
+
+@migration
+def m0005_images(con: duckdb.DuckDBPyConnection) -> None:
+    """Images (issue 15): the `images` view (one row per image a tool result or a user message
+    carried: hash, media type, size, description, reduction, whether the model was sent it) and the
+    `image_data` view (the bytes, once per hash); the base64 of `image/data` events is kept out of
+    `events.data`; rows ingested before are backfilled."""
+    run_sql_file(con, "0005_images.sql")
+    run_sql_file(con, "0005_backfill.sql")

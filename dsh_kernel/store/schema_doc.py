@@ -31,6 +31,8 @@ PUBLIC_VIEWS = (
     "approvals",
     "code_runs",
     "errors",
+    "images",
+    "image_data",
 )
 
 # Descriptions of columns that mean the same everywhere (used where a migration gave none).

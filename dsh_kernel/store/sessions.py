@@ -19,11 +19,20 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
   ``sessions.parquet``;
 * ``export_markdown(events)`` — a readable transcript, written by ``store.transcript`` from the turn
   reader's reading of each turn (re-exported here);
+* ``write_markdown(path, events, header, force=False)`` — the transcript written to ``path``, its
+  images as files in ``<stem>_files/`` beside it, linked from the text (``%agent export --md``);
 * ``write_export(path, text, force=False)`` — write an export file.
+
+The Parquet export carries images by reference: ``images.parquet`` (the ``images`` view: one row per
+image a message carried, by ``hash``) and ``image_data.parquet`` (``hash, media_type, bytes, data``:
+the bytes once per hash); the events' ``image/data`` rows hold the hash, not the base64.
 
 Exports never overwrite without ``force``: an existing Markdown file, or a folder that already holds
 a Parquet export (``events/`` or ``sessions.parquet``), is refused with ``UsageError(EXPORT_EXISTS)``;
-with ``force`` the file is replaced and the export's ``events/`` folder is cleared first. A path that is
+with ``force`` the file is replaced and the export's ``events/`` folder is cleared first. An image
+file of a Markdown export already in ``<stem>_files/`` with other bytes is refused the same way (one
+with the same bytes is left as it is; ``force`` replaces it); ``<stem>_files`` being a file is
+``EXPORT_BAD_PATH``. A path that is
 a directory (for a file) or a file (for a folder), a parent folder that does not exist, or one that
 cannot be written is ``UsageError(EXPORT_BAD_PATH)``, one line naming the path; parent folders are
 never created.
@@ -52,6 +61,7 @@ from dsh_kernel.store.journal import JournalWriter, load_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import QueryResult, run_query
 from dsh_kernel.store.transcript import export_markdown as export_markdown
+from dsh_kernel.store.transcript import markdown_transcript
 
 TITLE_MAX = 120
 EXPORT_EXISTS = "EXPORT_EXISTS"
@@ -239,7 +249,8 @@ def export_parquet(
     force: bool = False,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Path:
-    """Write ``<out_dir>/events/date=…/session_id=…/*.parquet`` and ``<out_dir>/sessions.parquet``.
+    """Write ``<out_dir>/events/date=…/session_id=…/*.parquet``, ``<out_dir>/sessions.parquet``,
+    ``images.parquet`` and ``image_data.parquet`` (the images by reference: module docstring).
 
     Ingests first; needs the database (``DatabaseBusy`` when it stays locked). See the module
     docstring for ``force`` and the path errors.
@@ -247,13 +258,15 @@ def export_parquet(
     out = Path(out_dir).expanduser().absolute()
     events_dir = out / "events"
     sessions_file = out / "sessions.parquet"
+    images_file = out / "images.parquet"
+    image_data_file = out / "image_data.parquet"
     if out.exists() and not out.is_dir():
         raise UsageError(
             f"{out} is a file; the Parquet export writes a folder — give a folder path",
             code=EXPORT_BAD_PATH,
         )
     _check_parent(out)
-    held = [p.name for p in (events_dir, sessions_file) if p.exists()]
+    held = [p.name for p in (events_dir, sessions_file, images_file, image_data_file) if p.exists()]
     if held and not force:
         raise UsageError(
             f"{out} already holds an export ({', '.join(held)}); add --force to replace it, or "
@@ -273,15 +286,93 @@ def export_parquet(
                 f"TO {_sql_str(str(events_dir))} "
                 f"(FORMAT parquet, PARTITION_BY (date, session_id){replace})"
             )
-            con.execute(
-                f"COPY (SELECT * FROM sessions) TO {_sql_str(str(sessions_file))} (FORMAT parquet)"
-            )
+            for view, file in (
+                ("sessions", sessions_file),
+                ("images", images_file),
+                ("image_data", image_data_file),
+            ):
+                con.execute(
+                    f"COPY (SELECT * FROM {view}) TO {_sql_str(str(file))} (FORMAT parquet)"
+                )
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(
                 f"the Parquet export to {out} failed: {first}", code="EXPORT_FAILED"
             ) from exc
     return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MarkdownExport:
+    """Where ``write_markdown`` wrote the transcript, and its images (``None``: it has none)."""
+
+    path: Path
+    images_dir: Path | None
+    images: int
+
+    def describe(self) -> str:
+        """Where it went, in words: the file, and the folder of its images if any."""
+        if not self.images:
+            return str(self.path)
+        files = "1 image" if self.images == 1 else f"{self.images} images"
+        return f"{self.path} (its {files} in {self.images_dir})"
+
+
+def write_markdown(
+    path: str | os.PathLike[str],
+    events: Sequence[SessionEvent],
+    header: SessionHeader | None = None,
+    *,
+    force: bool = False,
+) -> MarkdownExport:
+    """Write the Markdown transcript of ``events`` to ``path`` and its images to ``<stem>_files/``
+    beside it (created when there is an image to write); see the module docstring for the rules.
+    Nothing is written when the transcript itself would be refused."""
+    target = Path(path).expanduser().absolute()
+    folder = target.with_name(target.stem + "_files")
+    transcript = markdown_transcript(events, header, image_dir=folder.name)
+    if not transcript.images:
+        return MarkdownExport(
+            path=write_export(target, transcript.text, force=force), images_dir=None, images=0
+        )
+    if target.is_dir():
+        raise UsageError(
+            f"{target} is a directory; give a file name for the export (e.g. {target / 'session.md'})",
+            code=EXPORT_BAD_PATH,
+        )
+    _check_parent(target)
+    if target.exists() and not force:
+        raise UsageError(
+            f"{target} already exists; add --force to replace it, or give another file name",
+            code=EXPORT_EXISTS,
+        )
+    if folder.exists() and not folder.is_dir():
+        raise UsageError(
+            f"{folder} is a file; the images of {target.name} go to that folder — move it, or "
+            "give another file name",
+            code=EXPORT_BAD_PATH,
+        )
+    clash = [
+        n
+        for n, raw in transcript.images.items()
+        if (folder / n).is_file() and (folder / n).read_bytes() != raw
+    ]
+    if clash and not force:
+        raise UsageError(
+            f"{folder / clash[0]} already exists with other bytes; add --force to replace it, or "
+            "give another file name",
+            code=EXPORT_EXISTS,
+        )
+    try:
+        folder.mkdir(exist_ok=True)
+        for name, raw in transcript.images.items():
+            file = folder / name
+            if not file.is_file() or name in clash:  # the same bytes already there stay
+                file.write_bytes(raw)
+    except OSError as exc:
+        raise _path_error(exc, folder) from exc
+    written = write_export(target, transcript.text, force=force)
+    return MarkdownExport(path=written, images_dir=folder, images=len(transcript.images))
 
 
 def write_export(path: str | os.PathLike[str], text: str, *, force: bool = False) -> Path:

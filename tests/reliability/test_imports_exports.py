@@ -3,7 +3,9 @@
 * An import never shadows a stored session, and refuses — as one ``StoreError`` line with a stable
   code naming ``file:line`` — every journal the store could not use: times out of range, wrong
   shapes, non-UTF-8 lines, absurd nesting, logs that break the invariants. Nothing reaches the store.
-* ``%agent export`` never overwrites without ``--force`` and answers a bad path in one line.
+* ``%agent export`` never overwrites without ``--force`` and answers a bad path in one line; a
+  session with images (imported, then resumed) exports them as files beside its transcript, and
+  ``%%sql`` over the ``images`` view shows them.
 * The saved rendering of a turn embeds a tool's image only as strict base64 of an allowed type.
 * The approval card shows the whole code, however long, in a scrollable box.
 * ``%agent resume`` of the kernel's own session, or of a journal nested too deeply, says so in one
@@ -31,6 +33,7 @@ from dsh_kernel.store.query import run_query
 from dsh_kernel.views.card_content import card_view
 from dsh_kernel.views.markdown import fence
 from dsh_kernel.views.model import ToolCardModel
+from tests.integration.store.image_session import BLUE, GREEN, PHOTO, RED, record_image_session
 from tests.reliability.support import (
     chat,
     journal_of,
@@ -420,6 +423,34 @@ def test_export_parquet_never_overwrites_and_answers_bad_paths_in_one_line(rig: 
     missing = tmp / "nowhere" / "export"
     out = one_line(k.execute(f"%agent export --parquet {missing}"), "%agent export: ")
     assert "does not exist" in out, out
+
+
+async def test_a_resumed_session_with_images_exports_them_beside_its_transcript(rig: Rig) -> None:
+    k, _, tmp = rig
+    elsewhere = Store.at(tmp / "elsewhere")
+    recorded, writer = await record_image_session(elsewhere)
+    writer.close()
+    sid = recorded.session.id
+    out = k.python(
+        "from dsh_kernel.store.importing import import_journal\n"
+        f"print(import_journal({str(writer.path)!r}))"
+    )
+    assert out.strip() == sid
+    assert f"resumed session {sid}: 3 turns" in k.execute(f"%agent resume {sid}").stdout
+    counts = k.execute(
+        "%%sql rows <<\nSELECT count(*), count(*) FILTER (WHERE sent_to_model), count(DISTINCT hash), "
+        f"count(*) FILTER (WHERE stored) FROM images WHERE session_id = '{sid}'"
+    )
+    assert counts.status == "ok", counts.content
+    assert k.python("print(*rows.iloc[0])").split() == ["5", "2", "4", "5"]
+    target = tmp / "with images.md"
+    line = one_line(k.execute(f'%agent export --md "{target}"'), "wrote this session's transcript")
+    folder = tmp / "with images_files"
+    assert line == f"wrote this session's transcript to {target} (its 4 images in {folder})"
+    assert sorted(p.read_bytes() for p in folder.iterdir()) == sorted((RED, GREEN, BLUE, PHOTO))
+    assert target.read_text(encoding="utf-8").count("](with%20images_files/") == 5
+    out = one_line(k.execute(f'%agent export --md "{target}"'), "%agent export: ")
+    assert "already exists" in out and "--force" in out, out
 
 
 CRAFTED_IMAGE = (

@@ -29,14 +29,14 @@ from .conftest import chat, make_agent
 from .test_queries_doc import doc_queries, owners, record_documented_sessions
 
 SEEDED_VIEWS = ("events", "messages", "tool_calls", "approvals", "code_runs", "errors", "requests")
-SEEDED_VIEWS += ("usage", "turns")
+SEEDED_VIEWS += ("usage", "turns", "images")
 
 
 async def _record(store: Store) -> None:
-    other, agent = await record_documented_sessions(store)
+    sessions = await record_documented_sessions(store)
     set_price(store, provider="scripted", model="m1", input_per_mtok=0.5, output_per_mtok=2.0)
     # a fork of each session, copying everything and adding nothing: a second copy of every row
-    for a in (other, agent):
+    for a in sessions:
         events = list(a.session.events)
         last = max(int(str(e.data["turn"])) for e in events if e.type == "turn/end")
         child = fork(a.session.header, events, last)
@@ -56,7 +56,7 @@ async def test_a_fork_changes_no_documented_cross_session_answer(store: Store) -
     await _record(store)
     with_forks = _answers(store)
     forks = run_query(store, "SELECT journal FROM sessions WHERE parent_session IS NOT NULL").rows
-    assert len(forks) == 2
+    assert len(forks) == 3
     for (journal,) in forks:
         (store.root / str(journal)).unlink()
     store.db_path.unlink()  # rebuilt from the journals left: the parents alone

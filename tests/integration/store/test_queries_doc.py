@@ -15,6 +15,7 @@ from dsh_kernel.testing import text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
 from .conftest import chat, make_agent, record_rich_session, usage
+from .image_session import PLOTS, RED, USER_IMAGE, record_image_session
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "queries.md"
 
@@ -43,9 +44,10 @@ def publish(text: str) -> str:
     return "published"
 
 
-async def record_documented_sessions(store: Store) -> tuple[Agent, Agent]:
-    """The two sessions the documented queries are run over: one whose ``publish`` call a person
-    rejected, and the rich session (tools, failures, reasoning, two turns); both journals closed."""
+async def record_documented_sessions(store: Store) -> tuple[Agent, Agent, Agent]:
+    """The sessions the documented queries are run over: one whose ``publish`` call a person
+    rejected, one with images, and the rich session (tools, failures, reasoning, two turns), the
+    latest; every journal closed. Returns them in that order."""
 
     async def refuse(rid: object, request: ApprovalRequest) -> object:
         return "rejected"
@@ -62,9 +64,11 @@ async def record_documented_sessions(store: Store) -> tuple[Agent, Agent]:
     )
     await chat(other, "publish x")
     w1.close()
+    pictures, images = await record_image_session(store)  # before the rich one, the latest
+    images.close()
     agent, writer = await record_rich_session(store)
     writer.close()
-    return other, agent
+    return other, pictures, agent
 
 
 def owners() -> pd.DataFrame:
@@ -75,7 +79,7 @@ def owners() -> pd.DataFrame:
 
 
 async def test_every_documented_query(store: Store) -> None:
-    _, agent = await record_documented_sessions(store)
+    *_, agent = await record_documented_sessions(store)
     set_price(
         store,
         provider="scripted",
@@ -116,6 +120,13 @@ async def test_every_documented_query(store: Store) -> None:
     assert envelope.column("tools") == [["add", "lookup", "python"]]
     [system] = envelope.column("system_prompt")
     assert isinstance(system, str) and system == agent.provider.requests[2].system  # type: ignore[attr-defined]
+
+    [images] = results["Images the model was sent, and the ones it was not"]
+    assert images.column("call_id") == [None, "c-red", "c-green", "c-blue", "c-last"]
+    assert images.column("sent_to_model") == [True, True, False, False, None]
+    assert images.column("description")[:2] == [USER_IMAGE.description, PLOTS["red"].description]
+    [shown] = results["Showing an image from the store"]
+    assert shown.column("call_id") == ["c-last"] and shown.column("data") == [RED]
 
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected"]

@@ -8,6 +8,7 @@ from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import (
+    ImageBlock,
     Message,
     ModelInfo,
     ModelSource,
@@ -120,3 +121,44 @@ def test_reported_usage_is_not_estimated_and_a_failed_call_has_no_counts() -> No
     totals = usage_totals(s.events)
     assert totals == UsageTotals(requests=2, input_tokens=40, output_tokens=3)
     assert totals.cost(ModelInfo(input_price_per_mtok=1.0, output_price_per_mtok=1.0)) is not None
+
+
+def test_images_are_estimated_as_the_meter_estimates_them() -> None:
+    # a big image counts its pixels; a small one with a long description counts the description
+    big = ImageBlock(
+        sha256="a" * 64,
+        media_type="image/png",
+        width=1024,
+        height=768,
+        size=88_000,
+        description="Figure: 1 axes",
+    )
+    small = ImageBlock(
+        sha256="b" * 64,
+        media_type="image/png",
+        width=8,
+        height=8,
+        size=90,
+        description="Figure: " + "a long legend, " * 40,
+    )
+    one = Message(id=MessageId("x"), role="user", content=(big,), source=UserSource())
+    assert message_tokens(one) == 1024 * 768 // 750 + 4 + 4
+    for m in (
+        Message(
+            id=MessageId("u"),
+            role="user",
+            content=(TextBlock(text="see"), big, small),
+            source=UserSource(),
+        ),
+        Message(
+            id=MessageId("t"),
+            role="user",
+            content=(
+                ToolResultBlock(
+                    tool_call_id=CallId("c1"), content=(TextBlock(text="drew"), big, small)
+                ),
+            ),
+            source=ToolSource(call_id=CallId("c1")),
+        ),
+    ):
+        assert estimate_message_tokens(message_to_json(m)) == message_tokens(m)
