@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from dsh_kernel.llm.types import ImageBlock
+from dsh_kernel.runtime.text import format_size
 from dsh_kernel.views.images import MessageImages
 from dsh_kernel.views.markdown import escape, escape_inline_markdown
 from dsh_kernel.views.static_style import attrs
@@ -54,15 +55,6 @@ class ImageLine:
     thumbnail: ImageBlock | None = None
 
 
-def size_text(n: int) -> str:
-    """A byte count for people: ``512 B``, ``88 kB``, ``1.2 MB`` (powers of ten)."""
-    if n < 1000:
-        return f"{max(n, 0)} B"
-    if n < 1_000_000:
-        return f"{round(n / 1000)} kB"
-    return f"{n / 1_000_000:.1f} MB"
-
-
 def format_name(media_type: str) -> str:
     """``image/png`` → ``PNG``, ``image/svg+xml`` → ``SVG``."""
     return media_type.rpartition("/")[2].partition("+")[0].upper() or media_type
@@ -70,7 +62,9 @@ def format_name(media_type: str) -> str:
 
 def what(image: ImageBlock) -> str:
     """``1024x768 PNG, 88 kB (reduced from 2000x1500 PNG 412 kB)``."""
-    text = f"{image.width}x{image.height} {format_name(image.media_type)}, {size_text(image.size)}"
+    text = (
+        f"{image.width}x{image.height} {format_name(image.media_type)}, {format_size(image.size)}"
+    )
     reduction = image.reduction
     if reduction:
         before, arrow, _ = reduction.partition("→")

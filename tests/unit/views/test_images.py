@@ -28,6 +28,7 @@ from dsh_kernel.llm.types import (
     TextBlock,
     UserSource,
 )
+from dsh_kernel.runtime.text import format_size
 from dsh_kernel.session.codec import decode_event, encode_event
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.images import image_blocks
@@ -35,7 +36,7 @@ from dsh_kernel.session.log import Session
 from dsh_kernel.testing import ScriptedProvider, ScriptEntry, text_response, tool_call_response
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
 from dsh_kernel.views import TurnView, fold_turn, static_bundle, turn_events
-from dsh_kernel.views.image_note import image_lines, images_html, size_text
+from dsh_kernel.views.image_note import image_lines, images_html
 from dsh_kernel.views.images import ImageDataLookup, MessageImages, read_images, route_takes_images
 from dsh_kernel.views.markdown import escape_inline_markdown
 from dsh_kernel.views.tool_card import ToolCardWidget
@@ -48,9 +49,7 @@ SENT = make_png(40, 30)  # what the model got, reduced
 SENT_B64 = base64.b64encode(SENT).decode()
 SHA = hashlib.sha256(SENT).hexdigest()
 DESCRIPTION = "Figure: 1 axes titled 'loss'; x 'epoch' 0-10; 1 line 'train'"
-SENT_LINE = (
-    f"Sent to the model: 1 image, 40x30 PNG, {size_text(len(SENT))} (reduced from 200x150 PNG 1 kB)"
-)
+SENT_LINE = f"Sent to the model: 1 image, 40x30 PNG, {format_size(len(SENT))} (reduced from 200x150 PNG 1 kB)"
 WITHHELD_LINE = f"Not sent to the model (text-only model): described as: {DESCRIPTION}"
 THUMB = re.compile(r'<img class="dsh-thumb"[^>]*src="data:image/png;base64,([A-Za-z0-9+/=]+)"')
 
@@ -340,8 +339,8 @@ def test_several_images_get_a_count_line_and_one_line_each() -> None:
     sent = image_lines(MessageImages(images=two, as_images=True))
     assert [line.text for line in sent] == [
         "Sent to the model: 2 images",
-        f"40x30 PNG, {size_text(len(SENT))} (reduced from 200x150 PNG 1 kB)",
-        f"40x30 PNG, {size_text(len(SENT))} (reduced from 200x150 PNG 1 kB), as text (its bytes "
+        f"40x30 PNG, {format_size(len(SENT))} (reduced from 200x150 PNG 1 kB)",
+        f"40x30 PNG, {format_size(len(SENT))} (reduced from 200x150 PNG 1 kB), as text (its bytes "
         f"are not in the session log): described as: {DESCRIPTION}",
     ]
     assert [line.thumbnail is not None for line in sent] == [False, True, False]
