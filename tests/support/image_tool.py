@@ -15,6 +15,8 @@ import io
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from dsh_kernel.runtime.text import format_size
+
 DESCRIPTION = "Figure: 1 axes titled 'Training loss'; x 'epoch' 0-9, y 'loss'; 1 line 'train'"
 
 
@@ -38,7 +40,7 @@ ORIGINAL = figure_png(640, 480)
 SENT = figure_png(320, 240)
 REDUCTION = f"640x480 PNG {len(ORIGINAL) // 1000} kB → 320x240 PNG {len(SENT) // 1000} kB"
 SENT_LINE = (
-    f"Sent to the model: 1 image, 320x240 PNG, {round(len(SENT) / 1000)} kB "
+    f"Sent to the model: 1 image, 320x240 PNG, {format_size(len(SENT))} "
     f"(reduced from 640x480 PNG {len(ORIGINAL) // 1000} kB)"
 )
 WITHHELD_LINE = f"Not sent to the model (text-only model): described as: {DESCRIPTION}"
