@@ -3,7 +3,9 @@
 ``measure(session)`` anchors on the latest successful model call's real usage — its billed input plus
 its output covers the whole history up to and including that answer — when the request header in
 force then still matches the current one (same system prompt and tools; the output cap, which the
-agent sets per request from the room left, is not compared: it does not change the input); everything
+agent sets per request from the room left, is not compared: it does not change the input) and the
+history up to that answer is still on the surface unchanged (``Session.prefix_kept``: a compaction
+that replaced older turns voids the anchor, whose usage counted them); everything
 the surface holds after that answer is *estimated* and added on top. With no such anchor the whole
 request is estimated.
 
@@ -144,9 +146,9 @@ def measure(
                 break
     anchor = _anchor(events)
     surface = session.surface
-    if anchor is not None and _same_input(anchor[2], header):
+    if anchor is not None and _same_input(anchor[2], header) and session.prefix_kept(anchor[0]):
         seq, tokens, _ = anchor
-        after = [s for s in surface[surface.index(seq) + 1 :]] if seq in surface else []
+        after = surface[surface.index(seq) + 1 :]
         delta = 0
         for s in after:
             m = project_event(events[s])

@@ -10,7 +10,7 @@ event that fails, in this order:
    hostile line cannot exhaust the stack);
 2. the log's own append rules, by appending every event again to a fresh ``Session`` whose clock
    gives back the event's time: the data fields of known types (required ones present, each of its
-   JSON kind: ``payloads.problem``, which ``read_journal`` also applied), lossless JSON (no integer
+   JSON kind: ``payload_check.problem``, which ``read_journal`` also applied), lossless JSON (no integer
    beyond ±2^53, no ``-0.0``), ``surfaceOp`` exactly on surface events, replacements of current
    surface nodes, ``sourceEventSeqs`` citing distinct earlier events (code ``JOURNAL_BAD_SHAPE``);
 3. the nested payload shapes the readers decode (code ``JOURNAL_BAD_SHAPE``): messages of surface
@@ -78,7 +78,7 @@ def _depth(value: JsonValue) -> int:
 
 
 # --- payload shapes -----------------------------------------------------------------------------
-# The keys and their JSON kinds were checked by ``payloads.problem``; these decode what is inside.
+# The keys and their JSON kinds were checked by ``payload_check.problem``; these decode what is inside.
 
 
 def _assistant_message(ev: SessionEvent) -> None:

@@ -14,7 +14,7 @@ Rules:
   derivation, invariants and repair act only on types they know — but it is **kept** in ``events``:
   it owns its seq, and dropping it would leave a hole that the next live append would fill with a
   second event of the same seq. ``unknown_ignorable_seqs`` lists them.
-* Every known event's data is its type's payload (``payloads.problem``: required keys present, each
+* Every known event's data is its type's payload (``payload_check.problem``: required keys present, each
   of its JSON kind), else the journal is refused (code ``JOURNAL_BAD_SHAPE``, naming the line and
   the key), so readers may trust the kinds of the keys they find.
 * Seqs run 0, 1, 2, … over all event lines; a gap or a repeat is damage (code ``JOURNAL_DAMAGED``).
@@ -52,7 +52,7 @@ from dsh_kernel.session.codec import (
     loads,
 )
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent, SessionHeader
-from dsh_kernel.session.payloads import problem as payload_problem
+from dsh_kernel.session.payload_check import problem as payload_problem
 
 JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
 """``SessionFormatError.code`` for a journal whose committed lines are broken (not merely torn)."""

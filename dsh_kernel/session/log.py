@@ -20,6 +20,8 @@ Contract:
   Seed events were redacted when first written and are kept as they are.
 * ``derive_messages()`` folds ``project_event`` over the current surface; projections are cached per
   seq (events are immutable) and every call returns a fresh list.
+* ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
+  token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
 * ``image_data(sha256)`` is the base64 of an ``image/data`` event, indexed as it is appended (or
   loaded), so a request can carry an image's bytes without walking the log.
 """
@@ -45,8 +47,8 @@ from dsh_kernel.session.events import (
     SurfaceOp,
     new_event,
 )
+from dsh_kernel.session.payload_check import problem as payload_problem
 from dsh_kernel.session.payloads import payload_of
-from dsh_kernel.session.payloads import problem as payload_problem
 
 _log = logging.getLogger(__name__)
 
@@ -57,8 +59,9 @@ Observer = Callable[[SessionEvent], None]
 _time_ns = _time.time_ns
 
 _BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
-_TRACKED = _BRACKETS | {"image/data"}
-"""Non-surface types ``_track`` follows: the turn/step brackets, and the image bytes it indexes."""
+_TRACKED = _BRACKETS | {"image/data", "compaction/start", "compaction/end"}
+"""Non-surface types ``_track`` follows: the turn/step brackets, the image bytes it indexes, and the
+compaction lock."""
 
 
 def wall_clock_ms() -> int:
@@ -115,6 +118,9 @@ class Session:
         self._projections: dict[int, Message | None] = {}
         self._images: dict[str, str] = {}
         self.replace_generation = 0
+        self._replaced: list[tuple[int, int]] = []
+        """``(seq, surface position of its start)`` of every surface replacement, in log order."""
+        self._compaction_start: int | None = None
         self._observers: list[Observer] = []
         self._notifying = False
         self.open_turn: int | None = None
@@ -151,6 +157,31 @@ class Session:
     @property
     def surface(self) -> tuple[int, ...]:
         return tuple(self._surface)
+
+    def prefix_kept(self, seq: int) -> bool:
+        """Whether the surface up to and including node ``seq`` is still what it was when ``seq``
+        was appended: ``seq`` is a current node and no later replacement started at or before its
+        position (a compaction did; dropping a later overflowed turn did not)."""
+        index = self._index_of(seq)
+        if index is None:
+            return False
+        for replaced, start in reversed(self._replaced):
+            if replaced < seq:
+                break
+            if start <= index:
+                return False
+        return True
+
+    @property
+    def compaction_open(self) -> int | None:
+        """The seq of a live ``compaction/start`` with no ``compaction/end`` yet (the lock), else
+        ``None``. One before the session's first live write (a seed's orphan: a crash mid-compaction
+        in an earlier lifecycle) is stale and does not count (SPINE §1.12)."""
+        start = self._compaction_start
+        live = self.first_live_seq
+        if start is None or live is None or start < live:
+            return None
+        return start
 
     def image_data(self, sha256: str) -> str | None:
         """The base64 bytes of the image ``sha256`` (its ``image/data`` event), or ``None``."""
@@ -194,7 +225,7 @@ class Session:
         """Append one event. ``data`` is its payload — a plain dict, or the type's payload
         ``TypedDict`` from ``dsh_kernel.session.payloads`` — copied losslessly (what the log keeps
         is the copy); its keys are checked against the payload type first
-        (``payloads.problem``: required keys present, each of its JSON kind)."""
+        (``payload_check.problem``: required keys present, each of its JSON kind)."""
         if self._notifying:
             raise ReentrantAppendError(
                 f"Session.append({type!r}) called from inside a session observer; schedule the "
@@ -276,6 +307,7 @@ class Session:
                 self._surface[i : j + 1] = [event.seq]
                 self._surface_index = None
                 self.replace_generation += 1
+                self._replaced.append((event.seq, i))
             return
         t = event.type
         if t not in _TRACKED:
@@ -283,6 +315,10 @@ class Session:
         if t == "image/data":
             image = payload_of(event, "image/data")
             self._images.setdefault(image["sha256"], image["data"])
+        elif t == "compaction/start":
+            self._compaction_start = event.seq
+        elif t == "compaction/end":
+            self._compaction_start = None
         elif t == "turn/start":
             turn = payload_of(event, "turn/start")["turn"]
             self.open_turn = turn

@@ -19,26 +19,19 @@ Values are JSON (``JsonObject`` for nested structures the log does not interpret
 message or a stream chunk, whose own codecs live in ``llm/``). Where the catalog places an event
 (inside a turn, between turns) is ``PLACEMENT``. The journal format is unchanged by this module.
 
-``problem(type_, data)`` checks a payload against its type — required keys present, each key of its
-JSON kind, and the same inside a nested payload type (``ToolResultError``) — for the log on every
-append and the journal reader on every line, so a reader may trust the kinds of the keys it finds.
+``payload_check.problem(type_, data)`` checks a payload against its type (the log on every append,
+the journal reader on every line), so a reader may trust the kinds of the keys it finds.
 
 This module deliberately does not use ``from __future__ import annotations``: ``TypedDict`` reads
 ``NotRequired`` from evaluated annotations. It is over 500 lines because it declares one payload type
 and one ``payload_of`` overload per event type: the vocabulary is long, not complicated.
 """
 
-from collections.abc import Mapping
 from typing import (
     Literal,
     NotRequired,
     Protocol,
     TypedDict,
-    cast,
-    get_args,
-    get_origin,
-    get_type_hints,
-    is_typeddict,
     overload,
 )
 
@@ -199,6 +192,85 @@ class EndSeed(TypedDict):
     """Marks the end of a seed copied from another session."""
 
 
+# --- compaction -----------------------------------------------------------------------------------
+
+
+class CompactionRange(TypedDict):
+    """A span of surface nodes by position: the first and the last node's seq."""
+
+    start: int
+    end: int
+
+
+class CompactionStart(TypedDict):
+    """A compaction begins (SPINE §7.1): the lock, released by ``compaction/end``. A start with no end
+    is an orphan (a crash mid-compaction): the surface it would have changed stays in force, and after
+    a later ``session/end-seed`` it is stale and ignored."""
+
+    compactionId: str
+    turn: int | None
+    """The open turn (automatic compaction), or ``null`` for ``%agent compact`` between turns."""
+    trigger: str
+    """``pressure`` (the next request would pass the threshold), ``overflow`` (the server said the
+    request did not fit) or ``manual``."""
+    tokens: NotRequired[int]
+    """The size of the history before, as the token meter measured it."""
+    contextWindow: NotRequired[int]
+
+
+class CompactionSummary(TypedDict):
+    """The summary of an older span of the conversation. The ``user/message`` that replaces that
+    span on the surface (a ``<compacted-summary>``, ``surfaceOp: replace``) follows it at once; the
+    replaced events stay in the log."""
+
+    compactionId: str
+    summary: str
+    """The summary text, without the checkpoint framing the replacement message adds."""
+    method: str
+    """``model`` (a ``purpose: compaction`` call wrote it) or ``reduction`` (deterministic: old tool
+    outputs cut to their first lines, old turns to their first and last messages)."""
+    shadowedRange: CompactionRange
+    shadowedSeqs: list[int]
+    """Every surface node the summary replaces, in surface order."""
+    shadowedTokenCount: int
+    """The replaced nodes' size (token meter estimate)."""
+    summaryTokenCount: int
+    """The replacement message's size (token meter estimate)."""
+    turns: list[int]
+    """The turns whose messages the summary stands for, whole or in part."""
+    provider: NotRequired[str]
+    """The route of the summary call, when one was made (also when it failed: see ``failure``)."""
+    model: NotRequired[str]
+    maxTokens: NotRequired[int]
+    usage: NotRequired[JsonObject]
+    """The summary call's token usage, as the server reported it."""
+    failure: NotRequired[JsonObject]
+    """Why a summary call's answer was not used (``{code, message}``), when ``method`` is
+    ``reduction`` after one was tried."""
+
+
+class CompactionPrune(TypedDict):
+    """A huge tool result is cut to its head and tail before the history is summarised; the
+    ``tool/result`` replacement that rewrites its content follows at once."""
+
+    compactionId: str
+    shadowedRange: CompactionRange
+    shadowedSeqs: list[int]
+    shadowedTokenCount: int
+    """The original result's size (token meter estimate)."""
+    prunedTokenCount: int
+    """The rewritten result's size."""
+
+
+class CompactionEnd(TypedDict):
+    """A compaction ends, successful or not: the lock is released, last."""
+
+    compactionId: str
+    turn: int | None
+    error: NotRequired[JsonObject]
+    """Why nothing was replaced (``{code, message}``); absent when the surface changed."""
+
+
 # --- the inbox and approvals ----------------------------------------------------------------------
 
 
@@ -346,6 +418,10 @@ EventType = Literal[
     "session/title",
     "command/run",
     "command/done",
+    "compaction/start",
+    "compaction/summary",
+    "compaction/prune",
+    "compaction/end",
 ]
 """Every event type, in catalog order."""
 
@@ -376,6 +452,10 @@ PAYLOADS: dict[str, type] = {
     "session/title": SessionTitle,
     "command/run": CommandRun,
     "command/done": CommandDone,
+    "compaction/start": CompactionStart,
+    "compaction/summary": CompactionSummary,
+    "compaction/prune": CompactionPrune,
+    "compaction/end": CompactionEnd,
 }
 """Tag → payload ``TypedDict``: the one source of the vocabulary."""
 
@@ -459,6 +539,14 @@ def payload_of(event: HasData, type_: Literal["context/warning"]) -> ContextWarn
 @overload
 def payload_of(event: HasData, type_: Literal["session/end-seed"]) -> EndSeed: ...
 @overload
+def payload_of(event: HasData, type_: Literal["compaction/start"]) -> CompactionStart: ...
+@overload
+def payload_of(event: HasData, type_: Literal["compaction/summary"]) -> CompactionSummary: ...
+@overload
+def payload_of(event: HasData, type_: Literal["compaction/prune"]) -> CompactionPrune: ...
+@overload
+def payload_of(event: HasData, type_: Literal["compaction/end"]) -> CompactionEnd: ...
+@overload
 def payload_of(event: HasData, type_: Literal["agent/inbox/spliced"]) -> InboxSpliced: ...
 @overload
 def payload_of(event: HasData, type_: Literal["approval/asked"]) -> ApprovalAsked: ...
@@ -486,109 +574,3 @@ def payload_of(event: HasData, type_: EventType) -> object:
     if event.type != type_:
         raise UsageError(f"payload_of: a {event.type!r} event read as {type_!r}")
     return event.data
-
-
-# --- checking a payload -----------------------------------------------------------------------------
-
-_ANY: tuple[type, ...] = ()
-"""Any JSON value (``JsonValue``): nothing to check beyond the log's lossless gate."""
-
-
-def _kinds(annotation: object) -> tuple[type, ...]:
-    """The runtime types a value of ``annotation`` may have (``_ANY``: any JSON value)."""
-    origin = get_origin(annotation)
-    if origin is NotRequired:
-        return _kinds(get_args(annotation)[0])
-    for simple in (int, str, bool):
-        if annotation is simple:
-            return (simple,)
-    if origin is list:
-        return (list,)
-    if origin is dict or is_typeddict(annotation):
-        return (dict,)
-    return _ANY
-
-
-_Check = tuple[str, type, "_Spec | None"]
-"""A key to check: its name, its exact JSON type, and the spec of its value when it is a payload."""
-_Spec = tuple[frozenset[str], tuple[str, ...], tuple[_Check, ...]]
-
-
-def _nested(annotation: object) -> type | None:
-    """The payload type of a key whose value is one (``ToolResult.error``), else ``None``."""
-    if get_origin(annotation) is NotRequired:
-        return _nested(get_args(annotation)[0])
-    return annotation if isinstance(annotation, type) and is_typeddict(annotation) else None
-
-
-def _spec(cls: type) -> _Spec:
-    """``(required keys, them in order, (key, exact type, nested spec) of each key with a kind to
-    check)``."""
-    required: frozenset[str] = getattr(cls, "__required_keys__", frozenset())
-    hints = get_type_hints(cls)
-    order = tuple(k for k in cls.__annotations__ if k in required)
-    checks = tuple(
-        (k, kinds[0], _spec(nested) if (nested := _nested(hints[k])) is not None else None)
-        for k in cls.__annotations__
-        if (kinds := _kinds(hints[k]))
-    )
-    return required, order, checks
-
-
-_SPECS = {t: _spec(cls) for t, cls in PAYLOADS.items()}
-
-_KIND_NAMES = {
-    int: "an integer",
-    str: "a string",
-    bool: "true or false",
-    list: "a list",
-    dict: "an object",
-}
-
-
-def problem(type_: str, data: Mapping[str, object], *, kinds: bool = True) -> str | None:
-    """What is wrong with ``data`` as ``type_``'s payload — a required key missing, or a key of the
-    wrong JSON kind (an integer, a string, true/false, a list, an object: the exact JSON type, so
-    ``True`` is not an integer), inside a nested payload type too (``ToolResult.error``: its keys
-    are named ``error.code``) — else ``None``. Unknown types and extra keys are not this check's
-    business. ``kinds=False`` checks the required keys only. Cheap (a set comparison and one type
-    lookup per typed key): the log runs it on every append — the required keys only for
-    ``assistant/chunk``, the hot path, whose values the agent builds from typed chunks — and the
-    journal reader, in full, on every line."""
-    spec = _SPECS.get(type_)
-    if spec is None:
-        return None
-    required, order, checks = spec
-    if not data.keys() >= required:
-        return _missing(type_, "", order, data)
-    return _kind_problem(type_, "", checks, data) if kinds else None
-
-
-def _missing(type_: str, prefix: str, order: tuple[str, ...], data: Mapping[str, object]) -> str:
-    missing = [prefix + k for k in order if k not in data]
-    return f"{type_} event is missing data field(s): {', '.join(missing)}"
-
-
-def _kind_problem(
-    type_: str, prefix: str, checks: tuple[_Check, ...], data: Mapping[str, object]
-) -> str | None:
-    """The first key of the wrong kind (named ``<prefix><key>``), looking into nested payloads."""
-    for key, kind, nested in checks:
-        value = data.get(key, _ABSENT)
-        if value is _ABSENT:
-            continue
-        if type(value) is not kind:
-            what = f"{type_} data field {prefix + key!r}"
-            return f"{what} must be {_KIND_NAMES[kind]}, not {value!r:.40}"
-        if nested is not None:
-            inner = cast("dict[str, object]", value)
-            inner_required, inner_order, inner_checks = nested
-            if not inner.keys() >= inner_required:
-                return _missing(type_, f"{prefix}{key}.", inner_order, inner)
-            wrong = _kind_problem(type_, f"{prefix}{key}.", inner_checks, inner)
-            if wrong is not None:
-                return wrong
-    return None
-
-
-_ABSENT = object()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.session import payloads
+from dsh_kernel.session import payload_check, payloads
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent
 from tests.unit.session.scripts import new_session
 
@@ -54,25 +54,25 @@ def test_the_log_refuses_a_payload_of_the_wrong_kinds_naming_the_key() -> None:
 
 def test_problem_checks_kinds_and_optional_keys_only_when_present() -> None:
     ok = {"turn": 1, "step": 1, "message": {}}
-    assert payloads.problem("tool/result", ok) is None
-    assert payloads.problem("tool/result", {**ok, "meta": [1]}) is not None
-    assert payloads.problem("tool/result", {**ok, "durationMs": 5}) is None
-    assert payloads.problem("future/type", {"anything": 1}) is None
+    assert payload_check.problem("tool/result", ok) is None
+    assert payload_check.problem("tool/result", {**ok, "meta": [1]}) is not None
+    assert payload_check.problem("tool/result", {**ok, "durationMs": 5}) is None
+    assert payload_check.problem("future/type", {"anything": 1}) is None
     # the hot path checks required keys only
     chunk = {"turn": "1", "step": 1, "chunk": {}}
-    assert payloads.problem("assistant/chunk", chunk, kinds=False) is None
-    assert payloads.problem("assistant/chunk", chunk) is not None
+    assert payload_check.problem("assistant/chunk", chunk, kinds=False) is None
+    assert payload_check.problem("assistant/chunk", chunk) is not None
 
 
 def test_a_nested_payload_is_checked_key_by_key_too() -> None:
     ok = {"turn": 1, "step": 1, "message": {}}
-    assert payloads.problem("tool/result", {**ok, "error": {"name": "E", "code": "C"}}) is None
+    assert payload_check.problem("tool/result", {**ok, "error": {"name": "E", "code": "C"}}) is None
     assert (
-        payloads.problem("tool/result", {**ok, "error": {"name": "E"}})
+        payload_check.problem("tool/result", {**ok, "error": {"name": "E"}})
         == "tool/result event is missing data field(s): error.code"
     )
     assert (
-        payloads.problem("tool/result", {**ok, "error": {"name": "E", "code": 3}})
+        payload_check.problem("tool/result", {**ok, "error": {"name": "E", "code": 3}})
         == "tool/result data field 'error.code' must be a string, not 3"
     )
     session = new_session()
