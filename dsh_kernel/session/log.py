@@ -19,7 +19,13 @@ Contract:
   replaces every piece of a known key or URL credential, in any escaped form, with ``[redacted]``.
   Seed events were redacted when first written and are kept as they are.
 * ``derive_messages()`` folds ``project_event`` over the current surface; projections are cached per
-  seq (events are immutable) and every call returns a fresh list.
+  seq (events are immutable), the fold is kept and extended as the surface grows (rebuilt only after a
+  replacement), and every call returns a fresh list. ``projection(seq)`` is one node's cached message,
+  ``surface_after(seq)`` the nodes after one.
+* Reading the log costs what is read, not the session's length: ``latest(type)`` and
+  ``seqs_of(type)`` answer from an index kept as events are appended, for the types in ``INDEXED``
+  (the turn and request envelopes, warnings, answers); ``reversed(session.events)`` walks the list
+  itself.
 * ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
   token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
 * ``image_data(sha256)`` is the base64 of an ``image/data`` event, indexed as it is appended (or
@@ -59,9 +65,13 @@ Observer = Callable[[SessionEvent], None]
 _time_ns = _time.time_ns
 
 _BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
-_TRACKED = _BRACKETS | {"image/data", "compaction/start", "compaction/end"}
-"""Non-surface types ``_track`` follows: the turn/step brackets, the image bytes it indexes, and the
-compaction lock."""
+INDEXED: frozenset[str] = frozenset(
+    {"turn/start", "request/header", "request/context", "context/warning", "assistant/message"}
+)
+"""The types whose seqs the log indexes (``latest``, ``seqs_of``): few per turn, read every request."""
+_TRACKED = _BRACKETS | INDEXED | {"image/data", "compaction/start", "compaction/end"}
+"""Non-surface types ``_track`` follows: the turn/step brackets, the indexed types, the image bytes it
+indexes, and the compaction lock."""
 
 
 def wall_clock_ms() -> int:
@@ -94,6 +104,10 @@ class EventList(Sequence[SessionEvent]):
     def __iter__(self) -> Iterator[SessionEvent]:
         return iter(self._items)
 
+    def __reversed__(self) -> Iterator[SessionEvent]:
+        # Sequence's default indexes one position at a time through __getitem__ (~8x slower).
+        return reversed(self._items)
+
     def __repr__(self) -> str:
         return f"<EventList of {len(self._items)} events>"
 
@@ -116,6 +130,12 @@ class Session:
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
         self._projections: dict[int, Message | None] = {}
+        self._derived: list[Message] = []
+        """``derive_messages()`` of the surface up to ``_derived_upto`` nodes, under
+        ``_derived_generation`` (a replacement makes it stale)."""
+        self._derived_upto = 0
+        self._derived_generation = 0
+        self._indexed: dict[str, list[int]] = {t: [] for t in INDEXED}
         self._images: dict[str, str] = {}
         self.replace_generation = 0
         self._replaced: list[tuple[int, int]] = []
@@ -183,22 +203,59 @@ class Session:
             return None
         return start
 
+    def latest(self, type: str) -> SessionEvent | None:
+        """The latest event of ``type`` (one of ``INDEXED``), or ``None``: without a walk."""
+        seqs = self._indexed_seqs(type)
+        return self._events[seqs[-1]] if seqs else None
+
+    def seqs_of(self, type: str, start: int = 0) -> list[int]:
+        """The seqs of the events of ``type`` (one of ``INDEXED``) in log order, from the
+        ``start``-th one on."""
+        return self._indexed_seqs(type)[start:]
+
+    def _indexed_seqs(self, type: str) -> list[int]:
+        seqs = self._indexed.get(type)
+        if seqs is None:
+            raise UsageError(f"the log indexes only {sorted(INDEXED)}, not {type!r}")
+        return seqs
+
+    def surface_after(self, seq: int | None) -> tuple[int, ...]:
+        """The surface nodes after node ``seq`` (every node for ``None``). Raises ``UsageError``
+        when ``seq`` is not a current node."""
+        if seq is None:
+            return tuple(self._surface)
+        index = self._index_of(seq)
+        if index is None:
+            raise UsageError(f"seq {seq} is not a node of the current surface")
+        return tuple(self._surface[index + 1 :])
+
+    def projection(self, seq: int) -> Message | None:
+        """The model message event ``seq`` stands for (``project_event``, cached), or ``None``."""
+        cache = self._projections
+        if seq in cache:
+            return cache[seq]
+        msg = cache[seq] = project_event(self._events[seq])
+        return msg
+
     def image_data(self, sha256: str) -> str | None:
         """The base64 bytes of the image ``sha256`` (its ``image/data`` event), or ``None``."""
         return self._images.get(sha256)
 
     def derive_messages(self) -> list[Message]:
-        out: list[Message] = []
-        cache = self._projections
-        events = self._events
-        for seq in self._surface:
-            if seq in cache:
-                msg = cache[seq]
-            else:
-                msg = cache[seq] = project_event(events[seq])
-            if msg is not None:
-                out.append(msg)
-        return out
+        if self._derived_generation != self.replace_generation:
+            self._derived = []
+            self._derived_upto = 0
+            self._derived_generation = self.replace_generation
+        surface = self._surface
+        if self._derived_upto < len(surface):
+            out = self._derived
+            projection = self.projection
+            for seq in surface[self._derived_upto :]:
+                msg = projection(seq)
+                if msg is not None:
+                    out.append(msg)
+            self._derived_upto = len(surface)
+        return list(self._derived)
 
     # --- observers ---------------------------------------------------------------------------------
 
@@ -297,6 +354,8 @@ class Session:
         """Update the surface and the open turn/step after ``event`` was appended."""
         op = event.surface_op
         if op is not None:
+            if event.type == "assistant/message":
+                self._indexed["assistant/message"].append(event.seq)
             if op == "append":
                 self._surface.append(event.seq)
                 if self._surface_index is not None:
@@ -312,6 +371,9 @@ class Session:
         t = event.type
         if t not in _TRACKED:
             return
+        indexed = self._indexed.get(t)
+        if indexed is not None:
+            indexed.append(event.seq)
         if t == "image/data":
             image = payload_of(event, "image/data")
             self._images.setdefault(image["sha256"], image["data"])
@@ -329,7 +391,7 @@ class Session:
             self.open_step = None
         elif t == "step/start":
             self.open_step = payload_of(event, "step/start")["step"]
-        else:  # step/end
+        elif t == "step/end":
             self.open_step = None
 
     def _index_of(self, seq: int) -> int | None:

@@ -543,11 +543,27 @@ def find_turn(events: Iterable[SessionEvent], message_id: str) -> int | None:
 
 def turn_end(events: Sequence[SessionEvent], message_id: str) -> JsonObject | None:
     """The ``turn/end`` reason of the turn that carried ``message_id`` (``None`` if it never ran or
-    has not ended)."""
-    turn = find_turn(events, message_id)
-    if turn is None:
+    has not ended).
+
+    Read from the end of the log (message ids are unique): the kernel asks about the turn that just
+    ran, so this reads that turn, not the session."""
+    back = 0  # events after the message
+    for ev in reversed(events):
+        if ev.type == "user/message" and payload_of(ev, "user/message")["id"] == message_id:
+            break
+        back += 1
+    else:
         return None
-    for ev in turn_events(events, turn):
+    at = len(events) - 1 - back
+    for i in range(at - 1, -1, -1):
+        kind = events[i].type
+        if kind == "turn/end":
+            return None  # the message came between turns
+        if kind == "turn/start":
+            break
+    else:
+        return None
+    for ev in events[at + 1 :]:
         if ev.type == "turn/end":
             return payload_of(ev, "turn/end")["reason"]
     return None
