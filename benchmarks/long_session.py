@@ -46,8 +46,9 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import dsh_kernel
 from dsh_kernel import Agent
@@ -92,12 +93,6 @@ def prompt(turn: int) -> Message:
     return Message(
         id=new_message_id(), role="user", content=(TextBlock(text=text),), source=UserSource()
     )
-
-
-@dataclass
-class Times:
-    agent: list[float] = field(default_factory=list[float])
-    cell: list[float] = field(default_factory=list[float])
 
 
 def make_agent(provider: ScriptedProvider) -> Agent:
@@ -147,18 +142,64 @@ async def run_cell_turn(agent: Agent, host: Host, turn: int) -> tuple[float, flo
     return agent_done - agent_started, done - started
 
 
-async def long_session(turns: int, chunks: int, tool_every: int) -> Times:
-    provider = ScriptedProvider(info=ModelInfo(context_window=WINDOW_TOKENS))
-    agent = make_agent(provider)
-    host = Host(agent)
-    out = Times()
-    for turn in range(1, turns + 1):
-        script_turn(provider, turn, chunks, tool_every)
-        a, c = await run_cell_turn(agent, host, turn)
-        out.agent.append(a)
-        out.cell.append(c)
-    provider.assert_consumed()
+class Cell:
+    """One session, driven as a notebook's chat cells drive it."""
+
+    def __init__(self, chunks: int, tool_every: int) -> None:
+        self.provider = ScriptedProvider(info=ModelInfo(context_window=WINDOW_TOKENS))
+        self.agent = make_agent(self.provider)
+        self.host = Host(self.agent)
+        self.chunks, self.tool_every = chunks, tool_every
+        self.turns = 0
+
+    async def next_turn(self) -> tuple[float, float]:
+        self.turns += 1
+        script_turn(self.provider, self.turns, self.chunks, self.tool_every)
+        return await run_cell_turn(self.agent, self.host, self.turns)
+
+
+KINDS = ("agent", "cell", "fresh agent", "fresh cell")
+
+
+def windows(turns: int, marks: list[int]) -> dict[int, int]:
+    """turn → the mark whose window holds it: ``WINDOW`` turns around each mark, inside the run."""
+    out: dict[int, int] = {}
+    for m in marks:
+        lo = min(max(1, m - WINDOW // 2), max(1, turns - WINDOW + 1))
+        for t in range(lo, min(turns, lo + WINDOW - 1) + 1):
+            out.setdefault(t, m)
     return out
+
+
+async def long_session(
+    turns: int, chunks: int, tool_every: int, marks: list[int]
+) -> tuple[dict[str, dict[int, float]], dict[str, tuple[float, float]]]:
+    """The medians per mark of each kind, and the means of the first and last 100 turns."""
+    long = Cell(chunks, tool_every)
+    where = windows(turns, marks)
+    samples: dict[str, dict[int, list[float]]] = {k: {m: [] for m in marks} for k in KINDS}
+    every: dict[str, list[float]] = {"agent": [], "cell": []}
+    fresh: tuple[int, Cell] | None = None
+    for turn in range(1, turns + 1):
+        a, c = await long.next_turn()
+        every["agent"].append(a)
+        every["cell"].append(c)
+        m = where.get(turn)
+        if m is None:
+            continue
+        samples["agent"][m].append(a)
+        samples["cell"][m].append(c)
+        # A fresh session's turn right after it: the same moment of a noisy machine, at turn 1-9.
+        if fresh is None or fresh[0] != m:
+            fresh = (m, Cell(chunks, tool_every))
+        fa, fc = await fresh[1].next_turn()
+        samples["fresh agent"][m].append(fa)
+        samples["fresh cell"][m].append(fc)
+    long.provider.assert_consumed()
+    medians = {k: {m: statistics.median(v) for m, v in by.items()} for k, by in samples.items()}
+    k = min(100, turns)
+    means = {kind: (statistics.fmean(v[:k]), statistics.fmean(v[-k:])) for kind, v in every.items()}
+    return medians, means
 
 
 async def _build(turns: int, chunks: int, tool_every: int) -> Session:
@@ -185,26 +226,20 @@ def memory_per_event(events: int, chunks: int, tool_every: int) -> tuple[float, 
     return held / n, n
 
 
-def window_median(values: list[float], mark: int) -> float:
-    """The median of the ``WINDOW`` turns around turn ``mark`` (1-based), kept inside the run."""
-    start = min(max(0, mark - 1 - WINDOW // 2), max(0, len(values) - WINDOW))
-    return statistics.median(values[start : start + WINDOW])
-
-
 def measure(args: argparse.Namespace) -> dict[str, object]:
-    marks = [m for m in MARKS if m <= args.turns] or [args.turns]
-    if marks[-1] != args.turns:
-        marks.append(args.turns)
-    per: dict[str, dict[int, list[float]]] = {"agent": {}, "cell": {}}
+    marks = sorted({m for m in MARKS if m <= args.turns} | {args.turns})
+    per: dict[str, dict[int, list[float]]] = {k: {m: [] for m in marks} for k in KINDS}
     means: dict[str, list[tuple[float, float]]] = {"agent": [], "cell": []}
     for _ in range(args.reps):
         gc.collect()
-        times = asyncio.run(long_session(args.turns, args.chunks, args.tool_every))
-        for kind, values in (("agent", times.agent), ("cell", times.cell)):
-            for m in marks:
-                per[kind].setdefault(m, []).append(window_median(values, m))
-            k = min(100, len(values))
-            means[kind].append((statistics.fmean(values[:k]), statistics.fmean(values[-k:])))
+        medians, firsts_lasts = asyncio.run(
+            long_session(args.turns, args.chunks, args.tool_every, marks)
+        )
+        for kind, by in medians.items():
+            for m, v in by.items():
+                per[kind][m].append(v)
+        for kind, pair in firsts_lasts.items():
+            means[kind].append(pair)
     bytes_per_event, n = memory_per_event(args.memory_events, args.chunks, args.tool_every)
     return {
         "tree": str(Path(dsh_kernel.__file__).resolve().parent.parent),
@@ -228,49 +263,41 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     }
 
 
-def _row(label: str, results: list[dict[str, object]], get: object) -> str:
-    assert callable(get)
-    return f"  {label:<30}" + "".join(f"{get(r):>16}" for r in results)
-
-
-def report(results: list[dict[str, object]], names: list[str]) -> None:
+def report(results: list[dict[str, Any]], names: list[str]) -> None:
     first = results[0]
-    marks: list[int] = first["marks"]  # type: ignore[assignment]
+    marks: list[int] = first["marks"]
+    last = str(marks[-1])
     print(
-        f"long session: {first['turns']} turns of {first['chunks']} chunks, "
-        f"median of {first['reps']} session(s), {WINDOW}-turn windows (ms per turn)"
+        f"long session: {first['turns']} turns of {first['chunks']} chunks, median of "
+        f"{first['reps']} session(s); ms per turn, the median of a {WINDOW}-turn window at each mark"
     )
-    print(f"  {'':<30}" + "".join(f"{n:>16}" for n in names))
+    print(f"  {'':<34}" + "".join(f"{n:>16}" for n in names))
+
+    def row(label: str, cell: Callable[[dict[str, Any]], str]) -> None:
+        print(f"  {label:<34}" + "".join(f"{cell(r):>16}" for r in results))
+
     for kind in ("agent", "cell"):
         for m in marks:
-            print(
-                _row(
-                    f"{kind}, turn {m}", results, lambda r, k=kind, m=m: f"{r['ms'][k][str(m)]:.2f}"
-                )
+            row(f"{kind}, turn {m}", lambda r, k=kind, m=m: f"{r['ms'][k][str(m)]:.2f}")
+            row(
+                "  fresh session, same moment",
+                lambda r, k=kind, m=m: f"{r['ms']['fresh ' + k][str(m)]:.2f}",
             )
-        print(
-            _row(
-                f"{kind}, last/first",
-                results,
-                lambda r, k=kind: f"{r['ms'][k][str(marks[-1])] / r['ms'][k][str(marks[0])]:.2f}",
-            )
+        row(
+            f"{kind}, turn {last} / turn 1",
+            lambda r, k=kind: f"{r['ms'][k][last] / r['ms'][k]['1']:.2f}",
+        )
+        row(
+            f"{kind}, turn {last} / fresh then",
+            lambda r, k=kind: f"{r['ms'][k][last] / r['ms']['fresh ' + k][last]:.2f}",
         )
         for which in ("first100", "last100"):
-            print(
-                _row(
-                    f"{kind}, mean of {which[:-3]} 100",
-                    results,
-                    lambda r, k=kind, w=which: f"{r['mean_ms'][k][w]:.2f}",
-                )
+            row(
+                f"{kind}, mean of the {which[:-3]} 100",
+                lambda r, k=kind, w=which: f"{r['mean_ms'][k][w]:.2f}",
             )
-    print(
-        _row(
-            "bytes per stored event",
-            results,
-            lambda r: f"{r['bytes_per_event']:,.0f}",
-        )
-    )
-    print(_row("  (events in the session)", results, lambda r: f"{r['memory_events']:,}"))
+    row("bytes per stored event", lambda r: f"{r['bytes_per_event']:,.0f}")
+    row("  (events in that session)", lambda r: f"{r['memory_events']:,}")
     print("  memory: tracemalloc, bytes held by the Session alone after the agent is dropped")
 
 

@@ -28,6 +28,10 @@ Contract:
   itself.
 * ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
   token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
+* Memory: when a turn starts, the ``assistant/chunk`` events of the turns before it are kept
+  compactly (``dsh_kernel.session.chunk_runs``); ``events`` rebuilds them on access as
+  ``SessionEvent`` values equal to the ones appended (equal, not the same objects). Only chunk events
+  are ever compacted, so every other event (and every surface event) is the object appended.
 * ``image_data(sha256)`` is the base64 of an ``image/data`` event, indexed as it is appended (or
   loaded), so a request can carry an image's bytes without walking the log.
 """
@@ -36,13 +40,13 @@ from __future__ import annotations
 
 import logging
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import REDACTOR, Redactor
 from dsh_kernel.llm.types import Message
+from dsh_kernel.session.chunk_runs import ChunkRun, EventList, compact, event_at
 from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import (
@@ -83,35 +87,6 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
-class EventList(Sequence[SessionEvent]):
-    """A read-only live view of the log (no copy)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[SessionEvent]) -> None:
-        self._items = items
-
-    @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
-        return self._items[index]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        return iter(self._items)
-
-    def __reversed__(self) -> Iterator[SessionEvent]:
-        # Sequence's default indexes one position at a time through __getitem__ (~8x slower).
-        return reversed(self._items)
-
-    def __repr__(self) -> str:
-        return f"<EventList of {len(self._items)} events>"
-
-
 class Session:
     """The log. See the module docstring for the contract."""
 
@@ -126,7 +101,9 @@ class Session:
         self.header = header
         self._clock: Clock | None = clock
         self._redactor = redactor
-        self._events: list[SessionEvent] = []
+        self._events: list[SessionEvent | ChunkRun] = []
+        self._compacted_upto = 0
+        """Events before this seq are past turns whose chunk events were compacted."""
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
         self._projections: dict[int, Message | None] = {}
@@ -154,7 +131,7 @@ class Session:
             self._check_surface(ev.type, ev.surface_op, ev.source_event_seqs, ev.data, ev.seq)
             self._commit(ev)
         self.seed_length = len(self._events)
-        self._needs_end_seed = bool(self._events) and self._events[-1].type != "session/end-seed"
+        self._needs_end_seed = bool(self._events) and self.events[-1].type != "session/end-seed"
         self.first_live_seq: int | None = None if self._needs_end_seed else len(self._events)
 
     # --- reading -----------------------------------------------------------------------------------
@@ -206,7 +183,7 @@ class Session:
     def latest(self, type: str) -> SessionEvent | None:
         """The latest event of ``type`` (one of ``INDEXED``), or ``None``: without a walk."""
         seqs = self._indexed_seqs(type)
-        return self._events[seqs[-1]] if seqs else None
+        return self._event(seqs[-1]) if seqs else None
 
     def seqs_of(self, type: str, start: int = 0) -> list[int]:
         """The seqs of the events of ``type`` (one of ``INDEXED``) in log order, from the
@@ -234,7 +211,7 @@ class Session:
         cache = self._projections
         if seq in cache:
             return cache[seq]
-        msg = cache[seq] = project_event(self._events[seq])
+        msg = cache[seq] = project_event(self._event(seq))
         return msg
 
     def image_data(self, sha256: str) -> str | None:
@@ -386,6 +363,9 @@ class Session:
             self.open_turn = turn
             self.last_turn = max(self.last_turn, turn)
             self.open_step = None
+            # The turns before this one are over: keep their chunk events compactly.
+            compact(self._events, self._compacted_upto, event.seq)
+            self._compacted_upto = event.seq
         elif t == "turn/end":
             self.open_turn = None
             self.open_step = None
@@ -393,6 +373,9 @@ class Session:
             self.open_step = payload_of(event, "step/start")["step"]
         elif t == "step/end":
             self.open_step = None
+
+    def _event(self, seq: int) -> SessionEvent:
+        return event_at(self._events, seq)
 
     def _index_of(self, seq: int) -> int | None:
         if self._surface_index is None:
@@ -437,7 +420,7 @@ class Session:
         if seqs is None or not set(shadowed) <= set(seqs):
             raise SurfaceError(f"{type}: a replacement must cite every node it shadows {shadowed}")
         if type == "tool/result":
-            old = self._events[shadowed[0]]
+            old = self._event(shadowed[0])
             if len(shadowed) != 1 or old.type != "tool/result":
                 raise SurfaceError("a tool/result replacement shadows exactly one tool/result")
             if not _same_but_content(old.data, data):
