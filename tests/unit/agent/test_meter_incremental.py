@@ -12,16 +12,19 @@ import json
 import random
 from dataclasses import replace
 
+from dsh_kernel import Agent, tool
 from dsh_kernel.agent.meter import (
     TokenMeasurement,
     header_tokens,
     measure,
     message_tokens,
 )
-from dsh_kernel.llm.types import LlmCallConfig
+from dsh_kernel.llm.types import LlmCallConfig, ModelInfo
 from dsh_kernel.session.derive import EpochHeader, header_equals, project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
+from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
+from tests.unit.agent.helpers import of_type, turn_ends
 from tests.unit.session.scripts import (
     HEADER,
     FakeClock,
@@ -222,3 +225,27 @@ def test_a_fork_reads_its_own_log() -> None:
         assert measure(child) == from_scratch(child)
         child.append("user/message", user_message("after the fork"), surface_op="append")
         assert measure(child) == from_scratch(child)
+
+
+async def test_every_turn_over_the_mark_warns_once() -> None:
+    @tool(read_only=True)
+    def more() -> str:
+        """Adds a little."""
+        return "z" * 40
+
+    provider = ScriptedProvider(
+        [
+            tool_call_response("more", {}, call_id="c1"),
+            text_response("a"),
+            tool_call_response("more", {}, call_id="c2"),
+            text_response("b"),
+        ],
+        info=ModelInfo(context_window=1024),  # assumed: warned against, never refused
+    )
+    agent = Agent(provider=provider, model="m1", tools=[more], check_invariants=True)
+    for text in ("w" * 4000, "x"):
+        agent.followup(text)
+        await agent.when_idle()
+    warnings = of_type(agent.session.events, "context/warning")
+    assert [w.data["turn"] for w in warnings] == [1, 2]  # two requests a turn, one warning each
+    assert turn_ends(agent.session.events) == [{"kind": "completed"}] * 2

@@ -13,6 +13,7 @@ from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import INDEXED, Session
+from dsh_kernel.session.turn import find_turn, turn_end, turn_events
 from tests.unit.session.scripts import (
     HEADER,
     FakeClock,
@@ -204,3 +205,31 @@ def test_a_replacement_rebuilds_the_fold_and_surface_after_reads_the_new_surface
     with pytest.raises(UsageError, match="not a node"):
         s.surface_after(a)
     assert s.projection(a) is not None and s.projection(a) == project_event(s.events[a])
+
+
+def _turn_end_by_a_forward_read(events: list[SessionEvent], message_id: str) -> object:
+    turn = find_turn(events, message_id)
+    if turn is None:
+        return None
+    ends = [e.data["reason"] for e in turn_events(events, turn) if e.type == "turn/end"]
+    return ends[0] if ends else None
+
+
+def test_turn_end_reads_back_from_the_end_as_a_forward_read_does() -> None:
+    for seed in range(8):
+        rng = random.Random(seed)
+        s = LoopScript(rng.randrange, Session(header=HEADER, clock=FakeClock())).run(4)
+        s.append("user/message", user_message("between turns"), surface_op="append")
+        blocked = s.last_turn + 1
+        s.append("turn/start", {"turn": blocked})
+        s.append("user/message", user_message("its turn ends at once"), surface_op="append")
+        s.append("turn/end", {"turn": blocked, "reason": {"kind": "blocked"}})
+        s.append("turn/start", {"turn": blocked + 1})
+        s.append("user/message", user_message("in the open turn"), surface_op="append")
+        events = list(s.events)
+        ids = [str(e.data["id"]) for e in events if e.type == "user/message"]
+        for mid in [*ids, "no-such-message"]:
+            assert turn_end(s.events, mid) == _turn_end_by_a_forward_read(events, mid)
+        assert turn_end(s.events, ids[-1]) is None  # its turn has not ended
+        assert turn_end(s.events, ids[-2]) == {"kind": "blocked"}
+        assert turn_end(s.events, ids[-3]) is None  # it came between turns
