@@ -21,7 +21,13 @@ after one warm-up run. Targets (issue 3): adapter ≥ 0.5× raw, adapter+loop �
 the openai SDK. ``openai`` and ``pydantic-ai-slim[openai]`` are benchmark-only dependencies; a
 contender whose package is missing is reported as skipped.
 
-Run from the repository root: ``python benchmarks/streaming.py [--chunks 20000] [--reps 5]``.
+``--baseline PATH`` compares this tree with another (e.g. a checkout of ``main``) in one run: the
+benchmark runs ``--reps`` times in each tree, alternately, in a fresh process each (with three
+rotations of the contenders), and every contender is reported as the median of its rate as a
+multiple of the same run's ``raw``.
+
+Run from the repository root: ``python benchmarks/streaming.py [--chunks 20000] [--reps 5]
+[--baseline PATH]``.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -190,8 +197,12 @@ async def measure(url: str, n: int, reps: int) -> dict[str, list[float] | str]:
     return times
 
 
+def rates_of(times: dict[str, list[float] | str], n: int) -> dict[str, float]:
+    return {k: n / statistics.median(v) for k, v in times.items() if isinstance(v, list) and v}
+
+
 def report(times: dict[str, list[float] | str], n: int) -> dict[str, float]:
-    rates = {k: n / statistics.median(v) for k, v in times.items() if isinstance(v, list) and v}
+    rates = rates_of(times, n)
     raw = rates.get("raw")
     sdk = rates.get("openai-sdk")
     print(
@@ -209,6 +220,52 @@ def report(times: dict[str, list[float] | str], n: int) -> dict[str, float]:
     return rates
 
 
+def compare(args: argparse.Namespace) -> int:
+    """``--baseline``: this benchmark run ``--reps`` times in each tree, alternately (a fresh
+    process each, its ``dsh_kernel`` imported from that tree, three rotations of the contenders
+    each), and each contender's rate as a multiple of that same run's ``raw`` — so a machine that
+    slows down between runs moves both."""
+    trees = {"baseline": args.baseline.resolve(), "this tree": ROOT}
+    ratios: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+    raw: dict[str, list[float]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rates.json"
+        for rep in range(args.reps):
+            names = list(trees) if rep % 2 == 0 else list(reversed(trees))
+            for name in names:
+                command = [sys.executable, __file__, "--chunks", str(args.chunks), "--reps", "3"]
+                if args.per_frame:
+                    command.append("--per-frame")
+                env = {**os.environ, "PYTHONPATH": str(trees[name])}
+                subprocess.run(
+                    [*command, "--json", str(out), "--quiet"], check=True, env=env, cwd=ROOT
+                )
+                rates: dict[str, float] = json.loads(out.read_text(encoding="utf-8"))
+                raw[name].append(rates["raw"])
+                for contender, rate in rates.items():
+                    ratios[name].setdefault(contender, []).append(rate / rates["raw"])
+    print(
+        f"{args.chunks} text chunks, {args.reps} runs per tree (alternating), "
+        "median of each run's rate as a multiple of that run's raw"
+    )
+    print(f"{'client':<14}" + "".join(f"{name + ' × raw':>20}" for name in trees))
+    for contender in ratios["this tree"]:
+        cells = [
+            f"{statistics.median(ratios[name][contender]):>20.2f}"
+            if contender in ratios[name]
+            else f"{'-':>20}"
+            for name in trees
+        ]
+        print(f"{contender:<14}" + "".join(cells))
+    print(f"{'raw chunks/s':<14}" + "".join(f"{statistics.median(raw[n]):>20,.0f}" for n in trees))
+    for name, tree in trees.items():
+        print(f"  {name}: {tree}")
+    if args.json:
+        medians = {n: {c: statistics.median(v) for c, v in r.items()} for n, r in ratios.items()}
+        args.json.write_text(json.dumps(medians, indent=2), encoding="utf-8")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="streaming throughput benchmark")
     parser.add_argument("--chunks", type=int, default=20_000)
@@ -219,7 +276,15 @@ def main(argv: list[str] | None = None) -> int:
         help="one server write per SSE frame (as real APIs flush), instead of 64 KiB writes",
     )
     parser.add_argument("--json", type=Path, help="also write the rates here")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source tree (e.g. a checkout of main) to compare against, run by run",
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing (with --json)")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        return compare(args)
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "script.json"
         script.write_text(
@@ -251,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
             server.wait(10)
             if server.stdout is not None:
                 server.stdout.close()
-    rates = report(times, args.chunks)
+    rates = rates_of(times, args.chunks) if args.quiet else report(times, args.chunks)
     if args.json:
         args.json.write_text(json.dumps(rates, indent=2), encoding="utf-8")
     return 0

@@ -41,6 +41,7 @@ from __future__ import annotations
 import logging
 import time as _time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import cast
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
@@ -76,6 +77,10 @@ INDEXED: frozenset[str] = frozenset(
 _TRACKED = _BRACKETS | INDEXED | {"image/data", "compaction/start", "compaction/end"}
 """Non-surface types ``_track`` follows: the turn/step brackets, the indexed types, the image bytes it
 indexes, and the compaction lock."""
+
+
+_SAFE_INT = 2**53
+"""The largest integer JSON carries exactly (``session.codec``'s lossless bound)."""
 
 
 def wall_clock_ms() -> int:
@@ -269,10 +274,12 @@ class Session:
             raise UsageError("event type must be a non-empty string")
         if not isinstance(data, dict):
             raise UsageError(f"{type} data must be a dict, not {_type_name(data)}")
-        wrong = payload_problem(type, data, kinds=type != "assistant/chunk")  # the hot path
-        if wrong is not None:
-            raise UsageError(wrong)
-        copied = lossless_copy_object(data, event_type=type)
+        copied = _plain_delta(data) if type == "assistant/chunk" else None  # the hot path
+        if copied is None:
+            wrong = payload_problem(type, data, kinds=type != "assistant/chunk")
+            if wrong is not None:
+                raise UsageError(wrong)
+            copied = lossless_copy_object(data, event_type=type)
         redactor = self._redactor
         if type != "assistant/chunk":  # not on the hot path (chunks are scrubbed all the same)
             redactor.refresh()  # learn a key set in the environment since the last event
@@ -425,6 +432,34 @@ class Session:
                 raise SurfaceError("a tool/result replacement shadows exactly one tool/result")
             if not _same_but_content(old.data, data):
                 raise SurfaceError("a tool/result replacement may change only the nested content")
+
+
+def _plain_delta(data: dict[str, object]) -> JsonObject | None:
+    """The log's copy of a text or reasoning delta's ``assistant/chunk`` data — ``{"turn": int,
+    "step": int, "chunk": {"type", "index": int, "text": str}}``, in any key order — else ``None``
+    (the general path then checks and copies it). The same copy ``lossless_copy_object`` makes, at
+    a fifth of its cost: one event per streamed token comes through here."""
+    if len(data) != 3:
+        return None
+    turn, step, raw = data.get("turn"), data.get("step"), data.get("chunk")
+    if type(raw) is not dict or type(turn) is not int or type(step) is not int:
+        return None
+    chunk = cast("dict[str, object]", raw)
+    if len(chunk) != 3:
+        return None
+    kind, index, text = chunk.get("type"), chunk.get("index"), chunk.get("text")
+    if (
+        (kind != "text-delta" and kind != "reasoning-delta")
+        or type(index) is not int
+        or type(text) is not str
+        or not (-_SAFE_INT <= turn <= _SAFE_INT)
+        or not (-_SAFE_INT <= step <= _SAFE_INT)
+        or not (-_SAFE_INT <= index <= _SAFE_INT)
+    ):
+        return None
+    copied = cast("JsonObject", dict(data))  # every value is checked above
+    copied["chunk"] = cast("JsonObject", dict(chunk))
+    return copied
 
 
 def _same_but_content(old: JsonObject, new: JsonObject) -> bool:

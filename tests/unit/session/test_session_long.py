@@ -8,7 +8,8 @@ import random
 
 import pytest
 
-from dsh_kernel.errors import UsageError
+from dsh_kernel.errors import LosslessJsonError, UsageError
+from dsh_kernel.llm.secrets import Redactor
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
@@ -233,3 +234,31 @@ def test_turn_end_reads_back_from_the_end_as_a_forward_read_does() -> None:
         assert turn_end(s.events, ids[-1]) is None  # its turn has not ended
         assert turn_end(s.events, ids[-2]) == {"kind": "blocked"}
         assert turn_end(s.events, ids[-3]) is None  # it came between turns
+
+
+def test_a_streamed_delta_is_checked_and_copied_as_any_event_is() -> None:
+    redactor = Redactor(environ={})
+    redactor.add("sk-live-0123456789abcdef")
+    s = Session(header=HEADER, clock=FakeClock(), redactor=redactor)
+    chunk = {"type": "text-delta", "index": 2**53, "text": "key sk-live-0123456789abcdef!"}
+    data: dict[str, object] = {"chunk": chunk, "turn": 1, "step": 1}  # any key order is kept
+    ev = s.append("assistant/chunk", data)
+    assert list(ev.data) == ["chunk", "turn", "step"]
+    assert ev.data["chunk"] == {"type": "text-delta", "index": 2**53, "text": "key [redacted]!"}
+    chunk["text"], data["turn"] = "changed", 7  # the log holds a copy
+    assert s.events[ev.seq].data == {
+        "chunk": {"type": "text-delta", "index": 2**53, "text": "key [redacted]!"},
+        "turn": 1,
+        "step": 1,
+    }
+    for bad in (2**53 + 1, -(2**53) - 1):  # beyond what JSON carries exactly: refused
+        with pytest.raises(LosslessJsonError):
+            s.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": _delta("x", bad)})
+    with pytest.raises(UsageError, match="missing"):
+        s.append("assistant/chunk", {"turn": 1, "chunk": _delta("x")})
+    n = len(s)
+    with pytest.raises(LosslessJsonError):
+        s.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": _delta("x"), "x": float("nan")})
+    assert len(s) == n  # a refused append changes nothing
+    odd = s.append("assistant/chunk", {"turn": True, "step": 1, "chunk": _delta("x")})
+    assert odd.data["turn"] is True  # not a plain delta: the general path keeps it as it is
