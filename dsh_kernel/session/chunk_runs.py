@@ -1,4 +1,4 @@
-"""Chunk events kept compactly in memory once their turn is over (issue 16: memory per event).
+"""Chunk events kept compactly in memory (issue 16: memory per event).
 
 Most of a long session is ``assistant/chunk`` events — a 1,000-chunk answer is 1,000 of them — and
 each held as a ``SessionEvent`` with its ``data`` and ``chunk`` dicts costs ~600 bytes, though a
@@ -7,10 +7,18 @@ events as three flat arrays: the times, a packed code (the block index and the k
 reasoning delta, or any other chunk kept as its dict), and the delta's text (or the chunk dict).
 About 90 bytes per text delta, most of it the text itself.
 
+The log's list of events holds, at each position, either the ``SessionEvent`` or a reference to the
+``ChunkRun`` that stores it (one object, referenced once per position it covers):
+
+* ``add_delta`` stores a streamed text or reasoning delta as it is appended (``Session.append``'s
+  fast path): nothing of it is kept as an object but its text, so a long stream neither fills the
+  memory nor gives the garbage collector two more objects to walk per token;
+* ``compact(items, start, stop)`` stores, when a turn starts, every run of at least ``MIN_RUN``
+  other chunk events of the turns before (block starts and ends, usage, finish, a seed's chunks).
+
 ``EventList`` is the log's read-only live view of that list (``Session.events``): it hands out
-``SessionEvent`` values, rebuilding those of runs. ``compact(items, start, stop)`` replaces, inside the log's list, every run of at least
-``MIN_RUN`` such events between ``start`` and ``stop`` by a reference to its ``ChunkRun`` (one
-object, referenced once per position). Only events of the exact shape the log writes are taken —
+``SessionEvent`` values, rebuilding those of runs. Only events of the exact shape the log writes are
+taken —
 ``data`` is ``{"turn": int, "step": int, "chunk": {...}}`` in that key order, no flags, no surface
 operation — so that ``ChunkRun.event(seq)`` rebuilds a ``SessionEvent`` *equal* to the one appended,
 down to its JSON key order (a delta's dict is ``type``, ``index``, ``text``, as ``chunk_to_json``
@@ -26,7 +34,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterator, Sequence
-from typing import overload
+from typing import cast, overload
 
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.events import SessionEvent, new_event
@@ -42,6 +50,8 @@ _DELTA_KEYS = ["type", "index", "text"]
 """The key orders the log writes (``AssistantChunk``, ``chunk_to_json``), which a rebuilt event
 keeps."""
 _KIND_TYPES = ("", "text-delta", "reasoning-delta")
+_SAFE_INT = 2**53
+"""The largest integer JSON carries exactly (``session.codec``'s lossless bound)."""
 _MAX_INDEX = 1 << 60
 _INT64 = 1 << 63
 
@@ -82,11 +92,6 @@ class ChunkRun:
         data: JsonObject = {"turn": self.turn, "step": self.step, "chunk": self._chunk(k)}
         return new_event("assistant/chunk", seq, self._times[k], data)
 
-    def events(self, seq: int) -> Iterator[SessionEvent]:
-        """The events from ``seq`` to the end of the run, in order."""
-        for s in range(seq, self.stop):
-            yield self.event(s)
-
 
 def _entry(ev: SessionEvent) -> tuple[int, int, int, int, str | JsonObject] | None:
     """``(turn, step, time, code, item)`` of an event a run can hold, else ``None``."""
@@ -117,6 +122,58 @@ def _entry(ev: SessionEvent) -> tuple[int, int, int, int, str | JsonObject] | No
         ):
             return turn, step, time, index * 4 + kind, text
     return turn, step, time, _DICT, chunk
+
+
+def plain_delta(data: dict[str, object]) -> tuple[int, int, str, int, str] | None:
+    """``(turn, step, type, index, text)`` of a text or reasoning delta's ``assistant/chunk`` data
+    of the plain shape the agent writes — ``{"turn": int, "step": int, "chunk": {"type", "index":
+    int, "text": str}}``, in that key order, every integer one JSON carries exactly — else ``None``
+    (the log's general path then checks and copies it)."""
+    if len(data) != 3:
+        return None
+    keys = iter(data)
+    if next(keys) != "turn" or next(keys) != "step":
+        return None
+    turn, step, raw = data.get("turn"), data.get("step"), data.get("chunk")
+    if type(raw) is not dict or type(turn) is not int or type(step) is not int:
+        return None
+    chunk = cast("dict[str, object]", raw)
+    if len(chunk) != 3:
+        return None
+    keys = iter(chunk)
+    if next(keys) != "type" or next(keys) != "index":
+        return None
+    kind, index, text = chunk.get("type"), chunk.get("index"), chunk.get("text")
+    if (
+        (kind != "text-delta" and kind != "reasoning-delta")
+        or type(index) is not int
+        or type(text) is not str
+        or not (-_SAFE_INT <= turn <= _SAFE_INT)
+        or not (-_SAFE_INT <= step <= _SAFE_INT)
+        or not (-_SAFE_INT <= index <= _SAFE_INT)
+    ):
+        return None
+    return turn, step, "text-delta" if kind == "text-delta" else "reasoning-delta", index, text
+
+
+def add_delta(
+    items: list[SessionEvent | ChunkRun],
+    run: ChunkRun | None,
+    seq: int,
+    time: int,
+    parts: tuple[int, int, str, int, str],
+) -> ChunkRun | None:
+    """Store the delta ``parts`` (``plain_delta``'s, its text as the log keeps it) appended at
+    ``seq``, the end of ``items``: in ``run`` when it continues it, else in a new run. Returns the
+    run, or ``None`` when the delta cannot be packed (nothing stored: the caller keeps the event)."""
+    turn, step, kind, index, text = parts
+    if not 0 <= index < _MAX_INDEX or type(time) is not int or not -_INT64 <= time < _INT64:
+        return None
+    if run is None or run.stop != seq or run.turn != turn or run.step != step:
+        run = ChunkRun(seq, turn, step)
+    run.append(time, index * 4 + _DELTA_TYPES[kind], text)
+    items.append(run)
+    return run
 
 
 def compact(items: list[SessionEvent | ChunkRun], start: int, stop: int) -> None:
@@ -179,8 +236,10 @@ class EventList(Sequence[SessionEvent]):
                 seq += 1
             else:
                 assert isinstance(item, ChunkRun)
-                yield from item.events(seq)
-                seq = item.stop
+                stop = item.stop  # a run still growing is read on at the next pass
+                while seq < stop:
+                    yield item.event(seq)
+                    seq += 1
 
     def __reversed__(self) -> Iterator[SessionEvent]:
         # Sequence's default goes through __getitem__ one position at a time (~3x slower).

@@ -28,10 +28,12 @@ Contract:
   itself.
 * ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
   token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
-* Memory: when a turn starts, the ``assistant/chunk`` events of the turns before it are kept
-  compactly (``dsh_kernel.session.chunk_runs``); ``events`` rebuilds them on access as
-  ``SessionEvent`` values equal to the ones appended (equal, not the same objects). Only chunk events
-  are ever compacted, so every other event (and every surface event) is the object appended.
+* Memory: ``assistant/chunk`` events are kept compactly (``dsh_kernel.session.chunk_runs``): a
+  streamed text or reasoning delta as it is appended, the other chunks of a turn once the next turn
+  starts. ``events`` rebuilds them on access as ``SessionEvent`` values equal to the ones appended
+  (equal, not the same objects: the event ``append`` returned and observers saw is not kept). Only
+  chunk events are stored so, so every other event (and every surface event) is the object
+  appended.
 * ``image_data(sha256)`` is the base64 of an ``image/data`` event, indexed as it is appended (or
   loaded), so a request can carry an image's bytes without walking the log.
 """
@@ -41,13 +43,19 @@ from __future__ import annotations
 import logging
 import time as _time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import cast
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import REDACTOR, Redactor
 from dsh_kernel.llm.types import Message
-from dsh_kernel.session.chunk_runs import ChunkRun, EventList, compact, event_at
+from dsh_kernel.session.chunk_runs import (
+    ChunkRun,
+    EventList,
+    add_delta,
+    compact,
+    event_at,
+    plain_delta,
+)
 from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import (
@@ -79,10 +87,6 @@ _TRACKED = _BRACKETS | INDEXED | {"image/data", "compaction/start", "compaction/
 indexes, and the compaction lock."""
 
 
-_SAFE_INT = 2**53
-"""The largest integer JSON carries exactly (``session.codec``'s lossless bound)."""
-
-
 def wall_clock_ms() -> int:
     """Epoch milliseconds: the default clock (``append`` inlines it when no clock is injected)."""
     return _time_ns() // 1_000_000
@@ -108,6 +112,8 @@ class Session:
         self._redactor = redactor
         self._events: list[SessionEvent | ChunkRun] = []
         self._compacted_upto = 0
+        self._open_run: ChunkRun | None = None
+        """The run the latest streamed delta went to (the next one may continue it)."""
         """Events before this seq are past turns whose chunk events were compacted."""
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
@@ -265,6 +271,17 @@ class Session:
         ``TypedDict`` from ``dsh_kernel.session.payloads`` — copied losslessly (what the log keeps
         is the copy); its keys are checked against the payload type first
         (``payload_check.problem``: required keys present, each of its JSON kind)."""
+        if (
+            type == "assistant/chunk"
+            and surface_op is None
+            and source_event_seqs is None
+            and not ignorable
+            and not self._needs_end_seed
+            and not self._notifying
+        ):
+            event = self._append_delta(data)  # the hot path: one event per streamed token
+            if event is not None:
+                return event
         if self._notifying:
             raise ReentrantAppendError(
                 f"Session.append({type!r}) called from inside a session observer; schedule the "
@@ -274,12 +291,10 @@ class Session:
             raise UsageError("event type must be a non-empty string")
         if not isinstance(data, dict):
             raise UsageError(f"{type} data must be a dict, not {_type_name(data)}")
-        copied = _plain_delta(data) if type == "assistant/chunk" else None  # the hot path
-        if copied is None:
-            wrong = payload_problem(type, data, kinds=type != "assistant/chunk")
-            if wrong is not None:
-                raise UsageError(wrong)
-            copied = lossless_copy_object(data, event_type=type)
+        wrong = payload_problem(type, data, kinds=type != "assistant/chunk")
+        if wrong is not None:
+            raise UsageError(wrong)
+        copied = lossless_copy_object(data, event_type=type)
         redactor = self._redactor
         if type != "assistant/chunk":  # not on the hot path (chunks are scrubbed all the same)
             redactor.refresh()  # learn a key set in the environment since the last event
@@ -306,10 +321,36 @@ class Session:
         elif self.first_live_seq is None:
             self.first_live_seq = seq
         event = new_event(type, seq, now, copied, ignorable, surface_op, seqs)
-        # _write, inlined: this is the hot path (one call per streamed chunk).
-        events.append(event)
+        events.append(event)  # _write, inlined: the common path
         if surface_op is not None or type in _TRACKED:
             self._track(event)
+        if self._observers:
+            self._notify(event)
+        return event
+
+    def _append_delta(self, data: Mapping[str, object]) -> SessionEvent | None:
+        """``append`` of a streamed text or reasoning delta of the plain shape (``chunk_runs.
+        plain_delta``; else ``None``, and ``append`` goes the general way): the same checks, copy
+        and scrub, at a fraction of the cost, and the delta stored compactly at once
+        (``chunk_runs.add_delta``) — the event handed out is the caller's and the observers' only."""
+        parts = plain_delta(data) if isinstance(data, dict) else None
+        if parts is None:
+            return None
+        turn, step, kind, index, text = parts
+        chunk: JsonObject = {"type": kind, "index": index, "text": text}
+        copied: JsonObject = {"turn": turn, "step": step, "chunk": chunk}
+        self._redactor.scrub(copied)
+        scrubbed = chunk["text"]
+        if scrubbed is not text and isinstance(scrubbed, str):  # a secret was cut out of it
+            parts = (turn, step, kind, index, scrubbed)
+        events = self._events
+        seq = len(events)
+        clock = self._clock
+        now = _time_ns() // 1_000_000 if clock is None else clock()
+        event = new_event("assistant/chunk", seq, now, copied)
+        self._open_run = add_delta(events, self._open_run, seq, now, parts)
+        if self._open_run is None:
+            events.append(event)
         if self._observers:
             self._notify(event)
         return event
@@ -432,34 +473,6 @@ class Session:
                 raise SurfaceError("a tool/result replacement shadows exactly one tool/result")
             if not _same_but_content(old.data, data):
                 raise SurfaceError("a tool/result replacement may change only the nested content")
-
-
-def _plain_delta(data: dict[str, object]) -> JsonObject | None:
-    """The log's copy of a text or reasoning delta's ``assistant/chunk`` data — ``{"turn": int,
-    "step": int, "chunk": {"type", "index": int, "text": str}}``, in any key order — else ``None``
-    (the general path then checks and copies it). The same copy ``lossless_copy_object`` makes, at
-    a fifth of its cost: one event per streamed token comes through here."""
-    if len(data) != 3:
-        return None
-    turn, step, raw = data.get("turn"), data.get("step"), data.get("chunk")
-    if type(raw) is not dict or type(turn) is not int or type(step) is not int:
-        return None
-    chunk = cast("dict[str, object]", raw)
-    if len(chunk) != 3:
-        return None
-    kind, index, text = chunk.get("type"), chunk.get("index"), chunk.get("text")
-    if (
-        (kind != "text-delta" and kind != "reasoning-delta")
-        or type(index) is not int
-        or type(text) is not str
-        or not (-_SAFE_INT <= turn <= _SAFE_INT)
-        or not (-_SAFE_INT <= step <= _SAFE_INT)
-        or not (-_SAFE_INT <= index <= _SAFE_INT)
-    ):
-        return None
-    copied = cast("JsonObject", dict(data))  # every value is checked above
-    copied["chunk"] = cast("JsonObject", dict(chunk))
-    return copied
 
 
 def _same_but_content(old: JsonObject, new: JsonObject) -> bool:

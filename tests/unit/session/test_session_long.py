@@ -71,26 +71,43 @@ def assert_reads_as(s: Session, seen: list[SessionEvent]) -> None:
     assert all(type(e) is SessionEvent for e in events)
 
 
-def test_past_turns_chunks_are_stored_compactly_and_read_back_equal() -> None:
+def test_chunks_are_stored_compactly_and_read_back_equal() -> None:
     s = new_session()
     seen = record(s)
     reasoning = {"type": "reasoning-delta", "index": 0, "text": "hmm"}
     block_end = {"type": "block-end", "index": 1, "block": {"type": "text", "text": "ab"}}
     chunks = [reasoning, *(_delta(f"t{i} ", 1) for i in range(30)), block_end]
     _turn(s, 1, chunks)
-    open_turn = len(s)
+    assert_reads_as(s, seen)
+    # a streamed delta is stored as it is appended: read back equal, not the object appended
+    first_delta = next(e.seq for e in seen if e.type == "assistant/chunk")
+    assert s.events[first_delta] == seen[first_delta]
+    assert s.events[first_delta] is not seen[first_delta]
+    # the turn's other chunks stay the objects appended until the next turn starts ...
+    block_end_seq = next(e.seq for e in seen if e.data.get("chunk") == block_end)
+    assert s.events[block_end_seq] is seen[block_end_seq]
     _turn(s, 2, [_delta(f"u{i}") for i in range(20)])
     assert_reads_as(s, seen)
-    # turn 1 is over: its chunks are rebuilt on access (equal, not the appended objects) ...
-    first_chunk = next(e.seq for e in seen if e.type == "assistant/chunk")
-    assert s.events[first_chunk] == seen[first_chunk]
-    assert s.events[first_chunk] is not seen[first_chunk]
-    # ... while the latest turn's (and every other event) are the objects appended
-    assert all(s.events[i] is seen[i] for i in range(open_turn, len(s)))
+    assert s.events[block_end_seq] == seen[block_end_seq]
+    # ... and every event that is not a chunk always is
     assert all(s.events[e.seq] is e for e in seen if e.type != "assistant/chunk")
     _turn(s, 3, [_delta("v")] * 9)
     assert_reads_as(s, seen)
-    assert s.events[open_turn + 3] is not seen[open_turn + 3]  # turn 2 compacted now
+
+
+def test_a_stream_read_while_it_grows_reads_every_event() -> None:
+    s = new_session()
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    for i in range(5):
+        s.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": _delta(f"{i}")})
+    out: list[SessionEvent] = []
+    for ev in s.events:  # the run being read grows while it is read
+        out.append(ev)
+        if ev.seq in (3, 5):
+            s.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": _delta("more")})
+    assert [e.seq for e in out] == list(range(len(s))) and len(s) == 9
+    assert [e.data["chunk"] for e in out[-2:]] == [_delta("more")] * 2
 
 
 def test_chunks_of_another_shape_are_kept_as_appended() -> None:
