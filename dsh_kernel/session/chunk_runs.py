@@ -59,7 +59,7 @@ _INT64 = 1 << 63
 class ChunkRun:
     """The ``assistant/chunk`` events ``start`` .. ``stop - 1`` of one step, stored compactly."""
 
-    __slots__ = ("_codes", "_items", "_times", "start", "step", "stop", "turn")
+    __slots__ = ("_codes", "_ends", "_items", "_text", "_times", "start", "step", "stop", "turn")
 
     def __init__(self, start: int, turn: int, step: int) -> None:
         self.start = start
@@ -69,18 +69,44 @@ class ChunkRun:
         self._times = array("q")
         self._codes = array("q")
         self._items: list[str | JsonObject] = []
+        self._text: str = ""
+        """Once sealed: the deltas' texts joined (one string, not one object each)."""
+        self._ends: array[int] | None = None
+        """Once sealed: where each delta's text ends in ``_text``."""
 
     def append(self, time: int, code: int, item: str | JsonObject) -> None:
-        """Take the next event's time, packed code and text or dict."""
+        """Take the next event's time, packed code and text or dict (not once sealed)."""
+        assert self._ends is None, "a sealed run takes no more events"
         self._times.append(time)
         self._codes.append(code)
         self._items.append(item)
         self.stop += 1
 
+    def seal(self) -> None:
+        """No more events will come: join a run of deltas' texts into one string (a run that
+        holds other chunks too keeps its items)."""
+        if self._ends is not None:
+            return
+        texts = [i for i in self._items if isinstance(i, str)]
+        if len(texts) != len(self._items):
+            return
+        ends: array[int] = array("q")
+        end = 0
+        for text in texts:
+            end += len(text)
+            ends.append(end)
+        self._text = "".join(texts)
+        self._ends = ends
+        self._items = []
+
     def _chunk(self, k: int) -> JsonObject:
         code = self._codes[k]
-        item = self._items[k]
         kind = code & 3
+        ends = self._ends
+        if ends is not None:
+            text = self._text[ends[k - 1] if k else 0 : ends[k]]
+            return {"type": _KIND_TYPES[kind], "index": code >> 2, "text": text}
+        item = self._items[k]
         if kind == _DICT:
             assert isinstance(item, dict)
             return item
@@ -170,6 +196,8 @@ def add_delta(
     if not 0 <= index < _MAX_INDEX or type(time) is not int or not -_INT64 <= time < _INT64:
         return None
     if run is None or run.stop != seq or run.turn != turn or run.step != step:
+        if run is not None:
+            run.seal()
         run = ChunkRun(seq, turn, step)
     run.append(time, index * 4 + _DELTA_TYPES[kind], text)
     items.append(run)
@@ -182,6 +210,7 @@ def compact(items: list[SessionEvent | ChunkRun], start: int, stop: int) -> None
 
     def close(run: ChunkRun | None) -> None:
         if run is not None and run.stop - run.start >= MIN_RUN:
+            run.seal()
             items[run.start : run.stop] = [run] * (run.stop - run.start)
 
     for seq in range(start, stop):

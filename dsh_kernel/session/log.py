@@ -412,6 +412,9 @@ class Session:
             self.last_turn = max(self.last_turn, turn)
             self.open_step = None
             # The turns before this one are over: keep their chunk events compactly.
+            if self._open_run is not None:
+                self._open_run.seal()
+                self._open_run = None
             compact(self._events, self._compacted_upto, event.seq)
             self._compacted_upto = event.seq
         elif t == "turn/end":

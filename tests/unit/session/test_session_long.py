@@ -91,7 +91,8 @@ def test_chunks_are_stored_compactly_and_read_back_equal() -> None:
     assert s.events[block_end_seq] == seen[block_end_seq]
     # ... and every event that is not a chunk always is
     assert all(s.events[e.seq] is e for e in seen if e.type != "assistant/chunk")
-    _turn(s, 3, [_delta("v")] * 9)
+    _turn(s, 3, [_delta(t) for t in ("", "é", "🙂 ok", "", "\u0000", "naïve ", "𝔘")])
+    _turn(s, 4, [_delta("v")] * 9)  # turn 3's texts are joined now: each read back as it came
     assert_reads_as(s, seen)
 
 
