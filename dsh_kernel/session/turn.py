@@ -545,27 +545,23 @@ def turn_end(events: Sequence[SessionEvent], message_id: str) -> JsonObject | No
     """The ``turn/end`` reason of the turn that carried ``message_id`` (``None`` if it never ran or
     has not ended).
 
-    Read from the end of the log (message ids are unique): the kernel asks about the turn that just
-    ran, so this reads that turn, not the session."""
-    back = 0  # events after the message
+    One read from the end of the log (message ids are unique): the kernel asks about the turn that
+    just ran, so this reads that turn, not the session."""
+    reason: JsonObject | None = None  # of the first turn/end after the message, in its turn
+    found = False
     for ev in reversed(events):
-        if ev.type == "user/message" and payload_of(ev, "user/message")["id"] == message_id:
-            break
-        back += 1
-    else:
-        return None
-    at = len(events) - 1 - back
-    for i in range(at - 1, -1, -1):
-        kind = events[i].type
-        if kind == "turn/end":
+        kind = ev.type
+        if not found:
+            if kind == "turn/end":
+                reason = payload_of(ev, "turn/end")["reason"]
+            elif kind == "turn/start":
+                reason = None  # that end belongs to a turn that started after the message
+            elif kind == "user/message" and payload_of(ev, "user/message")["id"] == message_id:
+                found = True
+        elif kind == "turn/start":
+            return reason
+        elif kind == "turn/end":
             return None  # the message came between turns
-        if kind == "turn/start":
-            break
-    else:
-        return None
-    for ev in events[at + 1 :]:
-        if ev.type == "turn/end":
-            return payload_of(ev, "turn/end")["reason"]
     return None
 
 

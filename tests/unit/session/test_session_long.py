@@ -244,14 +244,21 @@ def test_turn_end_reads_back_from_the_end_as_a_forward_read_does() -> None:
         s.append("user/message", user_message("its turn ends at once"), surface_op="append")
         s.append("turn/end", {"turn": blocked, "reason": {"kind": "blocked"}})
         s.append("turn/start", {"turn": blocked + 1})
+        s.append("user/message", user_message("its turn never ends"), surface_op="append")
+        s.append("turn/start", {"turn": blocked + 2})  # a log no repair has closed yet
+        s.append("turn/end", {"turn": blocked + 2, "reason": {"kind": "completed"}})
+        s.append("turn/start", {"turn": blocked + 3})
         s.append("user/message", user_message("in the open turn"), surface_op="append")
         events = list(s.events)
         ids = [str(e.data["id"]) for e in events if e.type == "user/message"]
         for mid in [*ids, "no-such-message"]:
             assert turn_end(s.events, mid) == _turn_end_by_a_forward_read(events, mid)
         assert turn_end(s.events, ids[-1]) is None  # its turn has not ended
-        assert turn_end(s.events, ids[-2]) == {"kind": "blocked"}
-        assert turn_end(s.events, ids[-3]) is None  # it came between turns
+        assert (
+            turn_end(s.events, ids[-2]) is None
+        )  # nor has this one: the next turn's end is not its
+        assert turn_end(s.events, ids[-3]) == {"kind": "blocked"}
+        assert turn_end(s.events, ids[-4]) is None  # it came between turns
 
 
 def test_a_streamed_delta_is_checked_and_copied_as_any_event_is() -> None:
