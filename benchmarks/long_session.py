@@ -11,7 +11,8 @@ request is fitted (``agent.budget.fit_request``, the meter) as a real route's is
 Each turn also does what a chat cell does around it (``kernel.kernel``'s chat path): the cell's view
 (``kernel.viewing.open_view``: a real ``TurnView`` with its ``TurnFold``, image reader and widgets,
 subscribed to the session for the turn), its ``close()`` (the static rendering), and ``turn_end``
-(how the cell's turn ended). Only the display messages are missing (a silent cell).
+(how the cell's turn ended). Only the display messages are missing (a silent cell), and the journal
+unless ``--journal`` (each session then journals into a temporary store, every checkpoint an fsync).
 
 Reported: the harness time of a turn at turns 1, 100, 200 and 1,000 — each the median over the turns
 of a 9-turn window at that point (so it is the time of an ordinary 1,000-chunk turn; the tool
@@ -58,6 +59,8 @@ from dsh_kernel.kernel.viewing import open_view
 from dsh_kernel.llm.types import Message, ModelInfo, StreamChunk, TextBlock, TokenUsage, UserSource
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.turn import turn_end
+from dsh_kernel.store.journal import attach_journal
+from dsh_kernel.store.layout import Store
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.tools.types import ToolDefinition
 
@@ -143,14 +146,20 @@ async def run_cell_turn(agent: Agent, host: Host, turn: int) -> tuple[float, flo
 
 
 class Cell:
-    """One session, driven as a notebook's chat cells drive it."""
+    """One session, driven as a notebook's chat cells drive it (journaled into ``store``, if
+    given, as the kernel journals it)."""
 
-    def __init__(self, chunks: int, tool_every: int) -> None:
+    def __init__(self, chunks: int, tool_every: int, store: Store | None = None) -> None:
         self.provider = ScriptedProvider(info=ModelInfo(context_window=WINDOW_TOKENS))
         self.agent = make_agent(self.provider)
         self.host = Host(self.agent)
         self.chunks, self.tool_every = chunks, tool_every
         self.turns = 0
+        self.journal = attach_journal(self.agent, store) if store is not None else None
+
+    def close(self) -> None:
+        if self.journal is not None:
+            self.journal.close()
 
     async def next_turn(self) -> tuple[float, float]:
         self.turns += 1
@@ -172,10 +181,10 @@ def windows(turns: int, marks: list[int]) -> dict[int, int]:
 
 
 async def long_session(
-    turns: int, chunks: int, tool_every: int, marks: list[int]
+    turns: int, chunks: int, tool_every: int, marks: list[int], store: Store | None
 ) -> tuple[dict[str, dict[int, float]], dict[str, tuple[float, float]]]:
     """The medians per mark of each kind, and the means of the first and last 100 turns."""
-    long = Cell(chunks, tool_every)
+    long = Cell(chunks, tool_every, store)
     where = windows(turns, marks)
     samples: dict[str, dict[int, list[float]]] = {k: {m: [] for m in marks} for k in KINDS}
     every: dict[str, list[float]] = {"agent": [], "cell": []}
@@ -191,11 +200,16 @@ async def long_session(
         samples["cell"][m].append(c)
         # A fresh session's turn right after it: the same moment of a noisy machine, at turn 1-9.
         if fresh is None or fresh[0] != m:
-            fresh = (m, Cell(chunks, tool_every))
+            if fresh is not None:
+                fresh[1].close()
+            fresh = (m, Cell(chunks, tool_every, store))
         fa, fc = await fresh[1].next_turn()
         samples["fresh agent"][m].append(fa)
         samples["fresh cell"][m].append(fc)
     long.provider.assert_consumed()
+    long.close()
+    if fresh is not None:
+        fresh[1].close()
     medians = {k: {m: statistics.median(v) for m, v in by.items()} for k, by in samples.items()}
     k = min(100, turns)
     means = {kind: (statistics.fmean(v[:k]), statistics.fmean(v[-k:])) for kind, v in every.items()}
@@ -232,9 +246,11 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     means: dict[str, list[tuple[float, float]]] = {"agent": [], "cell": []}
     for _ in range(args.reps):
         gc.collect()
-        medians, firsts_lasts = asyncio.run(
-            long_session(args.turns, args.chunks, args.tool_every, marks)
-        )
+        with tempfile.TemporaryDirectory() as tmp:
+            store = Store.at(tmp) if args.journal else None
+            medians, firsts_lasts = asyncio.run(
+                long_session(args.turns, args.chunks, args.tool_every, marks, store)
+            )
         for kind, by in medians.items():
             for m, v in by.items():
                 per[kind][m].append(v)
@@ -308,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-every", type=int, default=4)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--memory-events", type=int, default=100_000)
+    parser.add_argument(
+        "--journal",
+        action="store_true",
+        help="journal every session (a temporary store), as the kernel does: every checkpoint "
+        "is then an fsync",
+    )
     parser.add_argument("--baseline", type=Path, help="a source tree to compare against")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--quiet", action="store_true", help="print nothing (with --json)")
