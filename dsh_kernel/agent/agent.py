@@ -16,6 +16,9 @@ cancels the driver task; the loop finalises what the user saw (an ``interrupted`
 of the visible text), the scheduler commits drained and synthetic tool results, and the turn ends
 ``aborted{reason: cause}``. Without ``keep_inbox`` the inbox is durably cleared, even when idle.
 
+Compaction (``agent.compaction``, ``agent.compact()``; SPINE §7.1): before each request, on pressure;
+after a request that did not fit, once per step, then the request is retried; by hand between turns.
+
 Dev invariants (``check_invariants=True``, or ``DSH_DEV_INVARIANTS=1``): every request is compared
 with the one rebuilt from the log alone, and the log passes the structural checker after each turn.
 """
@@ -26,10 +29,12 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 from dsh_kernel.abort import USER_CANCEL, AbortCause, AbortSignal
 from dsh_kernel.agent.budget import drop_overflowed_turn
+from dsh_kernel.agent.compaction import Compaction, CompactionResult, CompactionSettings, Route
 from dsh_kernel.agent.driver import Driver, Status
 from dsh_kernel.agent.hooks import (
     AgentErrorPayload,
@@ -61,7 +66,7 @@ from dsh_kernel.llm.codec import (
     failure_to_json,
     message_to_json,
 )
-from dsh_kernel.llm.provider import Provider
+from dsh_kernel.llm.provider import PreparedCall, Provider
 from dsh_kernel.llm.types import (
     FinishAborted,
     FinishError,
@@ -119,6 +124,7 @@ class Agent:
         sleep: Sleep | None = None,
         check_invariants: bool | None = None,
         context_windows: ContextWindows | None = None,
+        compaction: CompactionSettings | None = None,
     ) -> None:
         self.providers: dict[str, Provider] = {provider.id: provider}
         self.provider = provider
@@ -188,6 +194,11 @@ class Agent:
             name=f"dsh-agent-{self.id}",
         )
         self._requests = RequestLog(self.session)
+        self.compaction = Compaction(self.session, compaction)
+        """Compaction of this session's history (``agent.compaction``): ``.auto`` switches the
+        automatic one; ``compact()`` runs one by hand."""
+        self._route: Route | None = None
+        self._overflow_compacted = False
         self._phase_turn = self.session.last_turn
         self._phase_step = 0
 
@@ -288,6 +299,20 @@ class Agent:
         """Run ``task`` between turns while the status stays ``idle``; waking input waits for it.
         Raises if the agent is busy."""
         await self._driver.run_maintenance(task)
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact the history now, between turns, even below the automatic threshold
+        (``agent.compaction``); ``None`` when there is nothing to replace. Raises ``UsageError``
+        when the agent is busy or a compaction is already under way."""
+        done: list[CompactionResult | None] = [None]
+
+        async def task(signal: AbortSignal) -> None:
+            route = await self._prepare_route(self._phase_turn, 0, signal)
+            done[0] = await self.compaction.run(route, trigger="manual", turn=None)
+            await self._checkpoint("turn-end", None, None)
+
+        await self.run_maintenance(task)
+        return done[0]
 
     def _session_start(self) -> None:
         source = "resume" if self.session.seed_length else "startup"
@@ -397,6 +422,7 @@ class Agent:
     # --- step --------------------------------------------------------------------------------------
 
     async def _step(self, turn: int, step: int, system: str, signal: AbortSignal) -> StepOutcome:
+        self._overflow_compacted = False
         while True:
             request = await self._build_request(turn, step, system, signal)
             provider = self._provider(request.provider)
@@ -405,6 +431,10 @@ class Agent:
                 self.session, provider, request, turn=turn, step=step, signal=signal
             )
             finish = streamed.assembler.finish
+            if isinstance(finish, FinishError) and await self._compact_overflow(
+                finish.failure, turn
+            ):
+                continue
             if isinstance(finish, FinishError | FinishAborted):
                 payload = RequestErrorPayload(
                     turn=turn,
@@ -439,9 +469,31 @@ class Agent:
             )
             return "completed" if concluded else None
 
-    async def _build_request(
+    async def _prepare_route(self, turn: int, step: int, signal: AbortSignal) -> Route:
+        return (await self._prepare(turn, step, self.system_prompt.render(), signal))[0]
+
+    async def _compact_overflow(self, failure: LlmFailure, turn: int) -> bool:
+        """After a request did not fit: compact as much as possible, once per step; whether the
+        history changed (so the request is worth retrying)."""
+        if (
+            failure.code != "CONTEXT_WINDOW_EXCEEDED"
+            or not self.compaction.auto
+            or self._overflow_compacted
+            or self._route is None
+            or self.session.compaction_open is not None
+        ):
+            return False
+        self._overflow_compacted = True
+        route = self._route
+        self.windows.learn(route.provider, route.config.model, failure)
+        window = self.windows.current(route.provider, route.config.model)
+        generation = self.session.replace_generation
+        await self.compaction.relieve(replace(route, window=window), turn=turn, trigger="overflow")
+        return self.session.replace_generation > generation
+
+    async def _prepare(
         self, turn: int, step: int, system: str, signal: AbortSignal
-    ) -> GenerateRequest:
+    ) -> tuple[Route, PreparedCall]:
         proposed = LlmCallConfig(
             provider=self.provider.id,
             model=self.model,
@@ -462,7 +514,22 @@ class Agent:
         window = await self.windows.resolve(provider, config.model)
         tools = self.registry.schemas(lean=lean_for(self.tool_schemas, window))
         prepared = self.passback.mark(provider.prepare_call(config))
-        header = self._requests.record(prepared, window, system, tools)
+        return Route(
+            provider=provider, config=prepared.config, window=window, system=system, tools=tools
+        ), prepared
+
+    async def _build_request(
+        self, turn: int, step: int, system: str, signal: AbortSignal
+    ) -> GenerateRequest:
+        route, prepared = await self._prepare(turn, step, system, signal)
+        self._route = route
+        await self.compaction.relieve(route, turn=turn)
+        try:
+            header = self._requests.record(prepared, route.window, system, route.tools)
+        except LlmError as exc:
+            if not await self._compact_overflow(exc.failure, turn):
+                raise
+            header = self._requests.record(prepared, route.window, system, route.tools)
         request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
         if self.check_invariants:
             assert_reconstruction(self.session, request)
