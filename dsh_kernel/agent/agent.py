@@ -29,12 +29,11 @@ import asyncio
 import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
 from typing import Literal
 
 from dsh_kernel.abort import USER_CANCEL, AbortCause, AbortSignal
 from dsh_kernel.agent.budget import drop_overflowed_turn
-from dsh_kernel.agent.compaction import Compaction, CompactionResult, CompactionSettings, Route
+from dsh_kernel.agent.compaction import Compaction, CompactionResult, CompactionSettings
 from dsh_kernel.agent.driver import Driver, Status
 from dsh_kernel.agent.hooks import (
     AgentErrorPayload,
@@ -46,7 +45,6 @@ from dsh_kernel.agent.hooks import (
     PreStepDecision,
     Reject,
     RequestErrorPayload,
-    RequestPayload,
     Retry,
     SessionStart,
     TurnStopping,
@@ -54,9 +52,9 @@ from dsh_kernel.agent.hooks import (
 from dsh_kernel.agent.inbox import Inbox, Target
 from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.prompt import RuntimeContext, SystemPrompt
-from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate_request
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
+from dsh_kernel.agent.step_request import StepRequests
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
 from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError, UsageError, error_chain
@@ -66,14 +64,12 @@ from dsh_kernel.llm.codec import (
     failure_to_json,
     message_to_json,
 )
-from dsh_kernel.llm.provider import PreparedCall, Provider
+from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.types import (
     FinishAborted,
     FinishError,
     FinishMaxTokens,
-    GenerateRequest,
     LlmCallConfig,
-    LlmFailure,
     Message,
     ModelInfo,
     TextBlock,
@@ -81,7 +77,7 @@ from dsh_kernel.llm.types import (
     UserSource,
 )
 from dsh_kernel.session.events import SessionHeader
-from dsh_kernel.session.images import attach_image_data, record_images
+from dsh_kernel.session.images import record_images
 from dsh_kernel.session.invariants import assert_invariants
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
@@ -91,7 +87,7 @@ from dsh_kernel.tools.approval import (
     ApprovalPolicy,
     ApprovalService,
 )
-from dsh_kernel.tools.lean import ToolSchemaForm, lean_for
+from dsh_kernel.tools.lean import ToolSchemaForm
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolDefinition
@@ -193,12 +189,10 @@ class Agent:
             on_first_start=self._session_start,
             name=f"dsh-agent-{self.id}",
         )
-        self._requests = RequestLog(self.session)
         self.compaction = Compaction(self.session, compaction)
         """Compaction of this session's history (``agent.compaction``): ``.auto`` switches the
         automatic one; ``compact()`` runs one by hand."""
-        self._route: Route | None = None
-        self._overflow_compacted = False
+        self._requests = StepRequests(self)
         self._phase_turn = self.session.last_turn
         self._phase_step = 0
 
@@ -307,7 +301,7 @@ class Agent:
         done: list[CompactionResult | None] = [None]
 
         async def task(signal: AbortSignal) -> None:
-            route = await self._prepare_route(self._phase_turn, 0, signal)
+            route = await self._requests.route(self._phase_turn, signal)
             done[0] = await self.compaction.run(route, trigger="manual", turn=None)
             await self._checkpoint("turn-end", None, None)
 
@@ -422,16 +416,16 @@ class Agent:
     # --- step --------------------------------------------------------------------------------------
 
     async def _step(self, turn: int, step: int, system: str, signal: AbortSignal) -> StepOutcome:
-        self._overflow_compacted = False
+        self._requests.new_step()
         while True:
-            request = await self._build_request(turn, step, system, signal)
+            request = await self._requests.build(turn, step, system, signal)
             provider = self._provider(request.provider)
             await self._checkpoint("before-request", turn, step)
             streamed = await stream_response(
                 self.session, provider, request, turn=turn, step=step, signal=signal
             )
             finish = streamed.assembler.finish
-            if isinstance(finish, FinishError) and await self._compact_overflow(
+            if isinstance(finish, FinishError) and await self._requests.compact_overflow(
                 finish.failure, turn
             ):
                 continue
@@ -469,80 +463,8 @@ class Agent:
             )
             return "completed" if concluded else None
 
-    async def _prepare_route(self, turn: int, step: int, signal: AbortSignal) -> Route:
-        return (await self._prepare(turn, step, self.system_prompt.render(), signal))[0]
-
-    async def _compact_overflow(self, failure: LlmFailure, turn: int) -> bool:
-        """After a request did not fit: compact as much as possible, once per step; whether the
-        history changed (so the request is worth retrying)."""
-        if (
-            failure.code != "CONTEXT_WINDOW_EXCEEDED"
-            or not self.compaction.auto
-            or self._overflow_compacted
-            or self._route is None
-            or self.session.compaction_open is not None
-        ):
-            return False
-        self._overflow_compacted = True
-        route = self._route
-        self.windows.learn(route.provider, route.config.model, failure)
-        window = self.windows.current(route.provider, route.config.model)
-        generation = self.session.replace_generation
-        await self.compaction.relieve(replace(route, window=window), turn=turn, trigger="overflow")
-        return self.session.replace_generation > generation
-
-    async def _prepare(
-        self, turn: int, step: int, system: str, signal: AbortSignal
-    ) -> tuple[Route, PreparedCall]:
-        proposed = LlmCallConfig(
-            provider=self.provider.id,
-            model=self.model,
-            reasoning_effort=self.reasoning_effort,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            reasoning_passback=self.passback.dialect_for(self.provider.id),
-            images=self.images,
-        )
-
-        async def default() -> LlmCallConfig:
-            return proposed
-
-        config = await self.hooks.request.run(
-            RequestPayload(turn=turn, step=step, config=proposed, signal=signal), default
-        )
-        provider = self._provider(config.provider)
-        window = await self.windows.resolve(provider, config.model)
-        tools = self.registry.schemas(lean=lean_for(self.tool_schemas, window))
-        prepared = self.passback.mark(provider.prepare_call(config))
-        return Route(
-            provider=provider, config=prepared.config, window=window, system=system, tools=tools
-        ), prepared
-
-    async def _build_request(
-        self, turn: int, step: int, system: str, signal: AbortSignal
-    ) -> GenerateRequest:
-        route, prepared = await self._prepare(turn, step, system, signal)
-        self._route = route
-        await self.compaction.relieve(route, turn=turn)
-        try:
-            header = self._requests.record(prepared, route.window, system, route.tools)
-        except LlmError as exc:
-            if not await self._compact_overflow(exc.failure, turn):
-                raise
-            header = self._requests.record(prepared, route.window, system, route.tools)
-        request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
-        if self.check_invariants:
-            assert_reconstruction(self.session, request)
-        return attach_image_data(request, self.session)
-
     def _provider(self, provider_id: str) -> Provider:
-        provider = self.providers.get(provider_id)
-        if provider is None:
-            failure = LlmFailure(
-                code="NO_ADAPTER", message=f"no provider registered as {provider_id!r}"
-            )
-            raise LlmError(failure)
-        return provider
+        return self._requests.provider(provider_id)
 
     # --- approvals ---------------------------------------------------------------------------------
 

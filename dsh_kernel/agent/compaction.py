@@ -38,30 +38,29 @@ shows every original turn.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
-from dsh_kernel.agent.meter import header_tokens, measure, message_tokens
-from dsh_kernel.agent.window import ContextWindow
+from dsh_kernel.agent.compaction_range import (
+    PLUGIN,
+    checkpoint_message,
+    select_range,
+    turn_of,
+)
+from dsh_kernel.agent.meter import measure, message_tokens
+from dsh_kernel.agent.summary_call import (
+    INSTRUCTION,
+    Method,
+    Route,
+    Summary,
+    summarise,
+    summary_room,
+)
 from dsh_kernel.errors import UsageError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.llm.assembler import BlockAssembler
-from dsh_kernel.llm.codec import failure_to_json, message_from_json, message_to_json, usage_to_json
-from dsh_kernel.llm.provider import Provider, stream_call
-from dsh_kernel.llm.types import (
-    FinishError,
-    GenerateRequest,
-    LlmCallConfig,
-    LlmFailure,
-    Message,
-    PluginSource,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSchema,
-    UserSource,
-)
+from dsh_kernel.llm.codec import failure_to_json, message_from_json, message_to_json
+from dsh_kernel.llm.types import LlmFailure
 from dsh_kernel.session.derive import EpochHeader, project_event
 from dsh_kernel.session.events import ReplaceOp
 from dsh_kernel.session.log import Session
@@ -70,47 +69,28 @@ from dsh_kernel.session.payloads import (
     CompactionPrune,
     CompactionStart,
     CompactionSummary,
-    payload_of,
 )
+
+__all__ = [
+    "INSTRUCTION",
+    "PLUGIN",
+    "ROUNDS",
+    "Compaction",
+    "CompactionResult",
+    "CompactionSettings",
+    "Method",
+    "Route",
+    "Trigger",
+    "select_range",
+]
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
 Trigger: TypeAlias = Literal["pressure", "overflow", "manual"]
-Method: TypeAlias = Literal["model", "reduction"]
-
-PLUGIN: Final = "dsh/compaction"
-"""The source plugin of a ``<compacted-summary>`` message."""
-
-PREAMBLE: Final = (
-    "[The earlier part of this conversation was condensed into the checkpoint below to keep it "
-    "within the context window. Take it as established context; continue from the messages after "
-    "it, without mentioning the checkpoint.]"
-)
-
-INSTRUCTION: Final = """\
-Write a checkpoint of the conversation above, so that the work can go on from it with nothing \
-essential lost: it will replace those messages. Write only the checkpoint, in terse Markdown bullets \
-under these headings, each kept (write "(none)" under an empty one):
-
-## Goal
-## Notebook state
-(variables, data, files and results that exist now, with their names and key values)
-## Done so far
-## Errors and how they were resolved
-## Open questions and next step
-
-Keep exact names, numbers, code, paths and error messages. Quote the user's instructions where the \
-wording matters. If the conversation holds an earlier <compacted-summary>, merge what is still true \
-into this one. Do not call tools."""
-
-REDUCTION_NOTE: Final = "(A deterministic reduction, not a model's summary: {why}.)"
 
 ROUNDS: Final = 3
 """At most this many compactions make room for one request."""
-_MIN_SUMMARY_TOKENS: Final = 256
-_UNKNOWN_WINDOW_SUMMARY: Final = 1024
-"""Summary budget (tokens) when the window is not known (an overflow on an unknown server)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -135,17 +115,6 @@ class CompactionSettings:
                 f"compaction retain ({self.retain}) must be at least 0 and below the threshold "
                 f"({self.threshold})"
             )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
-    """What a compaction needs of the request it makes room for."""
-
-    provider: Provider
-    config: LlmCallConfig
-    window: ContextWindow | None
-    system: str
-    tools: tuple[ToolSchema, ...]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -177,194 +146,6 @@ class CompactionResult:
             if self.failure is not None:
                 text += f" ({self.failure.code}: {self.failure.message})"
         return text
-
-
-@dataclass(slots=True)
-class _Unit:
-    seqs: list[int] = field(default_factory=list[int])
-    tokens: int = 0
-    pending: set[str] = field(default_factory=set[str])
-    """Tool-call ids of this unit not answered yet."""
-
-
-def _units(session: Session) -> list[_Unit]:
-    """The surface cut into units that stay together (module docstring)."""
-    events = session.events
-    out: list[_Unit] = []
-    for seq in session.surface:
-        msg = project_event(events[seq])
-        tokens = message_tokens(msg) if msg is not None else 0
-        ev = events[seq]
-        if ev.type == "tool/result" and out and out[-1].pending:
-            unit = out[-1]
-            for block in msg.content if msg is not None else ():
-                if isinstance(block, ToolResultBlock):
-                    unit.pending.discard(block.tool_call_id)
-        else:
-            unit = _Unit()
-            out.append(unit)
-            if msg is not None and ev.type == "assistant/message":
-                unit.pending = {b.id for b in msg.content if isinstance(b, ToolCallBlock)}
-        unit.seqs.append(seq)
-        unit.tokens += tokens
-    return out
-
-
-def select_range(
-    session: Session, retain_tokens: int | None, *, max_tokens: int | None = None
-) -> list[int]:
-    """The surface nodes to summarise: everything before the kept tail (``retain_tokens`` of recent
-    units; ``None``: keep only the newest unit), never the newest unit nor anything from the first
-    unanswered tool call on; with ``max_tokens``, only the oldest whole units that fit in it (what
-    a summary call can be sent; at least one). Empty when nothing useful would be replaced."""
-    units = _units(session)
-    if len(units) < 2:
-        return []
-    keep = len(units) - 1
-    for i, unit in enumerate(units):
-        if unit.pending:
-            keep = min(keep, i)
-            break
-    if retain_tokens is not None:
-        kept = sum(u.tokens for u in units[keep:])
-        while keep > 0 and kept + units[keep - 1].tokens <= retain_tokens:
-            keep -= 1
-            kept += units[keep].tokens
-    head = units[:keep]
-    if max_tokens is not None:
-        total = 0
-        for n, unit in enumerate(head):
-            total += unit.tokens
-            if total > max_tokens and n > 0:
-                head = head[:n]
-                break
-    seqs = [s for u in head for s in u.seqs]
-    if len(seqs) == 1 and _is_summary(session, seqs[0]):
-        return []  # only an earlier summary: replacing it with itself frees nothing
-    return seqs
-
-
-def _is_summary(session: Session, seq: int) -> bool:
-    msg = project_event(session.events[seq])
-    return msg is not None and isinstance(msg.source, PluginSource) and msg.source.plugin == PLUGIN
-
-
-def _summary_inner(msg: Message) -> str:
-    text = "".join(b.text for b in msg.content if isinstance(b, TextBlock))
-    start, end = text.find("<compacted-summary>"), text.rfind("</compacted-summary>")
-    if start < 0 or end < start:
-        return text
-    return text[start + len("<compacted-summary>") : end].strip()
-
-
-def _turn_of(session: Session, seq: int) -> list[int]:
-    """The turn(s) a surface node belongs to."""
-    events = session.events
-    ev = events[seq]
-    if ev.type in ("assistant/message", "tool/result"):
-        turn = ev.data.get("turn")
-        return [turn] if isinstance(turn, int) else []
-    msg = project_event(ev)
-    if msg is not None and isinstance(msg.source, PluginSource) and msg.source.form:
-        turns = msg.source.form.get("turns")
-        if isinstance(turns, list):
-            return [t for t in turns if isinstance(t, int)]
-    for before in reversed(events[:seq]):
-        if before.type == "turn/start":
-            return [payload_of(before, "turn/start")["turn"]]
-        if before.type == "turn/end":
-            return []
-    return []
-
-
-def _text_of(msg: Message) -> str:
-    parts: list[str] = []
-    for block in msg.content:
-        if isinstance(block, TextBlock):
-            parts.append(block.text)
-        elif isinstance(block, ToolResultBlock):
-            parts.extend(b.text for b in block.content if isinstance(b, TextBlock))
-    return "\n".join(parts).strip()
-
-
-def _first_line(text: str, limit: int = 200) -> str:
-    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    return _clip(line, limit)
-
-
-def _clip(text: str, limit: int) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def _reduction_lines(session: Session, seqs: Sequence[int]) -> list[tuple[int | None, str]]:
-    """``(turn, line)`` per message of the range: old tool outputs cut to their first lines."""
-    events = session.events
-    out: list[tuple[int | None, str]] = []
-    for seq in seqs:
-        msg = project_event(events[seq])
-        if msg is None:
-            continue
-        turns = _turn_of(session, seq)
-        turn = turns[0] if turns else None
-        source = msg.source
-        if isinstance(source, PluginSource):
-            if source.plugin == PLUGIN:
-                out.append((turn, "Earlier checkpoint:\n" + _summary_inner(msg)))
-            continue  # runtime snapshots and notes: stale by now
-        if msg.role == "assistant":
-            text = _text_of(msg)
-            if text:
-                out.append((turn, f"Assistant: {_clip(text, 600)}"))
-            for b in msg.content:
-                if isinstance(b, ToolCallBlock):
-                    out.append((turn, f"Called {b.name}: {_first_line(b.arguments)}"))
-        elif any(isinstance(b, ToolResultBlock) for b in msg.content):
-            failed = any(isinstance(b, ToolResultBlock) and b.is_error for b in msg.content)
-            label = "Tool error" if failed else "Tool output"
-            out.append((turn, f"{label}: {_first_line(_text_of(msg))}"))
-        else:
-            who = "User" if isinstance(source, UserSource) else "Message"
-            out.append((turn, f"{who}: {_clip(_text_of(msg), 600)}"))
-    return out
-
-
-def reduce_range(session: Session, seqs: Sequence[int], budget_tokens: int, why: str) -> str:
-    """The deterministic summary of ``seqs``, within about ``budget_tokens`` (module docstring)."""
-    lines = _reduction_lines(session, seqs)
-    limit = max(400, budget_tokens * 4)
-    note = REDUCTION_NOTE.format(why=why)
-
-    def render(items: list[tuple[int | None, str]]) -> str:
-        body: list[str] = [note]
-        last: int | None = None
-        for turn, line in items:
-            if turn is not None and turn != last:
-                body.append(f"\nTurn {turn}:")
-                last = turn
-            body.append(f"- {line}")
-        return "\n".join(body)
-
-    text = render(lines)
-    if len(text) > limit:  # each turn to its first and last messages
-        by_turn: dict[int | None, list[tuple[int | None, str]]] = {}
-        for item in lines:
-            by_turn.setdefault(item[0], []).append(item)
-        kept: list[tuple[int | None, str]] = []
-        for items in by_turn.values():
-            kept.extend(items if len(items) <= 2 else [items[0], items[-1]])
-        text = render(kept)
-    return _clip(text, limit)
-
-
-@dataclass(slots=True)
-class _Summary:
-    text: str
-    method: Method
-    failure: LlmFailure | None = None
-    usage: JsonObject | None = None
-    max_tokens: int | None = None
-    called: bool = False
 
 
 class Compaction:
@@ -449,14 +230,18 @@ class Compaction:
             for seq in oversized:
                 self._prune(cid, seq, window)
             method: Method | None = None
-            summary: _Summary | None = None
+            summary: Summary | None = None
             shadowed = summary_tokens = 0
             turns: list[int] = []
-            seqs = select_range(session, retain, max_tokens=self._room(route))
+            seqs = select_range(
+                session, retain, max_tokens=summary_room(route, self.settings.summary_tokens)
+            )
             if seqs and (trigger != "pressure" or not oversized or self.pressing(route)):
                 shadowed = self._tokens(seqs)
-                summary = await self._summarise(route, seqs, shadowed)
-                turns = sorted({t for s in seqs for t in _turn_of(session, s)})
+                summary = await summarise(
+                    session, route, seqs, shadowed, self.settings.summary_tokens
+                )
+                turns = sorted({t for s in seqs for t in turn_of(session, s)})
                 summary_tokens = self._replace(cid, seqs, summary, shadowed, turns, route)
                 method = summary.method
             after = self._measure(route)
@@ -499,7 +284,7 @@ class Compaction:
         session = self.session
         total = 0
         for seq in reversed(session.surface):
-            if session.last_turn not in _turn_of(session, seq):
+            if session.last_turn not in turn_of(session, seq):
                 break
             total += self._tokens([seq])
         return total
@@ -558,122 +343,11 @@ class Compaction:
             "tool/result", data, surface_op=ReplaceOp(start=seq, end=seq), source_event_seqs=[seq]
         )
 
-    def _room(self, route: Route) -> int | None:
-        """How much history one summary call can be sent (the window less the system prompt, the
-        instruction and the summary's cap); ``None`` when the window is not known or the model is
-        not asked."""
-        if route.window is None or not getattr(route.provider, "summarizes", True):
-            return None
-        header = EpochHeader(config=route.config, system=route.system or None).canonical()
-        fixed = header_tokens(header) + _chars_tokens(INSTRUCTION) + self._budget(route, 10**9)
-        return max(0, route.window.tokens - fixed)
-
-    def _budget(self, route: Route, shadowed: int) -> int:
-        window = route.window.tokens if route.window is not None else None
-        cap = self.settings.summary_tokens
-        if window is not None:
-            cap = min(cap, max(_MIN_SUMMARY_TOKENS, int(window * 0.15)))
-        else:
-            cap = min(cap, _UNKNOWN_WINDOW_SUMMARY)
-        return max(_MIN_SUMMARY_TOKENS, min(cap, shadowed // 2))
-
-    async def _summarise(self, route: Route, seqs: Sequence[int], shadowed: int) -> _Summary:
-        budget = self._budget(route, shadowed)
-        if not getattr(route.provider, "summarizes", True):
-            why = "this model does not write summaries"
-            return _Summary(reduce_range(self.session, seqs, budget, why), "reduction")
-        failure: LlmFailure | None = None
-        answer: _Summary | None = None
-        request = self._request(route, seqs, budget)
-        if request is None:
-            failure = LlmFailure(
-                code="CONTEXT_WINDOW_EXCEEDED",
-                message="the summary request itself would not fit the context window",
-            )
-        else:
-            answer = await self._call(route.provider, request)
-            failure = answer.failure
-            if failure is None and message_tokens(_checkpoint(answer.text)) >= shadowed:
-                failure = LlmFailure(
-                    code="NO_SHRINK", message="the summary was not shorter than what it summarised"
-                )
-        if failure is None and answer is not None:
-            return answer
-        why = f"the summary call failed — {failure.code}" if failure else "no summary"
-        reduced = _Summary(
-            reduce_range(self.session, seqs, budget, why), "reduction", failure=failure
-        )
-        if answer is not None:
-            reduced.usage, reduced.max_tokens, reduced.called = (
-                answer.usage,
-                answer.max_tokens,
-                True,
-            )
-        return reduced
-
-    def _request(self, route: Route, seqs: Sequence[int], budget: int) -> GenerateRequest | None:
-        """The summary call: the conversation's own system prompt and tools (its provider's prefix
-        cache), the range, the instruction; without the tools when they would not fit; ``None``
-        when even that would not fit the window."""
-        events = self.session.events
-        messages = [m for s in seqs if (m := project_event(events[s])) is not None]
-        messages.append(
-            Message(
-                id=new_message_id(),
-                role="user",
-                content=(TextBlock(text=INSTRUCTION),),
-                source=PluginSource(plugin=PLUGIN, form={"kind": "compaction-instruction"}),
-            )
-        )
-        cfg = route.config
-        window = route.window.tokens if route.window is not None else None
-        body = sum(message_tokens(m) for m in messages)
-        for tools in (route.tools, ()):
-            header = EpochHeader(config=cfg, system=route.system or None, tools=tools)
-            if window is not None and header_tokens(header) + body + budget > window:
-                continue
-            return GenerateRequest(
-                provider=cfg.provider,
-                model=cfg.model,
-                messages=tuple(messages),
-                system=route.system or None,
-                tools=tools,
-                reasoning_effort=cfg.reasoning_effort,
-                temperature=cfg.temperature,
-                max_tokens=budget,
-                stop=cfg.stop,
-                reasoning_passback=cfg.reasoning_passback,
-                images=False,  # images in the range are summarised from their descriptions
-                session_id=self.session.id,
-                purpose="compaction",
-            )
-        return None
-
-    async def _call(self, provider: Provider, request: GenerateRequest) -> _Summary:
-        assembler = BlockAssembler()
-        async for chunk in stream_call(provider, request):
-            assembler.push(chunk)
-        finish = assembler.finish
-        usage = usage_to_json(assembler.usage) if assembler.usage is not None else None
-        text = "".join(b.text for b in assembler.blocks() if isinstance(b, TextBlock)).strip()
-        out = _Summary(text, "model", usage=usage, max_tokens=request.max_tokens, called=True)
-        if isinstance(finish, FinishError):
-            out.failure = finish.failure
-        elif finish.kind == "max-tokens":
-            out.failure = LlmFailure(
-                code="MAX_TOKENS", message="the summary was cut off at its length limit"
-            )
-        elif not text:
-            out.failure = LlmFailure(
-                code="EMPTY_SUMMARY", message="the model wrote no summary text"
-            )
-        return out
-
     def _replace(
         self,
         cid: str,
         seqs: list[int],
-        summary: _Summary,
+        summary: Summary,
         shadowed: int,
         turns: list[int],
         route: Route,
@@ -683,7 +357,7 @@ class Compaction:
         current = set(session.surface)
         if not set(seqs) <= current:
             raise UsageError("the history changed while it was being summarised: nothing replaced")
-        msg = _checkpoint(summary.text, cid, turns)
+        msg = checkpoint_message(summary.text, cid, turns)
         tokens = message_tokens(msg)
         data = CompactionSummary(
             compactionId=cid,
@@ -712,24 +386,3 @@ class Compaction:
             source_event_seqs=seqs,
         )
         return tokens
-
-
-def _chars_tokens(text: str) -> int:
-    return message_tokens(
-        Message(id="", role="user", content=(TextBlock(text=text),), source=UserSource())
-    )
-
-
-def _checkpoint(summary: str, cid: str = "", turns: Sequence[int] = ()) -> Message:
-    """The ``<compacted-summary>`` message that stands for a range."""
-    return Message(
-        id=new_message_id(),
-        role="user",
-        content=(
-            TextBlock(text=f"{PREAMBLE}\n\n<compacted-summary>\n{summary}\n</compacted-summary>"),
-        ),
-        source=PluginSource(
-            plugin=PLUGIN,
-            form={"kind": "compacted-summary", "compactionId": cid, "turns": list(turns)},
-        ),
-    )
