@@ -193,6 +193,11 @@ class Agent:
         """Compaction of this session's history (``agent.compaction``): ``.auto`` switches the
         automatic one; ``compact()`` runs one by hand."""
         self._requests = StepRequests(self)
+
+        async def before_summary() -> None:
+            await self._checkpoint("before-request", self.session.open_turn, self.session.open_step)
+
+        self.compaction.before_call = before_summary
         self._phase_turn = self.session.last_turn
         self._phase_step = 0
 

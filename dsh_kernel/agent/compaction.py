@@ -85,7 +85,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Awaitable, Callable, Sequence
 
 Trigger: TypeAlias = Literal["pressure", "overflow", "manual"]
 
@@ -154,6 +154,9 @@ class Compaction:
     def __init__(self, session: Session, settings: CompactionSettings | None = None) -> None:
         self.session = session
         self.settings = settings or CompactionSettings()
+        self.before_call: Callable[[], Awaitable[None]] | None = None
+        """Awaited before a summary call is sent: the agent's ``before-request`` checkpoint (so the
+        ``compaction/start`` is durable before the model is asked)."""
 
     @property
     def auto(self) -> bool:
@@ -238,6 +241,8 @@ class Compaction:
             )
             if seqs and (trigger != "pressure" or not oversized or self.pressing(route)):
                 shadowed = self._tokens(seqs)
+                if self.before_call is not None:
+                    await self.before_call()
                 summary = await summarise(
                     session, route, seqs, shadowed, self.settings.summary_tokens
                 )

@@ -23,6 +23,7 @@ from dsh_kernel.llm.types import FinishChunk, FinishError, GenerateRequest, LlmF
 from dsh_kernel.session.derive import EpochHeader
 from dsh_kernel.session.events import ReplaceOp, SessionHeader
 from dsh_kernel.session.log import Session
+from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import FunctionProvider, text_response, tool_call_response
 from tests.unit.agent.helpers import of_type, turn_ends
 
@@ -351,3 +352,19 @@ def _result(call_id: str) -> dict[str, object]:
             "source": {"kind": "tool", "callId": call_id},
         },
     }
+
+
+async def test_a_replay_of_a_compacted_session_compacts_where_the_recording_did() -> None:
+    recorded = agent_with(FunctionProvider(summarising()), window=4096)
+    questions = [f"Question {i}." for i in range(1, 6)]
+    await run(recorded, *questions)
+    summaries = [e.data["summary"] for e in of_type(recorded.session.events, "compaction/summary")]
+    assert summaries
+    replay = ReplayProvider(list(recorded.session.events))
+    again = agent_with(FunctionProvider(summarising()), window=None)
+    again.set_route(provider=replay, model="m1")
+    await run(again, *questions)
+    replay.assert_consumed()
+    ev = again.session.events
+    assert [r["kind"] for r in turn_ends(ev)] == ["completed"] * 5
+    assert [e.data["summary"] for e in of_type(ev, "compaction/summary")] == summaries
