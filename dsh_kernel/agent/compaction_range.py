@@ -8,7 +8,8 @@
 * ``checkpoint_message`` is the ``<compacted-summary>`` user message that replaces a range
   (source plugin ``PLUGIN``), ``summary_inner`` reads a summary back out of one.
 * ``reduce_range`` is the deterministic summary: each message of the range on a line (old tool
-  outputs cut to their first lines, runtime snapshots left out, an earlier checkpoint kept); when
+  outputs cut to their first lines, images as their logged descriptions, runtime snapshots left
+  out, an earlier checkpoint kept); when
   that is over budget, each turn to its first and last messages; then a hard cut.
 * ``turn_of`` says which turn(s) a surface node belongs to (a checkpoint: the turns it stands for).
 """
@@ -22,6 +23,7 @@ from typing import Final
 from dsh_kernel.agent.meter import message_tokens
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.llm.types import (
+    ImageBlock,
     Message,
     PluginSource,
     TextBlock,
@@ -178,6 +180,15 @@ def _text_of(msg: Message) -> str:
     return "\n".join(parts).strip()
 
 
+def _images_of(msg: Message) -> str:
+    """`` [image: <description>]`` for each image of ``msg`` (its logged description)."""
+    blocks = [b for b in msg.content if isinstance(b, ImageBlock)]
+    for block in msg.content:
+        if isinstance(block, ToolResultBlock):
+            blocks.extend(b for b in block.content if isinstance(b, ImageBlock))
+    return "".join(f" [image: {_clip(b.description, 300)}]" for b in blocks)
+
+
 def _first_line(text: str, limit: int = 200) -> str:
     line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
     return _clip(line, limit)
@@ -213,10 +224,10 @@ def _reduction_lines(session: Session, seqs: Sequence[int]) -> list[tuple[int | 
         elif any(isinstance(b, ToolResultBlock) for b in msg.content):
             failed = any(isinstance(b, ToolResultBlock) and b.is_error for b in msg.content)
             label = "Tool error" if failed else "Tool output"
-            out.append((turn, f"{label}: {_first_line(_text_of(msg))}"))
+            out.append((turn, f"{label}: {_first_line(_text_of(msg))}{_images_of(msg)}"))
         else:
             who = "User" if isinstance(source, UserSource) else "Message"
-            out.append((turn, f"{who}: {_clip(_text_of(msg), 600)}"))
+            out.append((turn, f"{who}: {_clip(_text_of(msg), 600)}{_images_of(msg)}"))
     return out
 
 

@@ -16,10 +16,23 @@ from dsh_kernel.agent.compaction import (
     CompactionSettings,
     select_range,
 )
-from dsh_kernel.agent.meter import header_tokens, message_tokens
+from dsh_kernel.agent.compaction_range import reduce_range
+from dsh_kernel.agent.meter import header_tokens, measure, message_tokens
 from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.llm.codec import message_to_json
-from dsh_kernel.llm.types import FinishChunk, FinishError, GenerateRequest, LlmFailure, StreamChunk
+from dsh_kernel.llm.types import (
+    FinishChunk,
+    FinishError,
+    GenerateRequest,
+    ImageBlock,
+    LlmFailure,
+    Message,
+    StreamChunk,
+    TextBlock,
+    TokenUsage,
+    ToolResultBlock,
+    ToolSource,
+)
 from dsh_kernel.session.derive import EpochHeader
 from dsh_kernel.session.events import ReplaceOp, SessionHeader
 from dsh_kernel.session.log import Session
@@ -368,3 +381,59 @@ async def test_a_replay_of_a_compacted_session_compacts_where_the_recording_did(
     ev = again.session.events
     assert [r["kind"] for r in turn_ends(ev)] == ["completed"] * 5
     assert [e.data["summary"] for e in of_type(ev, "compaction/summary")] == summaries
+
+
+async def test_the_meter_stops_anchoring_on_usage_that_counted_compacted_turns() -> None:
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        if request.purpose == "compaction":
+            return text_response("- summary")
+        # the server says the history was big: the anchor the meter would otherwise keep using
+        return text_response("Short.", usage=TokenUsage(input_tokens=3000, output_tokens=10))
+
+    agent = agent_with(FunctionProvider(fn), window=None)
+    await run(agent, "One?", "Two?", "Three?")
+    assert measure(agent.session).baseline == "usage"
+    await agent.compact()
+    after = measure(agent.session)
+    assert after.baseline == "estimated" and after.total_tokens < 3000
+
+
+def test_a_reduction_keeps_first_lines_and_image_descriptions() -> None:
+    session = Session(header=SessionHeader(id="s", created_at=0))
+    append = session.append
+    append("turn/start", {"turn": 1})
+    append("step/start", {"turn": 1, "step": 1})
+    u = append("user/message", _user("Plot the sales."), surface_op="append")
+    a = append(
+        "assistant/message", {"turn": 1, "step": 1, "message": _calls("c1")}, surface_op="append"
+    )
+    image = ImageBlock(
+        sha256="0" * 64,
+        media_type="image/png",
+        width=10,
+        height=10,
+        size=100,
+        description="line chart 'Sales by month'",
+    )
+    result = {
+        "turn": 1,
+        "step": 1,
+        "message": message_to_json(
+            Message(
+                id="msg_r",
+                role="user",
+                content=(
+                    ToolResultBlock(
+                        tool_call_id="c1",
+                        content=(TextBlock(text="first line\n" + "noise\n" * 500), image),
+                    ),
+                ),
+                source=ToolSource(call_id="c1"),
+            )
+        ),
+    }
+    r = append("tool/result", result, surface_op="append")
+    text = reduce_range(session, [u.seq, a.seq, r.seq], 500, "a test")
+    assert "User: Plot the sales." in text and "Called t: {}" in text
+    assert "Tool output: first line [image: line chart 'Sales by month']" in text
+    assert "noise" not in text and "deterministic reduction" in text and "Turn 1:" in text
