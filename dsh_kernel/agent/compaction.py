@@ -1,7 +1,7 @@
 """Compaction: older turns become one summary, so a long session never hits the context window
 (SPINE §7.1, ported from the harness's compaction seam).
 
-**When.** ``Compaction.auto`` (on by default; the kernel's ``DSH_COMPACTION``) compacts
+**When.** ``Compaction.auto`` (on by default) compacts
 
 * on **pressure** — before a request is built, when the token meter says the history would fill at
   least ``threshold`` (0.8) of a window that is not merely assumed (configured, discovered or from
