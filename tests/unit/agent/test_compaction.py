@@ -437,3 +437,23 @@ def test_a_reduction_keeps_first_lines_and_image_descriptions() -> None:
     assert "User: Plot the sales." in text and "Called t: {}" in text
     assert "Tool output: first line [image: line chart 'Sales by month']" in text
     assert "noise" not in text and "deterministic reduction" in text and "Turn 1:" in text
+
+
+async def test_a_turn_that_still_overflows_after_compacting_leaves_the_summary_in_place() -> None:
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        if request.purpose == "compaction":
+            return text_response("- two questions were answered")
+        if any("x" * 3000 in m.text() for m in request.messages):
+            failure = LlmFailure(code="CONTEXT_WINDOW_EXCEEDED", message="too long")
+            return [FinishChunk(reason=FinishError(failure=failure))]
+        return text_response(ANSWER)
+
+    provider = FunctionProvider(fn)
+    agent = agent_with(provider, window=None)
+    await run(agent, "One?", "Two?", "x" * 3000, "Say hi.")
+    ev = agent.session.events
+    assert [r["kind"] for r in turn_ends(ev)] == ["completed", "completed", "error", "completed"]
+    assert len(of_type(ev, "compaction/summary")) == 1
+    texts = [m.text() for m in provider.requests[-1].messages]
+    assert any("<compacted-summary>" in t for t in texts)  # the drop note did not replace it
+    assert any("left out here" in t for t in texts) and "Say hi." in texts
