@@ -41,6 +41,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
+from dsh_kernel.agent.budget import MIN_ANSWER_TOKENS
 from dsh_kernel.agent.compaction_range import (
     PLUGIN,
     checkpoint_message,
@@ -89,6 +90,8 @@ if TYPE_CHECKING:
 
 Trigger: TypeAlias = Literal["pressure", "overflow", "manual"]
 
+MIN_RANGE_TOKENS: Final = 200
+"""A range this small is not worth a summary (the checkpoint's own framing is about half that)."""
 ROUNDS: Final = 3
 """At most this many compactions make room for one request."""
 
@@ -186,6 +189,8 @@ class Compaction:
         the last one's result, or ``None`` when nothing was done."""
         if not self.auto or self.session.compaction_open is not None:
             return None
+        if self._futile(route):
+            return None
         last: CompactionResult | None = None
         for _ in range(ROUNDS):
             if trigger == "pressure" and self.pressing(route) is None:
@@ -220,7 +225,7 @@ class Compaction:
         prunable = turn is not None and session.open_turn is not None
         seqs = select_range(session, retain)
         oversized = self._oversized(window) if prunable else []
-        if not seqs and not oversized:
+        if self._tokens(seqs) <= MIN_RANGE_TOKENS and not oversized:
             return None
         before = self._measure(route)
         cid = f"cmp_{new_message_id().removeprefix('msg_')}"
@@ -282,6 +287,16 @@ class Compaction:
     def _tokens(self, seqs: Sequence[int]) -> int:
         events = self.session.events
         return sum(message_tokens(m) for s in seqs if (m := project_event(events[s])) is not None)
+
+    def _futile(self, route: Route) -> bool:
+        """Whether, with the window known, even replacing everything that may be replaced would
+        leave a request too big for it (one huge message): then nothing is summarised in vain, and
+        the request is refused (or the turn fails) as it would be without compaction."""
+        window = route.window
+        if window is None or window.source == "default" or self._oversized(window.tokens):
+            return False
+        remaining = self._measure(route) - self._tokens(select_range(self.session, None))
+        return remaining + MIN_ANSWER_TOKENS > window.tokens
 
     def _last_turn_tokens(self) -> int:
         """The size of the newest turn's messages (what a compaction by hand keeps when the window

@@ -1,7 +1,8 @@
 """What a compaction replaces, and the messages that stand for it (``agent.compaction``).
 
 * ``select_range`` cuts the surface into *units* that must stay together — an assistant message
-  that called tools with all of its results, or any other single message — and picks the oldest
+  that called tools with all of its results, the user messages that end the surface (the newest
+  step's prompt and context), or any other single message — and picks the oldest
   ones: never the newest unit, nor anything from the first unanswered tool call on, nor the recent
   tail the caller keeps; with a token limit, only the oldest whole units that fit it (what one
   summary call can be sent).
@@ -99,7 +100,19 @@ def _units(session: Session) -> list[_Unit]:
                 unit.pending = {b.id for b in msg.content if isinstance(b, ToolCallBlock)}
         unit.seqs.append(seq)
         unit.tokens += tokens
+    # The newest step's input — its prompt, runtime context, steering: the user messages at the
+    # end — is one unit, so the question being asked is never summarised away under it.
+    while len(out) >= 2 and _step_input(session, out[-1]) and _step_input(session, out[-2]):
+        last = out.pop()
+        out[-1].seqs.extend(last.seqs)
+        out[-1].tokens += last.tokens
     return out
+
+
+def _step_input(session: Session, unit: _Unit) -> bool:
+    return all(
+        session.events[s].type == "user/message" and not _is_summary(session, s) for s in unit.seqs
+    )
 
 
 def select_range(

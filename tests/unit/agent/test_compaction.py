@@ -165,7 +165,7 @@ async def test_an_overflow_the_server_reports_compacts_once_and_retries() -> Non
                 code="CONTEXT_WINDOW_EXCEEDED", message="maximum context length is 4096 tokens"
             )
             return [FinishChunk(reason=FinishError(failure=failure))]
-        return text_response("Short answer.")
+        return text_response(ANSWER)
 
     agent = agent_with(FunctionProvider(fn), window=None)  # nothing known: the server says
     await run(agent, "One?", "Two?", "Three?")
@@ -268,7 +268,7 @@ async def test_an_unanswered_tool_call_and_pairs_stay_together() -> None:
 
 
 async def test_a_crash_mid_compaction_leaves_a_stale_orphan_and_the_old_surface() -> None:
-    provider = FunctionProvider(summarising(answer="A short answer."))
+    provider = FunctionProvider(summarising())
     agent = agent_with(provider, window=None)
     await run(agent, "One?", "Two?", "Three?")
     surface = agent.session.surface
@@ -388,14 +388,14 @@ async def test_the_meter_stops_anchoring_on_usage_that_counted_compacted_turns()
         if request.purpose == "compaction":
             return text_response("- summary")
         # the server says the history was big: the anchor the meter would otherwise keep using
-        return text_response("Short.", usage=TokenUsage(input_tokens=3000, output_tokens=10))
+        return text_response(ANSWER, usage=TokenUsage(input_tokens=9000, output_tokens=1000))
 
     agent = agent_with(FunctionProvider(fn), window=None)
     await run(agent, "One?", "Two?", "Three?")
     assert measure(agent.session).baseline == "usage"
     await agent.compact()
     after = measure(agent.session)
-    assert after.baseline == "estimated" and after.total_tokens < 3000
+    assert after.baseline == "estimated" and after.total_tokens < 9000
 
 
 def test_a_reduction_keeps_first_lines_and_image_descriptions() -> None:
@@ -457,3 +457,26 @@ async def test_a_turn_that_still_overflows_after_compacting_leaves_the_summary_i
     texts = [m.text() for m in provider.requests[-1].messages]
     assert any("<compacted-summary>" in t for t in texts)  # the drop note did not replace it
     assert any("left out here" in t for t in texts) and "Say hi." in texts
+
+
+def test_the_question_being_asked_is_never_in_the_range() -> None:
+    session = Session(header=SessionHeader(id="s", created_at=0))
+    append = session.append
+    append("turn/start", {"turn": 1})
+    append("step/start", {"turn": 1, "step": 1})
+    u1 = append("user/message", _user("first"), surface_op="append")
+    a1 = append(
+        "assistant/message", {"turn": 1, "step": 1, "message": _text("ok")}, surface_op="append"
+    )
+    append("step/end", {"turn": 1, "step": 1})
+    append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    append("turn/start", {"turn": 2})
+    append("step/start", {"turn": 2, "step": 1})
+    append("user/message", _user("a long question " * 500), surface_op="append")
+    append(
+        "user/message",
+        {**_user("<runtime-context/>"), "source": {"kind": "plugin", "plugin": "p"}},
+        surface_op="append",
+    )
+    # the prompt and the runtime context after it are the newest step's input: one unit, kept
+    assert select_range(session, retain_tokens=None) == [u1.seq, a1.seq]
