@@ -74,6 +74,7 @@ from dsh_kernel.store.ingest_plan import (
     locate_damage,
     plan_journal,
 )
+from dsh_kernel.store.ingest_surface import fold_batch
 from dsh_kernel.store.journal import repair_orphan, writer_gone
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.prices import UserPrice, bump
@@ -312,6 +313,11 @@ def _run_batch(
             if any(p.reset for p in good):
                 _exec(con, "reset", q.RESET_SESSIONS)
             _exec(con, "sessions", q.INSERT_SESSIONS)
+            for label, stmt in q.DERIVE_MESSAGES:
+                _exec(con, label, stmt)
+            started = time.perf_counter()
+            folded = fold_batch(con)
+            _log.debug("ingest surface fold (%d): %.3f s", folded, time.perf_counter() - started)
             for label, stmt in q.DERIVE:
                 _exec(con, label, stmt)
             if _exec(con, "images?", IMAGES_NEEDED).fetchone() != (0, 0):

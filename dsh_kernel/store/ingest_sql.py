@@ -223,11 +223,23 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op,
        """
     + _EST_TOKENS
-    + """ AS est_tokens, seeded
-FROM src;
-INSERT INTO t_messages SELECT * FROM _m;
+    + """ AS est_tokens, seeded,
+       seq AS surface_key, NULL::INTEGER AS replaced_by,
+       CASE WHEN has_content THEN 1 ELSE 0 END AS dn,
+       CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt
+FROM src
 """
 )
+
+# After the surface fold (``ingest_surface``) has set the keys of the batch's replacements and who
+# replaced what: the batch's messages join the table.
+_MESSAGES_INSERT = """
+INSERT INTO t_messages
+SELECT session_id, seq, turn, step, time_ms, event_type, message_id, role, source, call_id, text,
+       reasoning, tool_calls, has_content, is_error, interrupted, surface_op, est_tokens, seeded,
+       surface_key, replaced_by
+FROM _m
+"""
 
 _TOOL_CALLS = """
 INSERT INTO t_tool_calls
@@ -284,8 +296,8 @@ FROM (
 )
 GROUP BY session_id, turn, step, attempt;
 CREATE OR REPLACE TEMP TABLE _counted AS
-SELECT session_id, seq, row_number() OVER w AS n, sum(est_tokens) OVER w AS tokens
-FROM _m WHERE has_content AND surface_op = 'append'
+SELECT session_id, seq, sum(dn) OVER w AS n, sum(dt) OVER w AS tokens
+FROM _m
 WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
@@ -345,9 +357,12 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
 # A model call that got no chunk at all — cancelled or crashed while it waited for the first — has no
 # chunk to make its attempt row from. It can only be the last call of a turn that ended aborted or
 # interrupted, so when such a turn/end arrives, its last step is checked: one call per step/start and
-# llm/retry-started, and fewer attempts than that means the last call got nothing. Its row has no
-# chunks; first_seq and last_seq are the seq of the event that closed it (the history sent is the
-# messages before it). Run only for batches that hold such a turn/end (SILENT_NEEDED).
+# llm/retry-started, one more after an overflow compaction that ended without error (the step retries
+# once), one fewer when a compaction in the step never ended (the crash came while it ran, before the
+# call it made room for) — and fewer attempts than that means the last call got nothing. Its row has
+# no chunks; first_seq and last_seq are the seq of the event that closed it (the history sent is the
+# surface before it: messages logged before it that no replacement before it took off). Run only for
+# batches that hold such a turn/end (SILENT_NEEDED).
 SILENT_NEEDED = """
 SELECT count(*) FROM _raw
 WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
@@ -361,14 +376,31 @@ WITH cut AS (
 ),
 steps AS (
     SELECT e.session_id, e.turn, e.step,
-           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS expected,
+           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS calls,
            arg_max(e.time_ms, e.seq) FILTER (WHERE e.type <> 'step/end') AS mark_ms,
            min(e.seq) FILTER (WHERE e.type = 'step/end') AS close_seq,
            min(e.time_ms) FILTER (WHERE e.type = 'step/end') AS close_ms
     FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
-    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started') AND e.step IS NOT NULL
+    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started', 'compaction/end')
+      AND e.step IS NOT NULL
     GROUP BY e.session_id, e.turn, e.step
     QUALIFY e.step = max(e.step) OVER (PARTITION BY e.session_id, e.turn)
+),
+brackets AS (
+    SELECT e.session_id, e.turn, e.step,
+           any_value(e.data ->> '$.trigger') FILTER (WHERE e.type = 'compaction/start') AS trig,
+           count(*) FILTER (WHERE e.type = 'compaction/end') > 0 AS ended,
+           coalesce(bool_or(e.type = 'compaction/end'
+                             AND coalesce(json_type(e.data -> '$.error'), 'NULL') <> 'NULL'), false) AS failed
+    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
+    WHERE e.type IN ('compaction/start', 'compaction/end') AND e.step IS NOT NULL
+    GROUP BY e.session_id, e.turn, e.step, e.data ->> '$.compactionId'
+),
+adjust AS (
+    SELECT session_id, turn, step,
+           count(*) FILTER (WHERE trig = 'overflow' AND ended AND NOT failed)
+           - count(*) FILTER (WHERE NOT ended) AS d
+    FROM brackets GROUP BY ALL
 ),
 made AS (
     SELECT a.session_id, a.turn, a.step, count(*) AS n
@@ -376,19 +408,20 @@ made AS (
     GROUP BY ALL
 ),
 silent AS (
-    SELECT s.session_id, s.turn, s.step, s.expected, s.mark_ms,
+    SELECT s.session_id, s.turn, s.step, s.calls + coalesce(j.d, 0) AS expected, s.mark_ms,
            coalesce(s.close_seq, c.end_seq) AS close_seq, coalesce(s.close_ms, c.end_ms) AS close_ms
     FROM steps s
     JOIN cut c USING (session_id, turn)
+    LEFT JOIN adjust j USING (session_id, turn, step)
     LEFT JOIN made m USING (session_id, turn, step)
-    WHERE coalesce(m.n, 0) < s.expected AND s.mark_ms IS NOT NULL
+    WHERE coalesce(m.n, 0) < s.calls + coalesce(j.d, 0) AND s.mark_ms IS NOT NULL
 ),
 hist AS (
     SELECT s.session_id, s.turn, s.step, count(m.seq) AS n, sum(m.est_tokens) AS tokens
     FROM silent s
     LEFT JOIN t_messages m
         ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
-       AND m.surface_op = 'append'
+       AND (m.replaced_by IS NULL OR m.replaced_by > s.close_seq)
     GROUP BY ALL
 )
 SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
@@ -413,10 +446,15 @@ WHERE t_attempts.session_id = am.session_id AND t_attempts.turn = am.turn
   AND t_attempts.step = am.step AND am.first_chunk BETWEEN t_attempts.first_seq AND t_attempts.last_seq
 """
 
-DERIVE = (
+DERIVE_MESSAGES = (
     ("context", _CONTEXT),
     ("events", _EVENTS),
     ("messages", _MESSAGES),
+)
+"""The first steps of a batch; then the surface fold (``ingest_surface.fold_batch``), then ``DERIVE``."""
+
+DERIVE = (
+    ("insert messages", _MESSAGES_INSERT),
     ("tool calls", _TOOL_CALLS),
     ("tool results", _TOOL_RESULTS),
     ("attempts", _ATTEMPTS),
@@ -440,8 +478,7 @@ last_step AS (
     FROM _steps GROUP BY session_id
 ),
 msgs AS (
-    SELECT session_id, count(*) AS n, sum(est_tokens) AS tokens
-    FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
+    SELECT session_id, sum(dn) AS n, sum(dt) AS tokens FROM _m GROUP BY session_id
 )
 SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_text,
        CASE WHEN l.session_id IS NULL THEN f.open_turn WHEN l.type = 'turn/end' THEN NULL ELSE l.turn END,
