@@ -461,17 +461,21 @@ DERIVE = (
     ("estimates", _ESTIMATES),
 )
 
-# The context to carry into the next batch: the open turn and step after the last event, its time,
-# the attempt state of the last chunk's step, and the count of appended messages.
+# The context to carry into the next batch: the open turn and step after the last event (from the
+# batch's last turn and step markers, as _ctx reads them — never from the last event's own turn: a
+# pruned tool result's copy carries its original's turn), its time, the attempt state of the last
+# chunk's step, and the messages on the surface.
 UPDATE_STATE = """
 INSERT INTO _ingest_state
 WITH last_seq AS (
     SELECT session_id, max(seq) AS seq FROM _raw GROUP BY session_id
 ),
 last_ev AS (
-    SELECT e.session_id, e.type, e.turn, e.step, e.time_ms
-    FROM _ev e JOIN last_seq m ON m.session_id = e.session_id AND m.seq = e.seq
+    SELECT e.session_id, e.time_ms
+    FROM _raw e JOIN last_seq m ON m.session_id = e.session_id AND m.seq = e.seq
 ),
+tm AS (SELECT session_id, arg_max(mark, seq) AS mark FROM _tmarks GROUP BY session_id),
+sm AS (SELECT session_id, arg_max(mark, seq) AS mark FROM _smarks GROUP BY session_id),
 last_step AS (
     SELECT session_id, arg_max(turn, last_seq) AS turn, arg_max(step, last_seq) AS step,
            arg_max(base + finishes, last_seq)::INTEGER AS finishes
@@ -481,9 +485,8 @@ msgs AS (
     SELECT session_id, sum(dn) AS n, sum(dt) AS tokens FROM _m GROUP BY session_id
 )
 SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_text,
-       CASE WHEN l.session_id IS NULL THEN f.open_turn WHEN l.type = 'turn/end' THEN NULL ELSE l.turn END,
-       CASE WHEN l.session_id IS NULL THEN f.open_step
-            WHEN l.type IN ('step/end', 'turn/end') THEN NULL ELSE l.step END,
+       CASE WHEN tm.session_id IS NULL THEN f.open_turn WHEN tm.mark >= 0 THEN tm.mark END,
+       CASE WHEN sm.session_id IS NULL THEN f.open_step WHEN sm.mark >= 0 THEN sm.mark END,
        coalesce(c.turn, f.chunk_turn), coalesce(c.step, f.chunk_step),
        CASE WHEN c.session_id IS NULL THEN f.chunk_finishes ELSE c.finishes END,
        NULL, f.size, now()::TIMESTAMP, coalesce(l.time_ms, f.last_ms),
@@ -491,6 +494,8 @@ SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_tex
        (coalesce(f.message_tokens, 0) + coalesce(m.tokens, 0))::BIGINT
 FROM _files f
 LEFT JOIN last_ev l ON l.session_id = f.session_id
+LEFT JOIN tm ON tm.session_id = f.session_id
+LEFT JOIN sm ON sm.session_id = f.session_id
 LEFT JOIN last_step c ON c.session_id = f.session_id
 LEFT JOIN msgs m ON m.session_id = f.session_id
 ON CONFLICT (journal) DO UPDATE SET
