@@ -21,11 +21,14 @@ step whose chunks in this batch hold no finish, or a single finish as their last
 (``base + 1``, where ``base`` counts the finishes of the same step in earlier batches). Only steps with a
 retry inside the batch have their chunks numbered by a window. ``t_attempts`` is upserted, so a stream
 split across batches merges; its ``start_ms`` (the event before the first chunk, when the request was
-sent) and ``message_count`` (appended messages with content before it) are set once, by the batch that
-saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that history, carried
-as ``_ingest_state.message_tokens``). ``est_output_tokens`` is the estimate of the message the attempt
-produced, set by the batch that holds that message. The views use the estimates only where the server
-sent no usage.
+sent) and ``message_count`` (the messages with content on the surface before it) are set once, by the
+batch that saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that
+history). Both are running sums of per-message deltas over the batch (``_m.dn``, ``_m.dt``: a message
+adds itself; a replacement, once ``ingest_surface.fold_batch`` has folded it, also takes off what it
+shadowed) on top of the surface carried over as ``_ingest_state.messages`` and ``message_tokens``.
+``est_output_tokens`` is the estimate of the message the attempt produced, set by the batch that holds
+that message. The views use the estimates only where the server sent no usage. The row of a call that
+got no chunk at all is ``ingest_silent``'s.
 
 Images (``ingest_images``): ``t_images`` gets a row per image block of an appended message,
 ``t_image_data`` the bytes of each ``image/data`` event once per hash, and ``t_events.data`` of an
@@ -352,83 +355,6 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     start_ms = coalesce(t_attempts.start_ms, excluded.start_ms),
     message_count = coalesce(t_attempts.message_count, excluded.message_count),
     est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens);
-"""
-
-# A model call that got no chunk at all — cancelled or crashed while it waited for the first — has no
-# chunk to make its attempt row from. It can only be the last call of a turn that ended aborted or
-# interrupted, so when such a turn/end arrives, its last step is checked: one call per step/start and
-# llm/retry-started, one more after an overflow compaction that ended without error (the step retries
-# once), one fewer when a compaction in the step never ended (the crash came while it ran, before the
-# call it made room for) — and fewer attempts than that means the last call got nothing. Its row has
-# no chunks; first_seq and last_seq are the seq of the event that closed it (the history sent is the
-# surface before it: messages logged before it that no replacement before it took off). Run only for
-# batches that hold such a turn/end (SILENT_NEEDED).
-SILENT_NEEDED = """
-SELECT count(*) FROM _raw
-WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
-"""
-
-SILENT = """
-INSERT INTO t_attempts
-WITH cut AS (
-    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, seq AS end_seq, time_ms AS end_ms
-    FROM _raw WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
-),
-steps AS (
-    SELECT e.session_id, e.turn, e.step,
-           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS calls,
-           arg_max(e.time_ms, e.seq) FILTER (WHERE e.type <> 'step/end') AS mark_ms,
-           min(e.seq) FILTER (WHERE e.type = 'step/end') AS close_seq,
-           min(e.time_ms) FILTER (WHERE e.type = 'step/end') AS close_ms
-    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
-    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started', 'compaction/end')
-      AND e.step IS NOT NULL
-    GROUP BY e.session_id, e.turn, e.step
-    QUALIFY e.step = max(e.step) OVER (PARTITION BY e.session_id, e.turn)
-),
-brackets AS (
-    SELECT e.session_id, e.turn, e.step,
-           any_value(e.data ->> '$.trigger') FILTER (WHERE e.type = 'compaction/start') AS trig,
-           count(*) FILTER (WHERE e.type = 'compaction/end') > 0 AS ended,
-           coalesce(bool_or(e.type = 'compaction/end'
-                             AND coalesce(json_type(e.data -> '$.error'), 'NULL') <> 'NULL'), false) AS failed
-    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
-    WHERE e.type IN ('compaction/start', 'compaction/end') AND e.step IS NOT NULL
-    GROUP BY e.session_id, e.turn, e.step, e.data ->> '$.compactionId'
-),
-adjust AS (
-    SELECT session_id, turn, step,
-           count(*) FILTER (WHERE trig = 'overflow' AND ended AND NOT failed)
-           - count(*) FILTER (WHERE NOT ended) AS d
-    FROM brackets GROUP BY ALL
-),
-made AS (
-    SELECT a.session_id, a.turn, a.step, count(*) AS n
-    FROM t_attempts a SEMI JOIN cut c ON c.session_id = a.session_id AND c.turn = a.turn
-    GROUP BY ALL
-),
-silent AS (
-    SELECT s.session_id, s.turn, s.step, s.calls + coalesce(j.d, 0) AS expected, s.mark_ms,
-           coalesce(s.close_seq, c.end_seq) AS close_seq, coalesce(s.close_ms, c.end_ms) AS close_ms
-    FROM steps s
-    JOIN cut c USING (session_id, turn)
-    LEFT JOIN adjust j USING (session_id, turn, step)
-    LEFT JOIN made m USING (session_id, turn, step)
-    WHERE coalesce(m.n, 0) < s.calls + coalesce(j.d, 0) AND s.mark_ms IS NOT NULL
-),
-hist AS (
-    SELECT s.session_id, s.turn, s.step, count(m.seq) AS n, sum(m.est_tokens) AS tokens
-    FROM silent s
-    LEFT JOIN t_messages m
-        ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
-       AND (m.replaced_by IS NULL OR m.replaced_by > s.close_seq)
-    GROUP BY ALL
-)
-SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
-       s.close_ms, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, s.mark_ms,
-       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL
-FROM silent s JOIN hist h USING (session_id, turn, step)
-ON CONFLICT DO NOTHING
 """
 
 # The estimated output of an attempt: the meter's estimate of the message it produced (a finished

@@ -136,8 +136,9 @@ def fold_batch(con: duckdb.DuckDBPyConnection) -> int:
         return 0
     sids = [
         str(r[0])
-        for r in con.execute("SELECT DISTINCT session_id FROM _m WHERE surface_op = 'replace'")
-        .fetchall()
+        for r in con.execute(
+            "SELECT DISTINCT session_id FROM _m WHERE surface_op = 'replace'"
+        ).fetchall()
     ]
     surfaces: dict[str, _Surface] = {sid: _Surface() for sid in sids}
     for sid, seq, key, has_content, est in con.execute(_LIVE, [sids]).fetchall():

@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from dsh_kernel.agent.meter import message_tokens
+from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_to_json, message_to_json, usage_to_json
@@ -52,7 +53,9 @@ PROVIDER, MODEL = "scripted", "m1"
 BIG = "\n".join(f"row {i}: {'x' * 60}" for i in range(400))
 PRUNED = BIG[:600] + "\n[… cut …]\n" + BIG[-300:]
 SUMMARY_1 = "## Goal\n- look at df\n## Notebook state\n- df: 400 rows"
-SUMMARY_2 = "(A deterministic reduction, not a model's summary: the summary call failed — RATE_LIMIT.)"
+SUMMARY_2 = (
+    "(A deterministic reduction, not a model's summary: the summary call failed — RATE_LIMIT.)"
+)
 SUMMARY_USAGE = TokenUsage(input_tokens=900, output_tokens=120, cache_read_tokens=800)
 HEADER: JsonObject = {
     "config": {"provider": PROVIDER, "model": MODEL},
@@ -82,7 +85,10 @@ class Recorded:
 
     def user(self, name: str, text: str) -> int:
         msg = Message(
-            id=f"u-{name}", role="user", content=(TextBlock(text=text),), source=UserSource()
+            id=MessageId(f"u-{name}"),
+            role="user",
+            content=(TextBlock(text=text),),
+            source=UserSource(),
         )
         seq = self.session.append("user/message", message_to_json(msg), surface_op="append").seq
         self.seqs[name] = seq
@@ -102,7 +108,7 @@ class Recorded:
         if isinstance(asm.finish, FinishError):
             return None
         msg = Message(
-            id=f"a-{name}",
+            id=MessageId(f"a-{name}"),
             role="assistant",
             content=asm.blocks(),
             source=ModelSource(provider=PROVIDER, model=MODEL),
@@ -124,10 +130,12 @@ class Recorded:
             {"turn": turn, "step": step, "callId": call_id, "name": "python", "arguments": args},
         )
         msg = Message(
-            id=f"r-{name}",
+            id=MessageId(f"r-{name}"),
             role="user",
-            content=(ToolResultBlock(tool_call_id=call_id, content=(TextBlock(text=text),)),),
-            source=ToolSource(call_id=call_id),
+            content=(
+                ToolResultBlock(tool_call_id=CallId(call_id), content=(TextBlock(text=text),)),
+            ),
+            source=ToolSource(call_id=CallId(call_id)),
         )
         seq = s.append(
             "tool/result",
@@ -146,10 +154,12 @@ class Recorded:
         """``compaction/prune`` and the one-node ``tool/result`` rewrite of result ``name``."""
         s = self.session
         old = s.events[self.seqs[name]]
-        message = dict(old.data["message"])  # type: ignore[arg-type]
-        block = dict(message["content"][0])  # type: ignore[index]
-        block["content"] = [{"type": "text", "text": text}]
-        data: JsonObject = {**old.data, "message": {**message, "content": [block]}}
+        message = old.data["message"]
+        assert isinstance(message, dict) and isinstance(message["content"], list)
+        block = message["content"][0]
+        assert isinstance(block, dict)
+        cut: JsonObject = {**block, "content": [{"type": "text", "text": text}]}
+        data: JsonObject = {**old.data, "message": {**message, "content": [cut]}}
         before = self.tokens([old.seq])
         after = message_tokens(project_event_data(data))
         s.append(
@@ -184,7 +194,7 @@ class Recorded:
     ) -> None:
         """``compaction/summary`` and the ``<compacted-summary>`` that replaces ``nodes``."""
         msg = Message(
-            id=f"s-{name}",
+            id=MessageId(f"s-{name}"),
             role="user",
             content=(
                 TextBlock(
@@ -225,7 +235,9 @@ def project_event_data(data: JsonObject) -> Message:
     return message_from_json(data["message"])
 
 
-def record_compacted_session(store: Store, *, ingest_each_turn: Callable[[], object] | None = None) -> Recorded:
+def record_compacted_session(
+    store: Store, *, ingest_each_turn: Callable[[], object] | None = None
+) -> Recorded:
     """Turns 1-5 as the module docstring says; the writer is closed after turn 5's orphan start
     (the kernel died there). ``ingest_each_turn`` is called after each flushed turn."""
     s = Session(header=SessionHeader(id=SID, created_at=1_767_225_600_000), clock=clock())
@@ -241,7 +253,9 @@ def record_compacted_session(store: Store, *, ingest_each_turn: Callable[[], obj
     s.append("turn/start", {"turn": 1})
     s.append("step/start", {"turn": 1, "step": 1})
     r.user("u1", "load the data")
-    r.call("a1", 1, 1, tool_call_response("python", {"code": "df"}, call_id="c1", usage=usage(100, 10)))
+    r.call(
+        "a1", 1, 1, tool_call_response("python", {"code": "df"}, call_id="c1", usage=usage(100, 10))
+    )
     r.tool("r1", 1, 1, "c1", "df", BIG)
     s.append("step/end", {"turn": 1, "step": 1})
     s.append("step/start", {"turn": 1, "step": 2})
@@ -300,7 +314,13 @@ def record_compacted_session(store: Store, *, ingest_each_turn: Callable[[], obj
     # between turns: %agent compact; the summary call failed, a reduction stood in
     s.append(
         "compaction/start",
-        {"compactionId": "cmp-m", "turn": None, "trigger": "manual", "tokens": 200, "contextWindow": 4096},
+        {
+            "compactionId": "cmp-m",
+            "turn": None,
+            "trigger": "manual",
+            "tokens": 200,
+            "contextWindow": 4096,
+        },
     )
     r.summarise(
         "cmp-m",

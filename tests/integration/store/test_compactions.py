@@ -181,7 +181,10 @@ def test_every_original_message_stays_and_says_what_replaced_it(
     assert q(store, "SELECT count(*), max(seq) FROM events") == [(len(s), len(s) - 1)]
     every = [e.seq for e in s.events if e.surface_op is not None]
     assert [r[0] for r in q(store, "SELECT seq FROM messages ORDER BY seq")] == every
-    replaced = dict(q(store, "SELECT seq, replaced_by FROM messages WHERE replaced_by IS NOT NULL"))
+    replaced = {
+        r[0]: r[1]
+        for r in q(store, "SELECT seq, replaced_by FROM messages WHERE replaced_by IS NOT NULL")
+    }
     s1, s2, pruned = seqs["s1"], seqs["s2"], seqs["r1-pruned"]
     assert replaced == {
         seqs["u1"]: s1,
@@ -270,9 +273,10 @@ def test_the_parquet_export_holds_the_compactions(
     store: Store, recorded: Recorded, tmp_path: Path
 ) -> None:
     out = export_parquet(store, tmp_path / "export")
-    rows = duckdb.sql(
-        f"SELECT compaction_id, status FROM '{out}/compactions.parquet' ORDER BY start_seq"
-    ).fetchall()
+    with duckdb.connect() as con:
+        rows = con.execute(
+            f"SELECT compaction_id, status FROM '{out}/compactions.parquet' ORDER BY start_seq"
+        ).fetchall()
     assert rows == [
         ("cmp-p", "done"),
         ("cmp-m", "done"),
@@ -312,9 +316,9 @@ def test_a_store_from_the_previous_schema_is_backfilled(store: Store, recorded: 
             WHERE _ingest_state.session_id = x.session_id
             """
         )
-        assert con.execute(
-            "SELECT message_count FROM t_attempts WHERE turn = 3"
-        ).fetchall() == [(7,)]  # turn 3's request counted turns 1-2 as if still sent
+        assert con.execute("SELECT message_count FROM t_attempts WHERE turn = 3").fetchall() == [
+            (7,)
+        ]  # turn 3's request counted turns 1-2 as if still sent
         con.execute("DELETE FROM _migrations WHERE name = 'm0006_compaction'")
         assert migrate(con) == ["m0006_compaction"]
     for v, want in views.items():
