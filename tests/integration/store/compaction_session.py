@@ -122,12 +122,14 @@ class Recorded:
         self.seqs[name] = seq
         return seq
 
-    def tool(self, name: str, turn: int, step: int, call_id: str, code: str, text: str) -> int:
+    def tool(
+        self, name: str, turn: int, step: int, call_id: str, code: str, text: str, tool: str
+    ) -> int:
         s = self.session
         args = f'{{"code": "{code}"}}'
         call = s.append(
             "tool/call",
-            {"turn": turn, "step": step, "callId": call_id, "name": "python", "arguments": args},
+            {"turn": turn, "step": step, "callId": call_id, "name": tool, "arguments": args},
         )
         msg = Message(
             id=MessageId(f"r-{name}"),
@@ -235,28 +237,22 @@ def project_event_data(data: JsonObject) -> Message:
     return message_from_json(data["message"])
 
 
-def record_compacted_session(
-    store: Store, *, ingest_each_turn: Callable[[], object] | None = None
-) -> Recorded:
+def record_compacted_session(store: Store, *, tool: str = "python") -> Recorded:
     """Turns 1-5 as the module docstring says; the writer is closed after turn 5's orphan start
-    (the kernel died there). ``ingest_each_turn`` is called after each flushed turn."""
+    (the kernel died there). ``tool`` names turn 1's tool."""
     s = Session(header=SessionHeader(id=SID, created_at=1_767_225_600_000), clock=clock())
     r = Recorded(session=s, writer=attach_journal(s, store))
     s.append("request/header", {"header": HEADER, "reason": "initial"})
 
     def settle() -> None:
         r.writer.flush()
-        if ingest_each_turn is not None:
-            ingest_each_turn()
 
     # turn 1: a python call with a huge result, then the answer
     s.append("turn/start", {"turn": 1})
     s.append("step/start", {"turn": 1, "step": 1})
     r.user("u1", "load the data")
-    r.call(
-        "a1", 1, 1, tool_call_response("python", {"code": "df"}, call_id="c1", usage=usage(100, 10))
-    )
-    r.tool("r1", 1, 1, "c1", "df", BIG)
+    r.call("a1", 1, 1, tool_call_response(tool, {"code": "df"}, call_id="c1", usage=usage(100, 10)))
+    r.tool("r1", 1, 1, "c1", "df", BIG, tool)
     s.append("step/end", {"turn": 1, "step": 1})
     s.append("step/start", {"turn": 1, "step": 2})
     r.call("a1b", 1, 2, text_response("The data has 400 rows.", usage=usage(2000, 12)))

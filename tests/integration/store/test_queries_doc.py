@@ -14,6 +14,7 @@ from dsh_kernel.store.query import QueryResult, run_query
 from dsh_kernel.testing import text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
+from .compaction_session import record_compacted_session
 from .conftest import chat, make_agent, record_rich_session, usage
 from .image_session import PLOTS, RED, USER_IMAGE, record_image_session
 
@@ -45,9 +46,11 @@ def publish(text: str) -> str:
 
 
 async def record_documented_sessions(store: Store) -> tuple[Agent, Agent, Agent]:
-    """The sessions the documented queries are run over: one whose ``publish`` call a person
-    rejected, one with images, and the rich session (tools, failures, reasoning, two turns), the
-    latest; every journal closed. Returns them in that order."""
+    """The sessions the documented queries are run over: one with compactions (its clock in the
+    past), one whose ``publish`` call a person rejected, one with images, and the rich session
+    (tools, failures, reasoning, two turns), the latest; every journal closed. Returns the last
+    three in that order."""
+    record_compacted_session(store, tool="inspect")  # its own tool: the python counts stay the rich's
 
     async def refuse(rid: object, request: ApprovalRequest) -> object:
         return "rejected"
@@ -127,6 +130,12 @@ async def test_every_documented_query(store: Store) -> None:
     assert images.column("description")[:2] == [USER_IMAGE.description, PLOTS["red"].description]
     [shown] = results["Showing an image from the store"]
     assert shown.column("call_id") == ["c-last"] and shown.column("data") == [RED]
+
+    [compacted] = results["Compactions: what was summarised, and what it cost"]
+    assert compacted.column("status") == ["done", "done", "failed", "orphaned"]
+    assert compacted.column("turn") == [3, None, 4, 5]
+    assert compacted.column("problem") == [None, "RATE_LIMIT", "NOTHING_TO_COMPACT", None]
+    assert compacted.column("cost")[0] is not None and compacted.column("cost")[1:] == [None] * 3
 
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected"]
