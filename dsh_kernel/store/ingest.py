@@ -20,9 +20,9 @@ ingest pass:
    only for a batch that holds one, see ``ingest_surface`` —, ``t_tool_calls``, ``t_tool_results``,
    ``t_images`` and ``t_image_data`` (the bytes of an image once per hash, kept out of ``t_events``),
    ``t_attempts`` — upserted, so an attempt split across two passes merges; a call that got no chunk
-   gets its row when its turn ends aborted or interrupted (``ingest_silent``) — with the token
-   estimates and ``seeded`` flags, see ``ingest_sql``) and advances ``_ingest_state``. Everything
-   commits together or not at all;
+   gets its row when its turn ends aborted or interrupted (``ingest_silent``) —, ``t_compaction_calls``
+   (a compaction's summary call, ``ingest_calls``), with the token estimates and ``seeded`` flags, see
+   ``ingest_sql``) and advances ``_ingest_state``. Everything commits together or not at all;
 5. *repairs orphans*: every journal of the pass whose ingested events end inside a turn is tried with
    its advisory lock (``journal.repair_orphan``). A live kernel holds that lock from its first write
    until it closes the journal, so a journal nobody holds has lost its writer (a killed kernel): its
@@ -64,6 +64,7 @@ from typing import Literal
 import duckdb
 
 from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.store import ingest_calls as calls
 from dsh_kernel.store import ingest_sql as q
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, open_db
 from dsh_kernel.store.ingest_images import IMAGES, IMAGES_NEEDED, store_image_data
@@ -330,6 +331,8 @@ def _run_batch(
                 _log.debug("ingest image data (%d): %.3f s", added, time.perf_counter() - started)
             if _exec(con, "silent?", SILENT_NEEDED).fetchone() != (0,):
                 _exec(con, "silent calls", SILENT)
+            if _exec(con, "summary calls?", calls.NEEDED).fetchone() != (0,):
+                _exec(con, "summary calls", calls.INSERT)
             _exec(con, "state", q.UPDATE_STATE)
             events = sum(p.lines for p in good)
         if errors:

@@ -43,7 +43,8 @@ brackets AS (
            coalesce(bool_or(e.type = 'compaction/end'
                              AND coalesce(json_type(e.data -> '$.error'), 'NULL') <> 'NULL'), false) AS failed
     FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
-    WHERE e.type IN ('compaction/start', 'compaction/end') AND e.step IS NOT NULL
+    WHERE starts_with(e.type, 'compaction/') AND e.type IN ('compaction/start', 'compaction/end')
+      AND e.step IS NOT NULL
     GROUP BY e.session_id, e.turn, e.step, e.data ->> '$.compactionId'
 ),
 adjust AS (

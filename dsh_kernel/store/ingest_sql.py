@@ -116,6 +116,7 @@ DELETE FROM t_tool_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_results WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_attempts WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_images WHERE session_id IN (SELECT id FROM _reset);
+DELETE FROM t_compaction_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_sessions WHERE id IN (SELECT id FROM _reset);
 """
 

@@ -2,7 +2,8 @@
 -- the rows ingested before m0006 (surface_key and replaced_by of every message; _refolded names the
 -- sessions that hold a replacement — an overflowed turn's note, written before compaction existed).
 -- For those sessions, what ingest computes for every later row: each attempt's history sent (the
--- messages on the surface when it was made) and the surface carried over to the next batch.
+-- messages on the surface when it was made) and the surface carried over to the next batch; and for
+-- every session, a t_compaction_calls row per summary call (ingest_calls, the same way).
 -- Shipped: never edit, add a migration instead.
 
 UPDATE t_attempts SET message_count = x.n, est_input_tokens = x.tokens
@@ -27,3 +28,44 @@ FROM (
     GROUP BY session_id
 ) x
 WHERE _ingest_state.session_id = x.session_id AND _ingest_state.error IS NULL;
+
+INSERT INTO t_compaction_calls
+WITH s AS (
+    SELECT session_id, seq, time_ms, turn, step, seeded, data, data ->> '$.compactionId' AS cid
+    FROM t_events WHERE type = 'compaction/summary' AND (data ->> '$.provider') IS NOT NULL
+),
+started AS (
+    SELECT e.session_id, e.data ->> '$.compactionId' AS cid, min(e.time_ms) AS start_ms
+    FROM t_events e SEMI JOIN s ON s.session_id = e.session_id
+    WHERE e.type = 'compaction/start'
+    GROUP BY ALL
+),
+sent AS (
+    SELECT x.session_id, x.seq, count(*) AS n
+    FROM (SELECT session_id, seq, unnest(TRY_CAST(data -> '$.shadowedSeqs' AS INTEGER[])) AS node FROM s) x
+    JOIN t_messages m ON m.session_id = x.session_id AND m.seq = x.node
+    WHERE m.has_content
+    GROUP BY ALL
+),
+hdr AS (
+    SELECT s.session_id, s.seq, max(e.seq) AS header_seq
+    FROM s JOIN t_events e ON e.session_id = s.session_id AND e.seq < s.seq
+    WHERE e.type = 'request/header'
+    GROUP BY ALL
+)
+SELECT s.session_id, s.seq, s.cid, s.turn, s.step, coalesce(st.start_ms, s.time_ms), s.time_ms,
+       s.data ->> '$.provider', s.data ->> '$.model', TRY_CAST(s.data ->> '$.maxTokens' AS BIGINT),
+       s.data ->> '$.failure.code', s.data ->> '$.failure.message',
+       TRY_CAST(s.data ->> '$.usage.inputTokens' AS BIGINT),
+       TRY_CAST(s.data ->> '$.usage.cacheReadTokens' AS BIGINT),
+       TRY_CAST(s.data ->> '$.usage.cacheWriteTokens' AS BIGINT),
+       TRY_CAST(s.data ->> '$.usage.outputTokens' AS BIGINT),
+       TRY_CAST(s.data ->> '$.usage.reasoningTokens' AS BIGINT),
+       (coalesce(n.n, 0) + 1)::INTEGER,
+       TRY_CAST(s.data ->> '$.shadowedTokenCount' AS BIGINT),
+       (ceil(length(coalesce(s.data ->> '$.summary', '')) / 4) + 8)::BIGINT,
+       h.header_seq, coalesce(s.seeded, false)
+FROM s
+LEFT JOIN started st ON st.session_id = s.session_id AND st.cid = s.cid
+LEFT JOIN sent n ON n.session_id = s.session_id AND n.seq = s.seq
+LEFT JOIN hdr h ON h.session_id = s.session_id AND h.seq = s.seq;

@@ -5,10 +5,12 @@
 --     so requests.message_count (and the estimated input tokens) count what was actually sent;
 --   * compactions: one row per compaction attempt, read from the compaction/* events;
 --   * requests and usage get purpose (agent | compaction): a compaction's summary call is a request
---     like any other, numbered in log order with the agent's, and priced from price_book;
+--     like any other (ingest keeps one t_compaction_calls row per call, dsh_kernel.store.ingest_calls),
+--     numbered in log order with the agent's, and priced from price_book;
 --   * messages shows replaced_by and surface_key; images takes its sent_to_model from the agent's
 --     requests only.
--- The backfill (ingest_surface.backfill, then 0006_backfill.sql) folds the rows ingested before.
+-- The backfill (ingest_surface.backfill, then 0006_backfill.sql) does the same for the rows ingested
+-- before.
 
 ALTER TABLE t_messages ADD COLUMN surface_key INTEGER;
 COMMENT ON COLUMN t_messages.surface_key IS 'Order on the surface: an appended message''s own seq, a replacement the key of the first message it replaced (ingest_surface).';
@@ -19,6 +21,40 @@ COMMENT ON COLUMN t_attempts.message_count IS 'Messages with content on the surf
 COMMENT ON COLUMN t_attempts.est_input_tokens IS 'Estimated tokens of the history sent (the surface counted by message_count), header excluded.';
 COMMENT ON COLUMN _ingest_state.messages IS 'Messages with content on the surface after the last ingested event.';
 COMMENT ON COLUMN _ingest_state.message_tokens IS 'Sum of t_messages.est_tokens of those messages.';
+
+CREATE TABLE t_compaction_calls (
+    session_id VARCHAR NOT NULL,
+    seq INTEGER NOT NULL,
+    compaction_id VARCHAR,
+    turn INTEGER,
+    step INTEGER,
+    start_ms BIGINT NOT NULL,
+    end_ms BIGINT NOT NULL,
+    provider VARCHAR,
+    model VARCHAR,
+    max_tokens BIGINT,
+    error_code VARCHAR,
+    error_message VARCHAR,
+    input_tokens BIGINT,
+    cache_read_tokens BIGINT,
+    cache_write_tokens BIGINT,
+    output_tokens BIGINT,
+    reasoning_tokens BIGINT,
+    message_count INTEGER NOT NULL,
+    est_input_tokens BIGINT,
+    est_output_tokens BIGINT,
+    header_seq INTEGER,
+    seeded BOOLEAN NOT NULL
+);
+COMMENT ON TABLE t_compaction_calls IS 'One row per compaction/summary that records a model call (provider set): the summary call, as the requests view shows it (ingest_calls).';
+COMMENT ON COLUMN t_compaction_calls.seq IS 'seq of the compaction/summary event.';
+COMMENT ON COLUMN t_compaction_calls.start_ms IS 'Time of its compaction/start (the call followed it and its prunes).';
+COMMENT ON COLUMN t_compaction_calls.end_ms IS 'Time of the compaction/summary (the call had answered, or failed).';
+COMMENT ON COLUMN t_compaction_calls.error_code IS 'The summary''s failure code: why the answer was not used.';
+COMMENT ON COLUMN t_compaction_calls.message_count IS 'The replaced range''s messages with content, plus the instruction: the history the call sent.';
+COMMENT ON COLUMN t_compaction_calls.est_input_tokens IS 'The range''s size (shadowedTokenCount), header excluded.';
+COMMENT ON COLUMN t_compaction_calls.est_output_tokens IS 'The token meter''s estimate of the summary text.';
+COMMENT ON COLUMN t_compaction_calls.header_seq IS 'The request/header in force (the call reused its system prompt).';
 
 CREATE OR REPLACE VIEW messages AS
 SELECT session_id, seq, turn, step, epoch_ms(time_ms) AS time, event_type AS type, role, source,
@@ -47,8 +83,9 @@ CREATE OR REPLACE VIEW compactions AS
 WITH ev AS (
     SELECT session_id, seq, type, time_ms, turn, step, data, seeded,
            data ->> '$.compactionId' AS compaction_id
-    FROM t_events
-    WHERE type IN ('compaction/start', 'compaction/prune', 'compaction/summary', 'compaction/end')
+    FROM t_events  -- starts_with is pushed into the scan (an IN list alone reads every row's data)
+    WHERE starts_with(type, 'compaction/')
+      AND type IN ('compaction/start', 'compaction/prune', 'compaction/summary', 'compaction/end')
 ),
 b AS (
     SELECT session_id, compaction_id,
@@ -137,7 +174,7 @@ COMMENT ON COLUMN compactions.summary IS 'The summary text (without the framing 
 COMMENT ON COLUMN compactions.seeded IS 'Copied from the parent session by a fork: filter with NOT seeded to count each compaction once.';
 
 CREATE OR REPLACE VIEW requests AS
-WITH hdr AS (
+WITH hdr AS NOT MATERIALIZED (  -- read by both branches: not materialized, so each keeps its pushdown
     SELECT session_id, seq, data ->> '$.reason' AS reason,
            data ->> '$.header.config.provider' AS provider,
            data ->> '$.header.config.model' AS model,
@@ -156,11 +193,14 @@ att AS (
            coalesce(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
                     reasoning_tokens) IS NULL
            AND (coalesce(finish, '') IN ('stop', 'tool-calls', 'max-tokens')
-                OR (finish IS NULL AND first_delta_ms IS NOT NULL)) AS estimated
+                OR (finish IS NULL AND first_delta_ms IS NOT NULL)) AS estimated,
+           row_number() OVER (PARTITION BY session_id ORDER BY first_seq) AS n
     FROM t_attempts
 ),
 calls AS (
-    SELECT a.session_id, a.turn, a.step, a.attempt, coalesce(a.start_ms, a.first_ms) AS start_ms,
+    SELECT a.session_id,
+           (a.n + coalesce(len(list_filter(sn.seqs, lambda x: x < a.first_seq)), 0))::INTEGER AS request,
+           a.turn, a.step, a.attempt, coalesce(a.start_ms, a.first_ms) AS start_ms,
            a.first_delta_ms - coalesce(a.start_ms, a.first_ms) AS ttft_ms,
            a.last_ms - coalesce(a.start_ms, a.first_ms) AS duration_ms,
            h.provider, h.model, a.finish, a.error_code, a.error_message,
@@ -177,48 +217,47 @@ calls AS (
     FROM att a
     LEFT JOIN t_sessions ses ON ses.id = a.session_id
     ASOF LEFT JOIN hdr h ON h.session_id = a.session_id AND h.seq < a.first_seq
-),
-cmp AS (  -- the summary calls: a compaction/summary that names a provider records one
-    SELECT c.*, e.time_ms AS summary_ms,
-           coalesce(c.input_tokens, c.output_tokens, c.cache_read_tokens, c.cache_write_tokens,
-                    c.reasoning_tokens) IS NULL AND c.failure_code IS NULL AS estimated
-    FROM compactions c
-    JOIN t_events e ON e.session_id = c.session_id AND e.seq = c.summary_seq
-                   AND e.type = 'compaction/summary'
-    WHERE c.provider IS NOT NULL
-),
-sent AS (  -- the range's messages with content: the summary call sent them, then its instruction
-    SELECT x.session_id, x.compaction_id, count(*) AS n
-    FROM (SELECT session_id, compaction_id, unnest(shadowed_seqs) AS seq FROM cmp) x
-    JOIN t_messages m ON m.session_id = x.session_id AND m.seq = x.seq
-    WHERE m.has_content
-    GROUP BY ALL
+    LEFT JOIN (SELECT session_id, list(seq) AS seqs FROM t_compaction_calls GROUP BY ALL) sn
+        ON sn.session_id = a.session_id
 ),
 summaries AS (
-    SELECT c.session_id, c.turn, c.step, NULL::INTEGER AS attempt, epoch_ms(c.started_at) AS start_ms,
-           NULL::BIGINT AS ttft_ms, c.summary_ms - epoch_ms(c.started_at) AS duration_ms,
-           c.provider, c.model, CASE WHEN c.failure_code IS NULL THEN 'stop' ELSE 'error' END AS finish,
-           c.failure_code AS error_code, c.failure_message AS error_message,
-           (coalesce(n.n, 0) + 1)::INTEGER AS message_count, h.system_hash, NULL::BIGINT AS tool_count,
+    SELECT c.session_id,
+           (row_number() OVER (PARTITION BY c.session_id ORDER BY c.seq) + coalesce(an.n, 0))::INTEGER
+               AS request,
+           c.turn, c.step, NULL::INTEGER AS attempt, c.start_ms, NULL::BIGINT AS ttft_ms,
+           c.end_ms - c.start_ms AS duration_ms, c.provider, c.model,
+           CASE WHEN c.error_code IS NULL THEN 'stop' ELSE 'error' END AS finish,
+           c.error_code, c.error_message, c.message_count, h.system_hash, NULL::BIGINT AS tool_count,
            json_object('provider', c.provider, 'model', c.model, 'maxTokens', c.max_tokens) AS config,
-           h.seq AS header_seq, h.reason AS header_reason,
-           CASE WHEN c.estimated THEN coalesce(c.tokens_before, 0) + coalesce(h.header_tokens, 0)
+           c.header_seq, h.reason AS header_reason,
+           CASE WHEN c.estimated THEN coalesce(c.est_input_tokens, 0) + coalesce(h.header_tokens, 0)
                 ELSE c.input_tokens END AS input_tokens,
            CASE WHEN c.estimated THEN 0 ELSE c.cache_read_tokens END AS cache_read_tokens,
            CASE WHEN c.estimated THEN 0 ELSE c.cache_write_tokens END AS cache_write_tokens,
-           CASE WHEN c.estimated THEN (ceil(length(coalesce(c.summary, '')) / 4) + 8)::BIGINT
-                ELSE c.output_tokens END AS output_tokens,
-           c.reasoning_tokens, NULL::INTEGER AS chunks, c.summary_seq AS first_seq, NULL::INTEGER AS last_seq,
+           CASE WHEN c.estimated THEN c.est_output_tokens ELSE c.output_tokens END AS output_tokens,
+           c.reasoning_tokens, NULL::INTEGER AS chunks, c.seq AS first_seq, NULL::INTEGER AS last_seq,
            c.seeded, c.estimated, 'compaction' AS purpose, c.compaction_id
-    FROM cmp c
-    LEFT JOIN sent n USING (session_id, compaction_id)
-    ASOF LEFT JOIN hdr h ON h.session_id = c.session_id AND h.seq < c.summary_seq
+    FROM (
+        SELECT *, coalesce(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
+                           reasoning_tokens) IS NULL AND error_code IS NULL AS estimated
+        FROM t_compaction_calls
+    ) c
+    LEFT JOIN hdr h ON h.session_id = c.session_id AND h.seq = c.header_seq
+    LEFT JOIN (  -- the agent's calls before each summary call
+        SELECT c.session_id, c.seq, count(a.first_seq) AS n
+        FROM t_compaction_calls c
+        JOIN t_attempts a ON a.session_id = c.session_id AND a.first_seq < c.seq
+        GROUP BY ALL
+    ) an ON an.session_id = c.session_id AND an.seq = c.seq
 )
-SELECT session_id, row_number() OVER (PARTITION BY session_id ORDER BY first_seq)::INTEGER AS request,
-       turn, step, attempt, epoch_ms(start_ms) AS started_at, ttft_ms, duration_ms, provider, model,
-       finish, error_code, error_message, message_count, system_hash, tool_count, config, header_seq,
-       header_reason, input_tokens, cache_read_tokens, cache_write_tokens, output_tokens,
-       reasoning_tokens, chunks, first_seq, last_seq, seeded, estimated, purpose, compaction_id
+-- Numbered in log order across both purposes: each row's rank among its own purpose plus the calls
+-- of the other before it (no window over the union, so a query that does not read `request` never
+-- pays for it).
+SELECT session_id, request, turn, step, attempt, epoch_ms(start_ms) AS started_at, ttft_ms,
+       duration_ms, provider, model, finish, error_code, error_message, message_count, system_hash,
+       tool_count, config, header_seq, header_reason, input_tokens, cache_read_tokens,
+       cache_write_tokens, output_tokens, reasoning_tokens, chunks, first_seq, last_seq, seeded,
+       estimated, purpose, compaction_id
 FROM (SELECT * FROM calls UNION ALL BY NAME SELECT * FROM summaries);
 COMMENT ON VIEW requests IS 'One row per model call: the agent''s attempts (retries included, and calls cut before their first chunk) and the summary calls of compactions (purpose): what was sent, how it went.';
 COMMENT ON COLUMN requests.request IS 'Request number within the session, 1-based, in log order across both purposes (an agent call by its first chunk, a summary call by its compaction/summary).';

@@ -294,9 +294,10 @@ def test_a_store_from_the_previous_schema_is_backfilled(store: Store, recorded: 
     }
     state = q(store, "SELECT messages, message_tokens FROM _ingest_state")
     with open_db(store, read_only=False) as con:
-        # the database as m0005's ingest left it: no fold; the history counted without replacements
+        # the database as m0005's ingest left it: no fold, no summary calls, the history counted
+        # without replacements
         con.execute(
-            "DROP VIEW compactions; DROP VIEW messages; "
+            "DROP VIEW compactions; DROP VIEW messages; DROP TABLE t_compaction_calls; "
             "ALTER TABLE t_messages DROP COLUMN surface_key; "
             "ALTER TABLE t_messages DROP COLUMN replaced_by"
         )

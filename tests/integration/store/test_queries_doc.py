@@ -50,7 +50,9 @@ async def record_documented_sessions(store: Store) -> tuple[Agent, Agent, Agent]
     past), one whose ``publish`` call a person rejected, one with images, and the rich session
     (tools, failures, reasoning, two turns), the latest; every journal closed. Returns the last
     three in that order."""
-    record_compacted_session(store, tool="inspect")  # its own tool: the python counts stay the rich's
+    record_compacted_session(
+        store, tool="inspect"
+    )  # its own tool: the python counts stay the rich's
 
     async def refuse(rid: object, request: ApprovalRequest) -> object:
         return "rejected"
