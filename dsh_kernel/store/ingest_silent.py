@@ -4,9 +4,10 @@ A call cancelled or crashed while it waited for its first chunk has no chunk to 
 ``t_attempts`` row from. It can only be the last call of a turn that ended aborted or interrupted, so
 when such a ``turn/end`` arrives (``SILENT_NEEDED``), its last step is checked: one call per
 ``step/start`` and ``llm/retry-started``, one more after an ``overflow`` compaction that ended without
-error (the step retries once), one fewer when a compaction in the step never ended (the crash came
-while it ran, before the call it made room for) — and fewer attempts than that means the last call
-got nothing. Its row has no chunks; ``first_seq`` and ``last_seq`` are the seq of the event that
+error after a call of the step (the server said it did not fit: the step retries once; an overflow
+found before sending made no call), one fewer when a compaction in the step never ended (the crash
+came while it ran, before the call it made room for) — and fewer attempts than that means the last
+call got nothing. Its row has no chunks; ``first_seq`` and ``last_seq`` are the seq of the event that
 closed it, and the history it sent is the surface before that event: the messages logged before it
 that no replacement before it took off (``ingest_surface``).
 """
@@ -39,6 +40,7 @@ steps AS (
 brackets AS (
     SELECT e.session_id, e.turn, e.step,
            any_value(e.data ->> '$.trigger') FILTER (WHERE e.type = 'compaction/start') AS trig,
+           min(e.seq) FILTER (WHERE e.type = 'compaction/start') AS start_seq,
            count(*) FILTER (WHERE e.type = 'compaction/end') > 0 AS ended,
            coalesce(bool_or(e.type = 'compaction/end'
                              AND coalesce(json_type(e.data -> '$.error'), 'NULL') <> 'NULL'), false) AS failed
@@ -47,11 +49,19 @@ brackets AS (
       AND e.step IS NOT NULL
     GROUP BY e.session_id, e.turn, e.step, e.data ->> '$.compactionId'
 ),
+retried AS (  -- an overflow compaction that ended well after a call of its step: the step retried
+    SELECT DISTINCT b.session_id, b.turn, b.step, b.start_seq
+    FROM brackets b
+    JOIN t_attempts a ON a.session_id = b.session_id AND a.turn = b.turn AND a.step = b.step
+                     AND a.first_seq < b.start_seq
+    WHERE b.trig = 'overflow' AND b.ended AND NOT b.failed
+),
 adjust AS (
-    SELECT session_id, turn, step,
-           count(*) FILTER (WHERE trig = 'overflow' AND ended AND NOT failed)
-           - count(*) FILTER (WHERE NOT ended) AS d
-    FROM brackets GROUP BY ALL
+    SELECT b.session_id, b.turn, b.step,
+           count(r.start_seq) - count(*) FILTER (WHERE NOT b.ended) AS d
+    FROM brackets b
+    LEFT JOIN retried r USING (session_id, turn, step, start_seq)
+    GROUP BY ALL
 ),
 made AS (
     SELECT a.session_id, a.turn, a.step, count(*) AS n

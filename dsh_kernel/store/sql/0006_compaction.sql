@@ -168,7 +168,7 @@ COMMENT ON COLUMN compactions.model IS 'Model of the summary call.';
 COMMENT ON COLUMN compactions.max_tokens IS 'The summary call''s output cap.';
 COMMENT ON COLUMN compactions.input_tokens IS 'The summary call''s uncached input tokens, as the server reported them (NULL: no usage reported).';
 COMMENT ON COLUMN compactions.output_tokens IS 'The summary call''s output tokens, as reported.';
-COMMENT ON COLUMN compactions.error_code IS 'Why a failed compaction replaced nothing (its compaction/end error): NOTHING_TO_COMPACT, ABORTED, ...';
+COMMENT ON COLUMN compactions.error_code IS 'Why a failed compaction replaced nothing (its compaction/end error): ABORTED (cancelled), or the code of what went wrong.';
 COMMENT ON COLUMN compactions.error_message IS 'The same, in words.';
 COMMENT ON COLUMN compactions.summary IS 'The summary text (without the framing the replacing message adds).';
 COMMENT ON COLUMN compactions.seeded IS 'Copied from the parent session by a fork: filter with NOT seeded to count each compaction once.';

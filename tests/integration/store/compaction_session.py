@@ -7,8 +7,8 @@ through a real journal writer (the shape of ISSUE16's log: ``compaction/start`` 
   model summary (reported usage) replaces turns 1-2;
 * between turns: a **manual** compaction whose summary call failed (``RATE_LIMIT``, no usage): a
   deterministic reduction replaced the first summary and turn 3's prompt;
-* turn 4: the request overflows; the **overflow** compaction finds nothing to replace (failed) and
-  the turn ends in error;
+* turn 4: the request overflows; the **overflow** compaction is cancelled (failed: nothing
+  replaced) and so is the turn;
 * turn 5: a pressure compaction starts and the journal ends there (the kernel died mid-compaction):
   the **orphan**; ``resume_after_crash`` continues the session (``session/end-seed``, turn 6), and the
   orphan is then **stale**.
@@ -335,7 +335,7 @@ def record_compacted_session(store: Store, *, tool: str = "python") -> Recorded:
     s.append("compaction/end", {"compactionId": "cmp-m", "turn": None})
     settle()
 
-    # turn 4: the request overflows; the overflow compaction finds nothing to replace
+    # turn 4: the request overflows; the overflow compaction is cancelled, and the turn with it
     s.append("turn/start", {"turn": 4})
     s.append("step/start", {"turn": 4, "step": 1})
     r.user("u4", "and a table")
@@ -346,12 +346,11 @@ def record_compacted_session(store: Store, *, tool: str = "python") -> Recorded:
         {
             "compactionId": "cmp-f",
             "turn": 4,
-            "error": {"code": "NOTHING_TO_COMPACT", "message": "nothing to replace"},
+            "error": {"code": "ABORTED", "message": "the compaction was cancelled"},
         },
     )
     s.append("step/end", {"turn": 4, "step": 1})
-    failure = {"code": "CONTEXT_WINDOW_EXCEEDED", "message": "too long"}
-    s.append("turn/end", {"turn": 4, "reason": {"kind": "error", "error": failure}})
+    s.append("turn/end", {"turn": 4, "reason": {"kind": "aborted", "reason": {"kind": "user"}}})
     settle()
 
     # turn 5: a pressure compaction starts, and the kernel dies

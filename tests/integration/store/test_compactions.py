@@ -13,23 +13,30 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from dsh_kernel.session.events import SessionHeader
+from dsh_kernel.session.log import Session
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest import ingest, set_price
+from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import migrate
 from dsh_kernel.store.sessions import export_parquet
 from dsh_kernel.store.transcript import export_markdown
+from dsh_kernel.testing import error_response, text_response, tool_call_response
 
 from .compaction_session import (
     BIG,
+    HEADER,
     MODEL,
     PROVIDER,
     SID,
     SUMMARY_1,
     SUMMARY_USAGE,
     Recorded,
+    clock,
     record_compacted_session,
     resume_after_crash,
+    usage,
 )
 
 
@@ -62,7 +69,7 @@ def test_one_row_per_compaction_attempt_and_an_orphan_goes_stale_on_resume(
          u.input_tokens, u.cache_read_tokens, u.output_tokens, True),
         ("cmp-m", None, None, "manual", "done", "reduction", "RATE_LIMIT", None, [1, 2, 3], 0,
          PROVIDER, None, None, None, True),
-        ("cmp-f", 4, 1, "overflow", "failed", None, None, "NOTHING_TO_COMPACT", None, 0, None,
+        ("cmp-f", 4, 1, "overflow", "failed", None, None, "ABORTED", None, 0, None,
          None, None, None, False),
         ("cmp-o", 5, 1, "pressure", "orphaned", None, None, None, None, 0, None, None, None, None,
          False),
@@ -325,3 +332,61 @@ def test_a_store_from_the_previous_schema_is_backfilled(store: Store, recorded: 
     for v, want in views.items():
         assert q(store, f"SELECT * FROM {v} ORDER BY ALL") == want, v
     assert q(store, "SELECT messages, message_tokens FROM _ingest_state") == state
+
+
+def _overflowing(store: Store, sid: str, *, server: bool) -> Recorded:
+    """Turn 1, then turn 2 overflows — reported by the server (a failed call first) or found before
+    sending — and its compaction replaces turn 1; then the turn is cancelled: before the retry's
+    first chunk (server), or during the tool its one call asked for (before sending)."""
+    s = Session(header=SessionHeader(id=sid, created_at=1_767_225_600_000), clock=clock())
+    r = Recorded(session=s, writer=attach_journal(s, store))
+    s.append("request/header", {"header": HEADER, "reason": "initial"})
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    r.user("u1", "hello " * 200)
+    r.call("a1", 1, 1, text_response("hi " * 200, usage=usage(10, 5)))
+    s.append("step/end", {"turn": 1, "step": 1})
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "completed"}})
+    s.append("turn/start", {"turn": 2})
+    s.append("step/start", {"turn": 2, "step": 1})
+    r.user("u2", "more")
+    if server:
+        r.call("a2", 2, 1, error_response("CONTEXT_WINDOW_EXCEEDED", "too long", status=400))
+    s.append("compaction/start", {"compactionId": "c", "turn": 2, "trigger": "overflow"})
+    nodes = [r.seqs["u1"], r.seqs["a1"]]
+    r.summarise("c", "s", nodes, "turn 1: greetings", [1], method="reduction", call={})
+    s.append("compaction/end", {"compactionId": "c", "turn": 2})
+    if not server:
+        r.call("a2", 2, 1, tool_call_response("python", {"code": "1"}, call_id="c2"))
+        s.append(
+            "tool/call",
+            {"turn": 2, "step": 1, "callId": "c2", "name": "python", "arguments": '{"code": "1"}'},
+        )
+        r.tool("r2", 2, 1, "c2", "1", "cancelled", "python")
+    s.append("step/end", {"turn": 2, "step": 1})
+    s.append("turn/end", {"turn": 2, "reason": {"kind": "aborted", "reason": {"kind": "user"}}})
+    r.writer.close()
+    return r
+
+
+def test_a_call_cut_before_its_first_chunk_is_counted_around_an_overflow_compaction(
+    store: Store,
+) -> None:
+    retried = _overflowing(store, "00000016-0000-4000-8000-000000000001", server=True)
+    _overflowing(store, "00000016-0000-4000-8000-000000000002", server=False)
+    ingest(store)
+    rows = q(
+        store,
+        "SELECT right(session_id, 1), turn, step, attempt, chunks > 0, finish, message_count "
+        "FROM requests WHERE turn = 2 ORDER BY ALL",
+    )
+    assert rows == [
+        # the server refused the first call; the compaction replaced turn 1; the retry was cut
+        # before its first chunk, and sent the summary and the prompt
+        ("1", 2, 1, 1, True, "error", 3),
+        ("1", 2, 1, 2, False, None, 2),
+        # found too big before sending: the one call was made after the compaction
+        ("2", 2, 1, 1, True, "tool-calls", 2),
+    ]
+    s = retried.session
+    assert [m.id for m in s.derive_messages()] == ["s-s", "u-u2"]

@@ -135,7 +135,7 @@ async def test_every_documented_query(store: Store) -> None:
     [compacted] = results["Compactions: what was summarised, and what it cost"]
     assert compacted.column("status") == ["done", "done", "failed", "stale"]
     assert compacted.column("turn") == [3, None, 4, 5]
-    assert compacted.column("problem") == [None, "RATE_LIMIT", "NOTHING_TO_COMPACT", None]
+    assert compacted.column("problem") == [None, "RATE_LIMIT", "ABORTED", None]
     assert compacted.column("cost")[0] is not None and compacted.column("cost")[1:] == [None] * 3
 
     [refused] = results["Approvals that were refused"]
