@@ -14,6 +14,12 @@ What came from a tool or the model's call (a name, arguments, result text, an er
 in a fence its content cannot close, or put in a code span, so it renders as text, never as markup;
 the title is written as plain text.
 
+The transcript is the human projection of the log (SPINE §1.11): it reads the appended messages and
+the log-only events, never a replacement copy (a compaction's ``<compacted-summary>``, a pruned tool
+result, the note standing for an overflowed turn), so every original turn stays as it was seen. Where
+a compaction summarised earlier turns, one line says so at its place: *compacted N earlier turns
+(X → Y tokens)* (the turns it stands for, the size of what it replaced and of its summary).
+
 Images (a tool result's, or one attached to a prompt, a steering message or a message between turns)
 are written under what carries them. ``markdown_transcript(..., image_dir=)`` links each image whose
 bytes the log holds (its ``image/data``, checked against its hash) as ``![description](dir/file)``
@@ -39,9 +45,9 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.arguments import parse_tool_arguments
 from dsh_kernel.llm.codec import message_from_json
 from dsh_kernel.llm.types import ContentBlock, ImageBlock
-from dsh_kernel.session.events import SessionEvent, SessionHeader
+from dsh_kernel.session.events import ReplaceOp, SessionEvent, SessionHeader
 from dsh_kernel.session.images import image_blocks
-from dsh_kernel.session.payloads import UserMessage, payload_of
+from dsh_kernel.session.payloads import CompactionSummary, UserMessage, payload_of
 from dsh_kernel.session.turn import fold_turn
 from dsh_kernel.session.turn_model import (
     NoticeItem,
@@ -178,6 +184,7 @@ def markdown_transcript(
     ``image_dir`` is the folder, relative to the transcript, the image files go to (module
     docstring)."""
     images = _Images(image_dir=image_dir, data=_image_bytes(events))
+    events = [e for e in events if not isinstance(e.surface_op, ReplaceOp)]  # model-only copies
     out: list[str] = []
     title = next(
         (
@@ -213,9 +220,21 @@ def markdown_transcript(
                 turn = None
         elif e.type == "user/message":
             out += _message_md(payload_of(e, "user/message"), images.md(_content(e.data)))
+        elif e.type == "compaction/summary":
+            out.append(compaction_note(payload_of(e, "compaction/summary")))
     if turn is not None:
         out += _turn_md(turn, images)
     return Transcript(text="\n\n".join(out).strip() + "\n", images=images.linked)
+
+
+def compaction_note(d: CompactionSummary) -> str:
+    """The one line a compaction's summary leaves in the transcript."""
+    n = len(d["turns"])
+    what = f"compacted {n} earlier turn{'s' if n != 1 else ''}" if n else "compacted"
+    text = f"{what} ({d['shadowedTokenCount']:,} → {d['summaryTokenCount']:,} tokens)"
+    if d["method"] == "reduction":
+        text += ", by a deterministic reduction"
+    return f"*{text}*"
 
 
 def _message_md(d: UserMessage, pictures: list[str]) -> list[str]:
@@ -232,6 +251,11 @@ def _context_md(text: str) -> str:
 
 def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
     model = fold_turn(events)
+    compacted = [  # (the item it came before, its line): where the turn stood when it was logged
+        (len(fold_turn(events[:i]).items), compaction_note(payload_of(e, "compaction/summary")))
+        for i, e in enumerate(events)
+        if e.type == "compaction/summary"
+    ]
     by_message: dict[str, tuple[ContentBlock, ...]] = {}
     by_seq: dict[str, tuple[ContentBlock, ...]] = {}
     by_call: dict[str, list[ContentBlock]] = {}
@@ -253,6 +277,7 @@ def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
     notes = [n for n in notes if not n.before_prompt]
     for at, item in enumerate(model.items):
         out += [_context_md(n.text) for n in notes if n.before == at]
+        out += [line for before, line in compacted if before == at]
         if item.type in ("text", "reasoning") and item.key in model.unlogged_keys:
             continue  # the call failed: no message holds it
         match item:
@@ -275,6 +300,7 @@ def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
             case NoticeItem():
                 pass  # a retry notice: the retried call is what the transcript shows
     out += [_context_md(n.text) for n in notes if n.before >= len(model.items)]
+    out += [line for before, line in compacted if before >= len(model.items)]
     if model.end_kind not in (None, "completed"):
         out.append(f"*Turn ended: {model.end_kind}*")
     return out
