@@ -124,6 +124,8 @@ def _nothing(host: AgentHost) -> str:
     if not session.last_turn:
         return "there is no conversation yet"
     if not select_range(session, None):
+        if compactions(host):
+            return "everything before the latest exchange is summarised already"
         return "the history holds only the latest exchange, which is always kept as it is"
     window = host.windows.current(agent.provider, agent.model)
     if window is None:
