@@ -335,15 +335,17 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.llm.secrets import redact
 
         task = asyncio.ensure_future(compact_cell(self.host))
+        interrupted: list[bool] = []
 
         def stop() -> None:
+            interrupted.append(True)
             task.cancel()
 
         try:
             with sigint_calls(stop):
                 text = await task
         except asyncio.CancelledError:
-            if not task.cancelled():
+            if not interrupted:
                 raise  # the kernel itself is being stopped, not this cell
             return self.error_reply(
                 count, "ABORTED", "%agent compact: stopped; the history is unchanged"

@@ -8,8 +8,8 @@ row all succeed: the kernel compacts before the requests that would fill 80 % of
 shows a one-line note where that happened, every request the server got fits the window, the store
 has the ``compaction/*`` events and still every original prompt and answer in ``messages``, and
 ``%agent status`` says how much of the window is used and how often the session was compacted. Then
-``%agent compact`` by hand, until there is nothing left to compact, its switch, a bad argument, and
-the setting surviving ``%agent new``.
+``%agent compact`` by hand, until there is nothing left to compact; the interrupt stopping it; its
+switch, a bad argument, and the setting surviving ``%agent new``.
 
 A second kernel has ``DSH_COMPACTION=off`` over ``c.DshKernel.compaction = True``: the same long
 answers overflow the window instead (nothing compacted) until ``%agent compact`` makes room by hand.
@@ -27,6 +27,7 @@ import pytest
 
 from dsh_kernel.agent.compaction import INSTRUCTION
 from tests.kernel.conftest import provider_env
+from tests.support.frontend import Frontend
 from tests.support.kernel import Execution, Kernel, start_kernel
 from tests.support.sse_server import Recorded, Reply, SseServer, frames_from_sse, sse_reply
 from tests.support.wire_transcripts import chat_text_stream
@@ -194,6 +195,29 @@ def test_agent_compact_by_hand_until_nothing_is_left(
     server.script(respond=model)
     assert k.execute("Question 7: and now?", timeout=120).status == "ok"
     assert "<compacted-summary>" in json.dumps(server.requests[-1].json["messages"])
+
+
+def test_the_interrupt_stops_a_compaction_by_hand(rig: tuple[Kernel, SseServer, Model]) -> None:
+    k, server, model = rig
+
+    def hang_on_summaries(rec: Recorded) -> Reply | None:
+        return sse_reply((), close="hang") if is_summary_call(rec) else model(rec)
+
+    server.script(respond=hang_on_summaries)
+    surface = k.python("print(list(get_ipython().kernel.host.agent.session.surface))")
+    cell = Frontend(k).submit("%agent compact")
+    cell.pump(lambda: bool(server.requests), what="the summary call")
+    k.km.interrupt_kernel()
+    ex = cell.finish(timeout=30)
+    assert ex.status == "error" and ex.content["ename"] == "ABORTED", ex.content
+    assert ex.content["evalue"] == "%agent compact: stopped; the history is unchanged"
+    assert k.python("print(list(get_ipython().kernel.host.agent.session.surface))") == surface
+    end = [e for e in k.events() if e["type"] == "compaction/end"][-1]
+    assert end["data"]["error"]["code"] == "ABORTED"
+    done = [e for e in k.events() if e["type"] == "command/done"][-1]
+    assert done["data"]["kind"] == "error"
+    server.script(respond=model)  # the kernel is healthy: the next compaction works
+    assert command(k, "%agent compact").startswith("compacted ")
 
 
 def test_the_switch_a_bad_argument_and_a_new_session(
