@@ -115,26 +115,47 @@ def result_text(result: CompactionResult) -> str:
 
 
 def _nothing(host: AgentHost) -> str:
-    """Why a compaction by hand found nothing to replace (what ``Compaction.run`` keeps)."""
-    from dsh_kernel.agent.compaction import select_range
-    from dsh_kernel.agent.meter import measure
+    """Why a compaction by hand found nothing to replace (what ``Compaction.run`` keeps: the latest
+    exchange, a recent tail, and a range too small to be worth a summary)."""
+    from dsh_kernel.agent.compaction import MIN_RANGE_TOKENS, PLUGIN, select_range
+    from dsh_kernel.agent.meter import message_tokens
+    from dsh_kernel.llm.types import PluginSource
+    from dsh_kernel.session.derive import project_event
 
     agent = host.agent
     session = agent.session
     if not session.last_turn:
         return "there is no conversation yet"
-    if not select_range(session, None):
+
+    def tokens(seqs: list[int]) -> int:
+        """The size of ``seqs`` less the checkpoints of earlier compactions among them."""
+        total = 0
+        for seq in seqs:
+            msg = project_event(session.events[seq])
+            source = msg.source if msg is not None else None
+            if msg is not None and not (
+                isinstance(source, PluginSource) and source.plugin == PLUGIN
+            ):
+                total += message_tokens(msg)
+        return total
+
+    earlier = tokens(select_range(session, None))
+    if not earlier:
         if compactions(host):
             return "everything before the latest exchange is summarised already"
         return "the history holds only the latest exchange, which is always kept as it is"
     window = host.windows.current(agent.provider, agent.model)
-    if window is None:
-        return "the history is only the latest turn, which is kept as it is"
     share = agent.compaction.settings.retain
-    used = measure(session, context_window=window.tokens).total_tokens
+    kept = (
+        f"the recent part kept as it is ({share:.0%} of the {window.tokens:,}-token window)"
+        if window is not None
+        else "the latest turn, which is kept as it is"
+    )
+    if window is None or not select_range(session, int(window.tokens * share)):
+        return f"what came before the latest exchange (~{earlier:,} tokens) is all in {kept}"
     return (
-        f"the history (~{used:,} tokens with the system prompt and tools) is within the recent "
-        f"part that is kept as it is ({share:.0%} of the {window.tokens:,}-token window)"
+        f"what lies before {kept} is too little to be worth a summary (at most "
+        f"~{MIN_RANGE_TOKENS} tokens)"
     )
 
 

@@ -9,7 +9,7 @@ shows a one-line note where that happened, every request the server got fits the
 has the ``compaction/*`` events and still every original prompt and answer in ``messages``, and
 ``%agent status`` says how much of the window is used and how often the session was compacted. Then
 ``%agent compact`` by hand, until there is nothing left to compact; the interrupt stopping it; its
-switch, a bad argument, and the setting surviving ``%agent new``.
+switch, a bad argument, the setting surviving ``%agent new``, and why there was nothing to compact.
 
 A second kernel has ``DSH_COMPACTION=off`` over ``c.DshKernel.compaction = True``: the same long
 answers overflow the window instead (nothing compacted) until ``%agent compact`` makes room by hand.
@@ -27,6 +27,7 @@ import pytest
 
 from dsh_kernel.agent.compaction import INSTRUCTION
 from tests.kernel.conftest import provider_env
+from tests.support import scenarios as sc
 from tests.support.frontend import Frontend
 from tests.support.kernel import Execution, Kernel, start_kernel
 from tests.support.sse_server import Recorded, Reply, SseServer, frames_from_sse, sse_reply
@@ -239,6 +240,26 @@ def test_the_switch_a_bad_argument_and_a_new_session(
     assert "a cell of its own" in mixed.content["evalue"]
     assert command(k, "%agent compact") == "nothing to compact: there is no conversation yet"
     assert "summarise older turns now" in command(k, "%agent help")
+
+
+def test_why_there_is_nothing_to_compact(rig: tuple[Kernel, SseServer, Model]) -> None:
+    k, server, model = rig
+    command(k, "%agent new")
+    server.script(sc.text("A short answer."))
+    assert k.execute("Hi.", timeout=120).status == "ok"
+    out = command(k, "%agent compact")
+    assert out.startswith("nothing to compact: what came before the latest exchange (~"), out
+    assert out.endswith(
+        f"is all in the recent part kept as it is (16% of the {WINDOW:,}-token window)"
+    ), out
+    server.script(respond=model)  # a long answer: the tail kept is the answer alone
+    assert k.execute("And at length?", timeout=120).status == "ok"
+    out = command(k, "%agent compact")
+    assert out == (
+        "nothing to compact: what lies before the recent part kept as it is (16% of the "
+        f"{WINDOW:,}-token window) is too little to be worth a summary (at most ~200 tokens)"
+    ), out
+    assert not [r for r in server.requests if is_summary_call(r)]  # the model was never asked
 
 
 def test_dsh_compaction_off_leaves_the_window_to_fill(tmp_path: Path) -> None:
