@@ -207,7 +207,7 @@ async def test_a_request_filling_most_of_the_window_warns_once_per_turn() -> Non
     assert warning.data["source"] == "configured" and warning.data["measured"] is False
     assert warning.seq < of_type(ev, "request/header")[0].seq
     model = fold_turn(turn_events(ev, 1))
-    (notice,) = [i for i in model.items if isinstance(i, NoticeItem)]
+    (notice,) = [i for i in model.items if isinstance(i, NoticeItem) and i.level == "warning"]
     assert "% of a 4,096-token context window:" in notice.text and "%agent new" in notice.text
     assert turn_ends(ev) == [{"kind": "completed"}]
 
