@@ -148,6 +148,8 @@ class CompactionResult:
             text += " by a deterministic reduction"
             if self.failure is not None:
                 text += f" ({self.failure.code}: {self.failure.message})"
+            else:
+                text += " (this model does not write summaries)"
         return text
 
 

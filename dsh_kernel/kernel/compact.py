@@ -33,7 +33,6 @@ from dsh_kernel.ids import new_command_id
 from dsh_kernel.session.payloads import CommandDone, CommandRun
 
 if TYPE_CHECKING:
-    from dsh_kernel.agent.compaction import CompactionResult
     from dsh_kernel.kernel.host import AgentHost
 
 USAGE: Final = (
@@ -83,9 +82,7 @@ async def compact_cell(host: AgentHost) -> str:
         if not logged:
             raise UsageError("the agent is answering: wait for its turn to end, then compact")
         result = await agent.compact()
-        text = (
-            result_text(result) if result is not None else "nothing to compact: " + _nothing(host)
-        )
+        text = result.describe() if result is not None else "nothing to compact: " + _nothing(host)
         kind = "success"
         return text
     except asyncio.CancelledError:
@@ -103,15 +100,6 @@ async def compact_cell(host: AgentHost) -> str:
             if text:
                 done["text"] = text[:2000]
             session.append("command/done", done)
-
-
-def result_text(result: CompactionResult) -> str:
-    """The one line of a compaction: the engine's ``describe()``, with why a reduction stood in for
-    a model's summary when no summary call failed (the model writes none)."""
-    text = result.describe()
-    if result.method == "reduction" and result.failure is None:
-        text += " (this model does not write summaries)"
-    return text
 
 
 def _nothing(host: AgentHost) -> str:

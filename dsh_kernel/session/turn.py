@@ -271,6 +271,7 @@ class TurnFold:
             case "tool/result" if not isinstance(event.surface_op, ReplaceOp):
                 self._tool_result(payload_of(event, "tool/result"), event.time)
             case "turn/end":
+                self._compactions.close(self._entries)
                 self._turn_end(payload_of(event, "turn/end"), event.time)
             case _:  # compaction/* are notices; other events do not change what a turn shows
                 self._compactions.apply(event, self._entries)

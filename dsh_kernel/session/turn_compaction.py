@@ -19,7 +19,9 @@ The line, from the events alone (``dsh_kernel.session.payloads``):
   model does not write summaries". After an ``overflow`` (the server refused the request as too
   long) it adds that the request is sent again;
 * a failed compaction (``compaction/end`` with an ``error``, nothing replaced): ``Compaction failed
-  (<code>: <message>); the history is unchanged`` (stopped, for ``ABORTED``), a ``warning``.
+  (<code>: <message>); the history is unchanged`` (stopped, for ``ABORTED``), a ``warning``; one
+  whose turn ended before it did (a crash: repair closes the turn, never the compaction) says it was
+  interrupted.
 
 A compaction that needs several rounds (a small window's summary call takes part of the history at
 a time) is one line: the rounds that follow each other with nothing in between add up. The line's
@@ -90,6 +92,8 @@ class _Note:
             code, message = self.error or ("UNKNOWN", "")
             if code == "ABORTED":
                 return "Compaction stopped; the history is unchanged"
+            if code == "INTERRUPTED":
+                return "Compaction interrupted (the kernel stopped); the history is unchanged"
             return f"Compaction failed ({code}: {message}); the history is unchanged"
         if self.summarised:
             n = len(self.turns - {self.turn})
@@ -164,6 +168,15 @@ class CompactionNotes:
             case _:
                 return
         self._redraw(note, entries)
+
+    def close(self, entries: Entries) -> None:
+        """The turn ended: a compaction still open then never ended (a crash; repair closed the
+        turn, never the compaction) — its line says so."""
+        note = self._note
+        if note is not None and note.open:
+            note.open = False
+            note.error = ("INTERRUPTED", "the kernel stopped before it ended")
+            self._redraw(note, entries)
 
     @staticmethod
     def _redraw(note: _Note | None, entries: Entries) -> None:

@@ -17,8 +17,9 @@ the title is written as plain text.
 The transcript is the human projection of the log (SPINE §1.11): it reads the appended messages and
 the log-only events, never a replacement copy (a compaction's ``<compacted-summary>``, a pruned tool
 result, the note standing for an overflowed turn), so every original turn stays as it was seen. Where
-a compaction summarised earlier turns, one line says so at its place: *compacted N earlier turns
-(X → Y tokens)* (the turns it stands for, the size of what it replaced and of its summary).
+a compaction summarised earlier turns, one line says so at its place, the line the cell showed
+(``session.turn_compaction``): *Compacted N earlier turns (~X → ~Y tokens)*, the size of the request
+before and after; a compaction by hand, between turns, gets the same line once it ended.
 
 Images (a tool result's, or one attached to a prompt, a steering message or a message between turns)
 are written under what carries them. ``markdown_transcript(..., image_dir=)`` links each image whose
@@ -47,8 +48,9 @@ from dsh_kernel.llm.codec import message_from_json
 from dsh_kernel.llm.types import ContentBlock, ImageBlock
 from dsh_kernel.session.events import ReplaceOp, SessionEvent, SessionHeader
 from dsh_kernel.session.images import image_blocks
-from dsh_kernel.session.payloads import CompactionSummary, UserMessage, payload_of
+from dsh_kernel.session.payloads import UserMessage, payload_of
 from dsh_kernel.session.turn import fold_turn
+from dsh_kernel.session.turn_compaction import CompactionNotes
 from dsh_kernel.session.turn_model import (
     NoticeItem,
     ReasoningItem,
@@ -208,6 +210,7 @@ def markdown_transcript(
             )
         out.append(" · ".join(meta))
     turn: list[SessionEvent] | None = None
+    notes, standalone = CompactionNotes(), list[NoticeItem]()
     for e in events:
         if e.type == "turn/start":
             if turn is not None:
@@ -220,21 +223,14 @@ def markdown_transcript(
                 turn = None
         elif e.type == "user/message":
             out += _message_md(payload_of(e, "user/message"), images.md(_content(e.data)))
-        elif e.type == "compaction/summary":
-            out.append(compaction_note(payload_of(e, "compaction/summary")))
+        elif e.type.startswith("compaction/"):  # a compaction by hand, between turns
+            notes.apply(e, standalone)
+            if e.type == "compaction/end":
+                out += [f"*{n.text}*" for n in standalone]
+                notes, standalone = CompactionNotes(), []
     if turn is not None:
         out += _turn_md(turn, images)
     return Transcript(text="\n\n".join(out).strip() + "\n", images=images.linked)
-
-
-def compaction_note(d: CompactionSummary) -> str:
-    """The one line a compaction's summary leaves in the transcript."""
-    n = len(d["turns"])
-    what = f"compacted {n} earlier turn{'s' if n != 1 else ''}" if n else "compacted"
-    text = f"{what} ({d['shadowedTokenCount']:,} → {d['summaryTokenCount']:,} tokens)"
-    if d["method"] == "reduction":
-        text += ", by a deterministic reduction"
-    return f"*{text}*"
 
 
 def _message_md(d: UserMessage, pictures: list[str]) -> list[str]:
@@ -251,11 +247,6 @@ def _context_md(text: str) -> str:
 
 def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
     model = fold_turn(events)
-    compacted = [  # (the item it came before, its line): where the turn stood when it was logged
-        (len(fold_turn(events[:i]).items), compaction_note(payload_of(e, "compaction/summary")))
-        for i, e in enumerate(events)
-        if e.type == "compaction/summary"
-    ]
     by_message: dict[str, tuple[ContentBlock, ...]] = {}
     by_seq: dict[str, tuple[ContentBlock, ...]] = {}
     by_call: dict[str, list[ContentBlock]] = {}
@@ -277,7 +268,6 @@ def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
     notes = [n for n in notes if not n.before_prompt]
     for at, item in enumerate(model.items):
         out += [_context_md(n.text) for n in notes if n.before == at]
-        out += [line for before, line in compacted if before == at]
         if item.type in ("text", "reasoning") and item.key in model.unlogged_keys:
             continue  # the call failed: no message holds it
         match item:
@@ -298,9 +288,10 @@ def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
                 out.append("**User:**\n\n" + item.text)
                 out += images.md(by_seq.get(item.key, ()))
             case NoticeItem():
-                pass  # a retry notice: the retried call is what the transcript shows
+                if item.level == "info":  # a compaction's line, as the cell shows it
+                    out.append(f"*{item.text}*")
+                # a retry notice: the retried call is what the transcript shows
     out += [_context_md(n.text) for n in notes if n.before >= len(model.items)]
-    out += [line for before, line in compacted if before >= len(model.items)]
     if model.end_kind not in (None, "completed"):
         out.append(f"*Turn ended: {model.end_kind}*")
     return out

@@ -142,8 +142,8 @@ def _cut_off_hint(model: TurnModel) -> str:
     window = f" ({model.context_window:,} tokens)" if model.context_window else ""
     return (
         f"The model's context window{window} is probably full, so asking it to continue would not "
-        "fit: start a new session with `%agent new`, or keep the start of this one with "
-        "`%agent fork <turn>`."
+        "fit: `%agent compact` summarises the earlier turns (then ask it to continue), "
+        "`%agent new` starts a new session, `%agent fork <turn>` keeps the start of this one."
     )
 
 

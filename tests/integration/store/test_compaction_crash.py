@@ -9,6 +9,8 @@ import signal
 import subprocess
 
 from dsh_kernel.session.invariants import check_invariants
+from dsh_kernel.session.turn import fold_turn, turn_events
+from dsh_kernel.session.turn_model import NoticeItem
 from dsh_kernel.store.journal import load_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.sessions import resume
@@ -41,6 +43,10 @@ async def test_kill_9_mid_compaction_then_repair_and_resume(store: Store) -> Non
     assert "compaction/summary" not in types  # nothing was replaced: the old surface stands
     assert types[-1] == "turn/end" and events[-1].data["reason"] == {"kind": "interrupted"}
     assert check_invariants(list(events)) == []
+    # the turn's view says the compaction was cut short (repair closed the turn, never it)
+    crashed = fold_turn(turn_events(events, events[-1].data["turn"]))  # type: ignore[arg-type]
+    notes = [i.text for i in crashed.items if isinstance(i, NoticeItem)]
+    assert any(n.startswith("Compaction interrupted") for n in notes), notes
     session = resume(store, sid)
     assert session.compaction_open is None  # the orphan belongs to a dead lifecycle
     script = [text_response("Going on."), text_response("- the user asked three questions")]
