@@ -15,6 +15,7 @@ import pytest
 
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.usage import usage_totals
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest import ingest, set_price
 from dsh_kernel.store.journal import attach_journal
@@ -177,6 +178,12 @@ def test_a_session_cost_includes_its_compactions(store: Store, recorded: Recorde
     [(requests, turn_cost)] = q(store, "SELECT requests, cost FROM turns WHERE turn = 3")
     agent_cost = (300 * 1.0 + 20 * 4.0) / 1e6
     assert requests == 2 and turn_cost == pytest.approx(want + agent_cost)
+    # ``%agent cost`` reads the log the same way: the summary call's tokens are in its totals
+    totals = usage_totals(recorded.session.events)
+    [(inp, out)] = q(store, "SELECT sum(input_tokens), sum(output_tokens) FROM usage")
+    assert (totals.input_tokens, totals.output_tokens) == (inp, out)
+    in_turn = usage_totals(recorded.session.events, turn=3)
+    assert in_turn.requests == 2 and in_turn.output_tokens == 20 + u.output_tokens
 
 
 def test_every_original_message_stays_and_says_what_replaced_it(
