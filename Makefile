@@ -82,6 +82,7 @@ bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/assembler_append.py
 	$(PY) benchmarks/turn_reader.py
 	$(PY) benchmarks/streaming.py
+	$(PY) benchmarks/long_session.py
 	$(PY) benchmarks/store.py
 	$(PY) benchmarks/kernel.py
 	$(PY) benchmarks/overflow.py

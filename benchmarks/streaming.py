@@ -16,19 +16,29 @@ the whole stream and checked to have received every character:
 By default the server writes the stream in 64 KiB pieces so that it is never the bottleneck;
 ``--per-frame`` makes it write every SSE frame separately, as real APIs flush tokens, which adds a
 fixed per-read cost (httpx and h11) to every contender. The order of the contenders rotates every
-repetition; each figure is the median of ``--reps`` runs
-after one warm-up run. Targets (issue 3): adapter ≥ 0.5× raw, adapter+loop ≥ 0.25× raw, both ≥ 5×
+repetition, and every run starts from a collected heap (``gc.collect()`` before it, untimed: the
+garbage one contender leaves, such as a finished agent's log, is not collected on another's time);
+each figure is the median of ``--reps`` runs after one warm-up run, by the wall clock and by this
+process's CPU time (which a loaded machine's preemptions change least). Targets (issue 3): adapter ≥ 0.5× raw, adapter+loop ≥ 0.25× raw, both ≥ 5×
 the openai SDK. ``openai`` and ``pydantic-ai-slim[openai]`` are benchmark-only dependencies; a
 contender whose package is missing is reported as skipped.
 
-Run from the repository root: ``python benchmarks/streaming.py [--chunks 20000] [--reps 5]``.
+``--baseline PATH`` compares this tree with another (e.g. a checkout of ``main``) in one run: the
+benchmark runs ``--reps`` times in each tree, alternately, in a fresh process each (with three
+rotations of the contenders), and every contender is reported as the median of its rate as a
+multiple of the same run's ``raw``.
+
+Run from the repository root: ``python benchmarks/streaming.py [--chunks 20000] [--reps 5]
+[--baseline PATH]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -162,42 +172,53 @@ def contenders(url: str, client: httpx.AsyncClient) -> dict[str, Contender | str
     return out
 
 
-async def measure(url: str, n: int, reps: int) -> dict[str, list[float] | str]:
+Times = dict[str, list[float] | str]
+
+
+async def measure(url: str, n: int, reps: int) -> tuple[Times, Times]:
+    """Each contender's wall times and this process's CPU times (skipped ones: why)."""
     expected = sum(len(piece(i)) for i in range(n))
     async with httpx.AsyncClient(timeout=120) as client:
         runs = contenders(url, client)
         names = list(runs)
-        times: dict[str, list[float] | str] = {
-            k: v if isinstance(v, str) else [] for k, v in runs.items()
-        }
+        times: Times = {k: v if isinstance(v, str) else [] for k, v in runs.items()}
+        cpu: Times = {k: v if isinstance(v, str) else [] for k, v in runs.items()}
         for rep in range(reps + 1):  # rep 0 is the warm-up
             shift = rep % len(names)
             for name in names[shift:] + names[:shift]:
                 run = runs[name]
                 if isinstance(run, str):
                     continue
-                started = time.perf_counter()
+                gc.collect()  # one contender's garbage is not collected on another's time
+                started, started_cpu = time.perf_counter(), time.process_time()
                 chars = await run()
                 elapsed = time.perf_counter() - started
+                used = time.process_time() - started_cpu
                 if chars != expected:
                     raise AssertionError(
                         f"{name}: received {chars} characters, expected {expected}"
                     )
                 if rep:
-                    slot = times[name]
-                    assert isinstance(slot, list)
+                    slot, cpu_slot = times[name], cpu[name]
+                    assert isinstance(slot, list) and isinstance(cpu_slot, list)
                     slot.append(elapsed)
-    return times
+                    cpu_slot.append(used)
+    return times, cpu
 
 
-def report(times: dict[str, list[float] | str], n: int) -> dict[str, float]:
-    rates = {k: n / statistics.median(v) for k, v in times.items() if isinstance(v, list) and v}
+def rates_of(times: Times, n: int) -> dict[str, float]:
+    return {k: n / statistics.median(v) for k, v in times.items() if isinstance(v, list) and v}
+
+
+def report(times: Times, cpu: Times, n: int) -> dict[str, float]:
+    rates = rates_of(times, n)
+    cpu_rates = rates_of(cpu, n)
     raw = rates.get("raw")
     sdk = rates.get("openai-sdk")
     print(
         f"{n} text chunks, median of {len(next(iter(t for t in times.values() if isinstance(t, list))))} runs"
     )
-    print(f"{'client':<14}{'chunks/s':>12}{'× raw':>9}{'× sdk':>9}")
+    print(f"{'client':<14}{'chunks/s':>12}{'× raw':>9}{'× sdk':>9}{'CPU µs/chunk':>14}{'× raw':>9}")
     for name, value in times.items():
         if isinstance(value, str):
             print(f"{name:<14}{value}")
@@ -205,8 +226,62 @@ def report(times: dict[str, list[float] | str], n: int) -> dict[str, float]:
         rate = rates[name]
         vs_raw = f"{rate / raw:.2f}" if raw else "-"
         vs_sdk = f"{rate / sdk:.2f}" if sdk else "-"
-        print(f"{name:<14}{rate:>12,.0f}{vs_raw:>9}{vs_sdk:>9}")
-    return rates
+        cpu_us = 1e6 / cpu_rates[name]
+        cpu_raw = f"{cpu_rates[name] / cpu_rates['raw']:.2f}" if "raw" in cpu_rates else "-"
+        print(f"{name:<14}{rate:>12,.0f}{vs_raw:>9}{vs_sdk:>9}{cpu_us:>14.1f}{cpu_raw:>9}")
+    print(
+        "(CPU: this process's CPU time, the server's aside — what a loaded machine's preemptions "
+        "do not change)"
+    )
+    return {**rates, **{f"cpu {k}": v for k, v in cpu_rates.items()}}
+
+
+def compare(args: argparse.Namespace) -> int:
+    """``--baseline``: this benchmark run ``--reps`` times in each tree, alternately (a fresh
+    process each, its ``dsh_kernel`` imported from that tree, three rotations of the contenders
+    each), and each contender's rate as a multiple of that same run's ``raw`` — so a machine that
+    slows down between runs moves both."""
+    trees = {"baseline": args.baseline.resolve(), "this tree": ROOT}
+    ratios: dict[str, dict[str, list[float]]] = {name: {} for name in trees}
+    raw: dict[str, list[float]] = {name: [] for name in trees}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rates.json"
+        for rep in range(args.reps):
+            names = list(trees) if rep % 2 == 0 else list(reversed(trees))
+            for name in names:
+                command = [sys.executable, __file__, "--chunks", str(args.chunks), "--reps", "3"]
+                if args.per_frame:
+                    command.append("--per-frame")
+                env = {**os.environ, "PYTHONPATH": str(trees[name])}
+                subprocess.run(
+                    [*command, "--json", str(out), "--quiet"], check=True, env=env, cwd=ROOT
+                )
+                rates: dict[str, float] = json.loads(out.read_text(encoding="utf-8"))
+                raw[name].append(rates["raw"])
+                for contender, rate in rates.items():
+                    base = rates["cpu raw"] if contender.startswith("cpu ") else rates["raw"]
+                    ratios[name].setdefault(contender, []).append(rate / base)
+    print(
+        f"{args.chunks} text chunks, {args.reps} runs per tree (alternating), "
+        "median of each run's rate as a multiple of that run's raw"
+    )
+    print(f"{'client':<16}" + "".join(f"{name + ' × raw':>20}" for name in trees))
+    for contender in ratios["this tree"]:
+        cells = [
+            f"{statistics.median(ratios[name][contender]):>20.2f}"
+            if contender in ratios[name]
+            else f"{'-':>20}"
+            for name in trees
+        ]
+        print(f"{contender:<16}" + "".join(cells))
+    print(f"{'raw chunks/s':<16}" + "".join(f"{statistics.median(raw[n]):>20,.0f}" for n in trees))
+    print("(cpu: the same, from this process's CPU time: what a loaded machine changes least)")
+    for name, tree in trees.items():
+        print(f"  {name}: {tree}")
+    if args.json:
+        medians = {n: {c: statistics.median(v) for c, v in r.items()} for n, r in ratios.items()}
+        args.json.write_text(json.dumps(medians, indent=2), encoding="utf-8")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,7 +294,15 @@ def main(argv: list[str] | None = None) -> int:
         help="one server write per SSE frame (as real APIs flush), instead of 64 KiB writes",
     )
     parser.add_argument("--json", type=Path, help="also write the rates here")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a source tree (e.g. a checkout of main) to compare against, run by run",
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing (with --json)")
     args = parser.parse_args(argv)
+    if args.baseline is not None:
+        return compare(args)
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "script.json"
         script.write_text(
@@ -245,13 +328,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             assert server.stdout is not None
             url = server.stdout.readline().strip()
-            times = asyncio.run(measure(url, args.chunks, args.reps))
+            times, cpu = asyncio.run(measure(url, args.chunks, args.reps))
         finally:
             server.terminate()
             server.wait(10)
             if server.stdout is not None:
                 server.stdout.close()
-    rates = report(times, args.chunks)
+    if args.quiet:
+        rates = {**rates_of(times, args.chunks)}
+        rates.update({f"cpu {k}": v for k, v in rates_of(cpu, args.chunks).items()})
+    else:
+        rates = report(times, cpu, args.chunks)
     if args.json:
         args.json.write_text(json.dumps(rates, indent=2), encoding="utf-8")
     return 0

@@ -70,6 +70,14 @@ def padded_tokens(m: TokenMeasurement) -> int:
 
 
 def _warned(session: Session, turn: int) -> bool:
+    """Whether ``turn`` already has its ``context/warning``: from the log's index when ``turn`` is
+    the latest turn (always, for the agent), else by reading back to its ``turn/start``."""
+    warning = session.latest("context/warning")
+    if warning is None:
+        return False
+    start = session.latest("turn/start")
+    if start is not None and payload_of(start, "turn/start")["turn"] == turn:
+        return warning.seq > start.seq
     for ev in reversed(session.events):
         if ev.type == "context/warning":
             return True

@@ -12,12 +12,22 @@ request is estimated.
 Estimates (the harness heuristic): text or reasoning ``ceil(chars / 4) + 4``; a tool call
 ``(name + arguments) / 4 + 4``; a tool result its nested blocks ``+ 4``; ``+ 4`` per message; the
 system prompt ``chars / 4 + 4``; the tool list ``len(json(tools)) / 4 + 4``.
+
+Incremental: what a call learns about a session (the anchor, the parsed headers, the estimate of the
+surface) is kept beside it (weakly: it goes with the session) and brought up to date from the log's
+indexes, so a call reads only what was appended since the previous one — the answers, the surface
+nodes — and turn 1,000 is measured as fast as turn 1. The log is append-only and its events are
+immutable, so what was read stays true; the only change to what was read is a surface replacement,
+which the estimate notices (``Session.replace_generation``) and the anchor rule already checks
+(``prefix_kept``). The result is the same as reading the whole log afresh.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
+import weakref
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -32,8 +42,7 @@ from dsh_kernel.llm.types import (
     ToolResultBlock,
     UnknownBlock,
 )
-from dsh_kernel.session.derive import EpochHeader, header_equals, project_event
-from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.derive import EpochHeader, header_equals
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import payload_of
 
@@ -111,59 +120,122 @@ def _same_input(a: EpochHeader | None, b: EpochHeader | None) -> bool:
     return header_equals(uncapped(a), uncapped(b))
 
 
-def _anchor(events: list[SessionEvent]) -> tuple[int, int, EpochHeader | None] | None:
-    """``(seq of the answer, its tokens, the header then in force)`` of the latest successful call
-    with usage, or ``None``."""
-    for ev in reversed(events):
-        if ev.type != "assistant/message":
-            continue
-        answer = payload_of(ev, "assistant/message")
-        usage = answer.get("usage")
-        if answer.get("interrupted") or usage is None:
-            continue
-        tokens = 0
-        for key in ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens"):
-            value = usage.get(key)
-            tokens += value if isinstance(value, int) else 0
-        header: EpochHeader | None = None
-        for before in reversed(events[: ev.seq]):
-            if before.type == "request/header":
-                header = EpochHeader.from_json(payload_of(before, "request/header")["header"])
-                break
-        return ev.seq, tokens, header
-    return None
+@dataclass(slots=True)
+class _Anchor:
+    seq: int
+    """The answer's seq."""
+    tokens: int
+    """Its billed input plus its output."""
+    header_seq: int | None
+    """The ``request/header`` in force when it was answered."""
+
+
+class _Reading:
+    """What ``measure`` keeps about one session between calls, brought up to date from the log's
+    indexes (``Session.seqs_of``) so that a call reads only what was appended since the last one."""
+
+    __slots__ = ("anchor", "answers_read", "estimate", "headers")
+
+    def __init__(self) -> None:
+        self.answers_read = 0
+        self.anchor: _Anchor | None = None
+        self.headers: dict[int, EpochHeader] = {}
+        """Parsed ``request/header`` payloads by seq (the latest and the anchor's are kept)."""
+        self.estimate: tuple[int, int | None, int] = (-1, None, 0)
+        """``(replace generation, the last node counted, tokens)`` of the estimated surface."""
+
+    def catch_up(self, session: Session) -> None:
+        """Take in the answers appended since the last call: the latest successful one with usage
+        is the anchor, with the header then in force."""
+        answers = session.seqs_of("assistant/message", self.answers_read)
+        self.answers_read += len(answers)
+        events = session.events
+        for seq in reversed(answers):
+            answer = payload_of(events[seq], "assistant/message")
+            usage = answer.get("usage")
+            if answer.get("interrupted") or usage is None:
+                continue
+            tokens = 0
+            for key in ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens"):
+                value = usage.get(key)
+                tokens += value if isinstance(value, int) else 0
+            headers = session.seqs_of("request/header")
+            before = bisect.bisect_left(headers, seq)
+            self.anchor = _Anchor(seq, tokens, headers[before - 1] if before else None)
+            break
+        kept = {self.anchor.header_seq} if self.anchor is not None else set[int | None]()
+        latest = session.latest("request/header")
+        kept.add(latest.seq if latest is not None else None)
+        self.headers = {k: v for k, v in self.headers.items() if k in kept}
+
+    def header(self, session: Session, seq: int | None) -> EpochHeader | None:
+        if seq is None:
+            return None
+        found = self.headers.get(seq)
+        if found is None:
+            raw = payload_of(session.events[seq], "request/header")["header"]
+            found = self.headers[seq] = EpochHeader.from_json(raw)
+        return found
+
+    def estimated_history(self, session: Session) -> int:
+        """``message_tokens`` summed over the surface: only the nodes appended since the last call
+        are read, unless a replacement changed the surface since."""
+        generation, last, total = self.estimate
+        if generation != session.replace_generation:
+            last, total = None, 0
+        added = session.surface_after(last)
+        for seq in added:
+            m = session.projection(seq)
+            if m is not None:
+                total += message_tokens(m)
+        if added:
+            last = added[-1]
+        self.estimate = (session.replace_generation, last, total)
+        return total
+
+
+_READINGS: weakref.WeakKeyDictionary[Session, _Reading] = weakref.WeakKeyDictionary()
+
+
+def _reading(session: Session) -> _Reading:
+    reading = _READINGS.get(session)
+    if reading is None:
+        reading = _READINGS[session] = _Reading()
+    reading.catch_up(session)
+    return reading
 
 
 def measure(
     session: Session, *, header: EpochHeader | None = None, context_window: int | None = None
 ) -> TokenMeasurement:
-    """The context the next request would use. ``header`` defaults to the log's latest."""
-    events = list(session.events)
+    """The context the next request would use. ``header`` defaults to the log's latest.
+
+    Its cost is what was appended since the previous call on the same session (the answers and
+    surface nodes since), not the session's length."""
+    reading = _reading(session)
     if header is None:
-        for ev in reversed(events):
-            if ev.type == "request/header":
-                header = EpochHeader.from_json(payload_of(ev, "request/header")["header"])
-                break
-    anchor = _anchor(events)
-    surface = session.surface
-    if anchor is not None and _same_input(anchor[2], header) and session.prefix_kept(anchor[0]):
-        seq, tokens, _ = anchor
-        after = surface[surface.index(seq) + 1 :]
+        latest = session.latest("request/header")
+        header = reading.header(session, latest.seq if latest is not None else None)
+    anchor = reading.anchor
+    if (
+        anchor is not None
+        and _same_input(reading.header(session, anchor.header_seq), header)
+        and session.prefix_kept(anchor.seq)
+    ):
         delta = 0
-        for s in after:
-            m = project_event(events[s])
+        for s in session.surface_after(anchor.seq):
+            m = session.projection(s)
             if m is not None:
                 delta += message_tokens(m)
         return TokenMeasurement(
             baseline="usage",
-            baseline_tokens=tokens,
+            baseline_tokens=anchor.tokens,
             surface_delta_tokens=delta,
             context_window=context_window,
         )
-    delta = sum(message_tokens(m) for m in session.derive_messages())
     return TokenMeasurement(
         baseline="estimated",
         baseline_tokens=header_tokens(header),
-        surface_delta_tokens=delta,
+        surface_delta_tokens=reading.estimated_history(session),
         context_window=context_window,
     )

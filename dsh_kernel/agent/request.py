@@ -32,7 +32,7 @@ from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, Message, ToolSchema
 from dsh_kernel.session.derive import EpochHeader, header_equals, last_request_header, project_event
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.payloads import RequestContext, RequestHeader
+from dsh_kernel.session.payloads import RequestContext, RequestHeader, payload_of
 
 
 def generate_request(
@@ -62,7 +62,12 @@ class RequestLog:
     def __init__(self, session: Session) -> None:
         self._session = session
         self._written = False
-        self._last: EpochHeader | None = last_request_header(session.events)
+        latest = session.latest("request/header")
+        self._last: EpochHeader | None = (
+            EpochHeader.from_json(payload_of(latest, "request/header")["header"])
+            if latest is not None
+            else None
+        )
         self._context_turn: int | None = None
 
     def record(
@@ -104,11 +109,9 @@ class RequestLog:
             if window.where is not None:
                 data["contextWindowFrom"] = window.where
         if self._context_turn == turn:
-            for ev in reversed(self._session.events):
-                if ev.type == "request/context":
-                    if ev.data == data:
-                        return
-                    break
+            last = self._session.latest("request/context")
+            if last is not None and last.data == data:
+                return
         self._context_turn = turn
         self._session.append("request/context", data)
 

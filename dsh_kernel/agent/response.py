@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.ids import new_message_id
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_to_json, message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider, stream_call
@@ -43,13 +44,18 @@ async def stream_response(
 ) -> Streamed:
     """Stream ``request`` from ``provider`` into the log (module docstring)."""
     out = Streamed()
+    # The hot path (one pass per streamed token): names bound once, a delta's JSON built inline.
+    append, push, seqs = session.append, out.assembler.push, out.chunk_seqs
     try:
         async for chunk in stream_call(provider, request):
-            # The hot path: an annotated literal is checked as the constructor is, at no cost.
-            data: AssistantChunk = {"turn": turn, "step": step, "chunk": chunk_to_json(chunk)}
-            ev = session.append("assistant/chunk", data)
-            out.chunk_seqs.append(ev.seq)
-            out.assembler.push(chunk)
+            if chunk.type == "text-delta" or chunk.type == "reasoning-delta":
+                raw: JsonObject = {"type": chunk.type, "index": chunk.index, "text": chunk.text}
+            else:
+                raw = chunk_to_json(chunk)
+            # An annotated literal is checked as the constructor is, at no cost.
+            data: AssistantChunk = {"turn": turn, "step": step, "chunk": raw}
+            seqs.append(append("assistant/chunk", data).seq)
+            push(chunk)
     except asyncio.CancelledError:
         if signal.aborted:
             visible = out.assembler.interrupted_blocks()

@@ -53,7 +53,7 @@ class CellView:
             tools=agent.registry.get,
             model_info=host.model_info,
             reasoning_effort=_effort_in_force(agent),
-            images_in_force=route_takes_images(agent.session.events),
+            images_in_force=_images_in_force(agent),
             image_data=agent.session.image_data,
         )
         self._dispose = agent.session.subscribe(self.view.observe)
@@ -99,6 +99,13 @@ def open_view(host: AgentHost, message_id: str, *, silent: bool, kernel: object 
     """The cell's live view; with ``kernel`` (the running ipykernel), its Stop and Send also work
     while the agent's code holds the main thread."""
     return CellView(host, message_id, silent=silent, kernel=kernel)
+
+
+def _images_in_force(agent: Agent) -> bool | None:
+    """``route_takes_images`` of the log, read from its latest ``request/header`` alone (the log
+    indexes it): a cell's view costs the same at turn 1,000 as at turn 1."""
+    latest = agent.session.latest("request/header")
+    return route_takes_images((latest,) if latest is not None else ())
 
 
 def _effort_in_force(agent: Agent) -> str | None:

@@ -19,9 +19,21 @@ Contract:
   replaces every piece of a known key or URL credential, in any escaped form, with ``[redacted]``.
   Seed events were redacted when first written and are kept as they are.
 * ``derive_messages()`` folds ``project_event`` over the current surface; projections are cached per
-  seq (events are immutable) and every call returns a fresh list.
+  seq (events are immutable), the fold is kept and extended as the surface grows (rebuilt only after a
+  replacement), and every call returns a fresh list. ``projection(seq)`` is one node's cached message,
+  ``surface_after(seq)`` the nodes after one.
+* Reading the log costs what is read, not the session's length: ``latest(type)`` and
+  ``seqs_of(type)`` answer from an index kept as events are appended, for the types in ``INDEXED``
+  (the turn and request envelopes, warnings, answers); ``reversed(session.events)`` walks the list
+  itself.
 * ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
   token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
+* Memory: ``assistant/chunk`` events are kept compactly (``dsh_kernel.session.chunk_runs``): a
+  streamed text or reasoning delta as it is appended, the other chunks of a turn once the next turn
+  starts. ``events`` rebuilds them on access as ``SessionEvent`` values equal to the ones appended
+  (equal, not the same objects: the event ``append`` returned and observers saw is not kept). Only
+  chunk events are stored so, so every other event (and every surface event) is the object
+  appended.
 * ``image_data(sha256)`` is the base64 of an ``image/data`` event, indexed as it is appended (or
   loaded), so a request can carry an image's bytes without walking the log.
 """
@@ -30,13 +42,20 @@ from __future__ import annotations
 
 import logging
 import time as _time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import overload
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import REDACTOR, Redactor
 from dsh_kernel.llm.types import Message
+from dsh_kernel.session.chunk_runs import (
+    ChunkRun,
+    EventList,
+    add_delta,
+    compact,
+    event_at,
+    plain_delta,
+)
 from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import (
@@ -59,9 +78,13 @@ Observer = Callable[[SessionEvent], None]
 _time_ns = _time.time_ns
 
 _BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
-_TRACKED = _BRACKETS | {"image/data", "compaction/start", "compaction/end"}
-"""Non-surface types ``_track`` follows: the turn/step brackets, the image bytes it indexes, and the
-compaction lock."""
+INDEXED: frozenset[str] = frozenset(
+    {"turn/start", "request/header", "request/context", "context/warning", "assistant/message"}
+)
+"""The types whose seqs the log indexes (``latest``, ``seqs_of``): few per turn, read every request."""
+_TRACKED = _BRACKETS | INDEXED | {"image/data", "compaction/start", "compaction/end"}
+"""Non-surface types ``_track`` follows: the turn/step brackets, the indexed types, the image bytes it
+indexes, and the compaction lock."""
 
 
 def wall_clock_ms() -> int:
@@ -71,31 +94,6 @@ def wall_clock_ms() -> int:
 
 def _type_name(value: object) -> str:
     return type(value).__name__
-
-
-class EventList(Sequence[SessionEvent]):
-    """A read-only live view of the log (no copy)."""
-
-    __slots__ = ("_items",)
-
-    def __init__(self, items: list[SessionEvent]) -> None:
-        self._items = items
-
-    @overload
-    def __getitem__(self, index: int) -> SessionEvent: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[SessionEvent]: ...
-    def __getitem__(self, index: int | slice) -> SessionEvent | Sequence[SessionEvent]:
-        return self._items[index]
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __iter__(self) -> Iterator[SessionEvent]:
-        return iter(self._items)
-
-    def __repr__(self) -> str:
-        return f"<EventList of {len(self._items)} events>"
 
 
 class Session:
@@ -112,10 +110,20 @@ class Session:
         self.header = header
         self._clock: Clock | None = clock
         self._redactor = redactor
-        self._events: list[SessionEvent] = []
+        self._events: list[SessionEvent | ChunkRun] = []
+        self._compacted_upto = 0
+        self._open_run: ChunkRun | None = None
+        """The run the latest streamed delta went to (the next one may continue it)."""
+        """Events before this seq are past turns whose chunk events were compacted."""
         self._surface: list[int] = []
         self._surface_index: dict[int, int] | None = {}
         self._projections: dict[int, Message | None] = {}
+        self._derived: list[Message] = []
+        """``derive_messages()`` of the surface up to ``_derived_upto`` nodes, under
+        ``_derived_generation`` (a replacement makes it stale)."""
+        self._derived_upto = 0
+        self._derived_generation = 0
+        self._indexed: dict[str, list[int]] = {t: [] for t in INDEXED}
         self._images: dict[str, str] = {}
         self.replace_generation = 0
         self._replaced: list[tuple[int, int]] = []
@@ -134,7 +142,7 @@ class Session:
             self._check_surface(ev.type, ev.surface_op, ev.source_event_seqs, ev.data, ev.seq)
             self._commit(ev)
         self.seed_length = len(self._events)
-        self._needs_end_seed = bool(self._events) and self._events[-1].type != "session/end-seed"
+        self._needs_end_seed = bool(self._events) and self.events[-1].type != "session/end-seed"
         self.first_live_seq: int | None = None if self._needs_end_seed else len(self._events)
 
     # --- reading -----------------------------------------------------------------------------------
@@ -183,22 +191,59 @@ class Session:
             return None
         return start
 
+    def latest(self, type: str) -> SessionEvent | None:
+        """The latest event of ``type`` (one of ``INDEXED``), or ``None``: without a walk."""
+        seqs = self._indexed_seqs(type)
+        return self._event(seqs[-1]) if seqs else None
+
+    def seqs_of(self, type: str, start: int = 0) -> list[int]:
+        """The seqs of the events of ``type`` (one of ``INDEXED``) in log order, from the
+        ``start``-th one on."""
+        return self._indexed_seqs(type)[start:]
+
+    def _indexed_seqs(self, type: str) -> list[int]:
+        seqs = self._indexed.get(type)
+        if seqs is None:
+            raise UsageError(f"the log indexes only {sorted(INDEXED)}, not {type!r}")
+        return seqs
+
+    def surface_after(self, seq: int | None) -> tuple[int, ...]:
+        """The surface nodes after node ``seq`` (every node for ``None``). Raises ``UsageError``
+        when ``seq`` is not a current node."""
+        if seq is None:
+            return tuple(self._surface)
+        index = self._index_of(seq)
+        if index is None:
+            raise UsageError(f"seq {seq} is not a node of the current surface")
+        return tuple(self._surface[index + 1 :])
+
+    def projection(self, seq: int) -> Message | None:
+        """The model message event ``seq`` stands for (``project_event``, cached), or ``None``."""
+        cache = self._projections
+        if seq in cache:
+            return cache[seq]
+        msg = cache[seq] = project_event(self._event(seq))
+        return msg
+
     def image_data(self, sha256: str) -> str | None:
         """The base64 bytes of the image ``sha256`` (its ``image/data`` event), or ``None``."""
         return self._images.get(sha256)
 
     def derive_messages(self) -> list[Message]:
-        out: list[Message] = []
-        cache = self._projections
-        events = self._events
-        for seq in self._surface:
-            if seq in cache:
-                msg = cache[seq]
-            else:
-                msg = cache[seq] = project_event(events[seq])
-            if msg is not None:
-                out.append(msg)
-        return out
+        if self._derived_generation != self.replace_generation:
+            self._derived = []
+            self._derived_upto = 0
+            self._derived_generation = self.replace_generation
+        surface = self._surface
+        if self._derived_upto < len(surface):
+            out = self._derived
+            projection = self.projection
+            for seq in surface[self._derived_upto :]:
+                msg = projection(seq)
+                if msg is not None:
+                    out.append(msg)
+            self._derived_upto = len(surface)
+        return list(self._derived)
 
     # --- observers ---------------------------------------------------------------------------------
 
@@ -226,6 +271,17 @@ class Session:
         ``TypedDict`` from ``dsh_kernel.session.payloads`` — copied losslessly (what the log keeps
         is the copy); its keys are checked against the payload type first
         (``payload_check.problem``: required keys present, each of its JSON kind)."""
+        if (
+            type == "assistant/chunk"
+            and surface_op is None
+            and source_event_seqs is None
+            and not ignorable
+            and not self._needs_end_seed
+            and not self._notifying
+        ):
+            event = self._append_delta(data)  # the hot path: one event per streamed token
+            if event is not None:
+                return event
         if self._notifying:
             raise ReentrantAppendError(
                 f"Session.append({type!r}) called from inside a session observer; schedule the "
@@ -235,7 +291,7 @@ class Session:
             raise UsageError("event type must be a non-empty string")
         if not isinstance(data, dict):
             raise UsageError(f"{type} data must be a dict, not {_type_name(data)}")
-        wrong = payload_problem(type, data, kinds=type != "assistant/chunk")  # the hot path
+        wrong = payload_problem(type, data, kinds=type != "assistant/chunk")
         if wrong is not None:
             raise UsageError(wrong)
         copied = lossless_copy_object(data, event_type=type)
@@ -265,10 +321,36 @@ class Session:
         elif self.first_live_seq is None:
             self.first_live_seq = seq
         event = new_event(type, seq, now, copied, ignorable, surface_op, seqs)
-        # _write, inlined: this is the hot path (one call per streamed chunk).
-        events.append(event)
+        events.append(event)  # _write, inlined: the common path
         if surface_op is not None or type in _TRACKED:
             self._track(event)
+        if self._observers:
+            self._notify(event)
+        return event
+
+    def _append_delta(self, data: Mapping[str, object]) -> SessionEvent | None:
+        """``append`` of a streamed text or reasoning delta of the plain shape (``chunk_runs.
+        plain_delta``; else ``None``, and ``append`` goes the general way): the same checks, copy
+        and scrub, at a fraction of the cost, and the delta stored compactly at once
+        (``chunk_runs.add_delta``) — the event handed out is the caller's and the observers' only."""
+        parts = plain_delta(data) if isinstance(data, dict) else None
+        if parts is None:
+            return None
+        turn, step, kind, index, text = parts
+        chunk: JsonObject = {"type": kind, "index": index, "text": text}
+        copied: JsonObject = {"turn": turn, "step": step, "chunk": chunk}
+        self._redactor.scrub(copied)
+        scrubbed = chunk["text"]
+        if scrubbed is not text and isinstance(scrubbed, str):  # a secret was cut out of it
+            parts = (turn, step, kind, index, scrubbed)
+        events = self._events
+        seq = len(events)
+        clock = self._clock
+        now = _time_ns() // 1_000_000 if clock is None else clock()
+        event = new_event("assistant/chunk", seq, now, copied)
+        self._open_run = add_delta(events, self._open_run, seq, now, parts)
+        if self._open_run is None:
+            events.append(event)
         if self._observers:
             self._notify(event)
         return event
@@ -297,6 +379,8 @@ class Session:
         """Update the surface and the open turn/step after ``event`` was appended."""
         op = event.surface_op
         if op is not None:
+            if event.type == "assistant/message":
+                self._indexed["assistant/message"].append(event.seq)
             if op == "append":
                 self._surface.append(event.seq)
                 if self._surface_index is not None:
@@ -312,6 +396,9 @@ class Session:
         t = event.type
         if t not in _TRACKED:
             return
+        indexed = self._indexed.get(t)
+        if indexed is not None:
+            indexed.append(event.seq)
         if t == "image/data":
             image = payload_of(event, "image/data")
             self._images.setdefault(image["sha256"], image["data"])
@@ -324,13 +411,22 @@ class Session:
             self.open_turn = turn
             self.last_turn = max(self.last_turn, turn)
             self.open_step = None
+            # The turns before this one are over: keep their chunk events compactly.
+            if self._open_run is not None:
+                self._open_run.seal()
+                self._open_run = None
+            compact(self._events, self._compacted_upto, event.seq)
+            self._compacted_upto = event.seq
         elif t == "turn/end":
             self.open_turn = None
             self.open_step = None
         elif t == "step/start":
             self.open_step = payload_of(event, "step/start")["step"]
-        else:  # step/end
+        elif t == "step/end":
             self.open_step = None
+
+    def _event(self, seq: int) -> SessionEvent:
+        return event_at(self._events, seq)
 
     def _index_of(self, seq: int) -> int | None:
         if self._surface_index is None:
@@ -375,7 +471,7 @@ class Session:
         if seqs is None or not set(shadowed) <= set(seqs):
             raise SurfaceError(f"{type}: a replacement must cite every node it shadows {shadowed}")
         if type == "tool/result":
-            old = self._events[shadowed[0]]
+            old = self._event(shadowed[0])
             if len(shadowed) != 1 or old.type != "tool/result":
                 raise SurfaceError("a tool/result replacement shadows exactly one tool/result")
             if not _same_but_content(old.data, data):

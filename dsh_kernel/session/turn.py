@@ -550,13 +550,25 @@ def find_turn(events: Iterable[SessionEvent], message_id: str) -> int | None:
 
 def turn_end(events: Sequence[SessionEvent], message_id: str) -> JsonObject | None:
     """The ``turn/end`` reason of the turn that carried ``message_id`` (``None`` if it never ran or
-    has not ended)."""
-    turn = find_turn(events, message_id)
-    if turn is None:
-        return None
-    for ev in turn_events(events, turn):
-        if ev.type == "turn/end":
-            return payload_of(ev, "turn/end")["reason"]
+    has not ended).
+
+    One read from the end of the log (message ids are unique): the kernel asks about the turn that
+    just ran, so this reads that turn, not the session."""
+    reason: JsonObject | None = None  # of the first turn/end after the message, in its turn
+    found = False
+    for ev in reversed(events):
+        kind = ev.type
+        if not found:
+            if kind == "turn/end":
+                reason = payload_of(ev, "turn/end")["reason"]
+            elif kind == "turn/start":
+                reason = None  # that end belongs to a turn that started after the message
+            elif kind == "user/message" and payload_of(ev, "user/message")["id"] == message_id:
+                found = True
+        elif kind == "turn/start":
+            return reason
+        elif kind == "turn/end":
+            return None  # the message came between turns
     return None
 
 
