@@ -39,9 +39,10 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
         "again — a local server that sends nothing may have refused the request (one longer than "
         "its context, say): see the server's log, and `%agent new` if the conversation is long",
         "CONTEXT_WINDOW_EXCEEDED": "the conversation is longer than the model's context window; "
-        "the failed turn is left out of the history, so send something shorter, start a new "
-        "session with `%agent new`, fork an earlier turn with `%agent fork <turn>`, or, if the "
-        "model's window is bigger, set it with `%agent context <tokens>`",
+        "the failed turn is left out of the history, so send something shorter, summarise the "
+        "earlier turns with `%agent compact`, start a new session with `%agent new`, fork an "
+        "earlier turn with `%agent fork <turn>`, or, if the model's window is bigger, set it with "
+        "`%agent context <tokens>`",
         "INVALID_REQUEST": "the provider refused the request; `%%sql SELECT * FROM errors` shows "
         "the details",
         "UNSUPPORTED_REASONING_EFFORT": "choose an effort the model takes: `%agent reasoning` lists "

@@ -16,6 +16,9 @@ cancels the driver task; the loop finalises what the user saw (an ``interrupted`
 of the visible text), the scheduler commits drained and synthetic tool results, and the turn ends
 ``aborted{reason: cause}``. Without ``keep_inbox`` the inbox is durably cleared, even when idle.
 
+Compaction (``agent.compaction``, ``agent.compact()``; SPINE §7.1): before each request, on pressure;
+after a request that did not fit, once per step, then the request is retried; by hand between turns.
+
 Dev invariants (``check_invariants=True``, or ``DSH_DEV_INVARIANTS=1``): every request is compared
 with the one rebuilt from the log alone, and the log passes the structural checker after each turn.
 """
@@ -30,6 +33,7 @@ from typing import Literal
 
 from dsh_kernel.abort import USER_CANCEL, AbortCause, AbortSignal
 from dsh_kernel.agent.budget import drop_overflowed_turn
+from dsh_kernel.agent.compaction import Compaction, CompactionResult, CompactionSettings
 from dsh_kernel.agent.driver import Driver, Status
 from dsh_kernel.agent.hooks import (
     AgentErrorPayload,
@@ -41,7 +45,6 @@ from dsh_kernel.agent.hooks import (
     PreStepDecision,
     Reject,
     RequestErrorPayload,
-    RequestPayload,
     Retry,
     SessionStart,
     TurnStopping,
@@ -49,9 +52,9 @@ from dsh_kernel.agent.hooks import (
 from dsh_kernel.agent.inbox import Inbox, Target
 from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.prompt import RuntimeContext, SystemPrompt
-from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate_request
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
+from dsh_kernel.agent.step_request import StepRequests
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
 from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError, UsageError, error_chain
@@ -66,9 +69,7 @@ from dsh_kernel.llm.types import (
     FinishAborted,
     FinishError,
     FinishMaxTokens,
-    GenerateRequest,
     LlmCallConfig,
-    LlmFailure,
     Message,
     ModelInfo,
     TextBlock,
@@ -76,7 +77,7 @@ from dsh_kernel.llm.types import (
     UserSource,
 )
 from dsh_kernel.session.events import SessionHeader
-from dsh_kernel.session.images import attach_image_data, record_images
+from dsh_kernel.session.images import record_images
 from dsh_kernel.session.invariants import assert_invariants
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
@@ -86,7 +87,7 @@ from dsh_kernel.tools.approval import (
     ApprovalPolicy,
     ApprovalService,
 )
-from dsh_kernel.tools.lean import ToolSchemaForm, lean_for
+from dsh_kernel.tools.lean import ToolSchemaForm
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolDefinition
@@ -119,6 +120,7 @@ class Agent:
         sleep: Sleep | None = None,
         check_invariants: bool | None = None,
         context_windows: ContextWindows | None = None,
+        compaction: CompactionSettings | None = None,
     ) -> None:
         self.providers: dict[str, Provider] = {provider.id: provider}
         self.provider = provider
@@ -187,7 +189,15 @@ class Agent:
             on_first_start=self._session_start,
             name=f"dsh-agent-{self.id}",
         )
-        self._requests = RequestLog(self.session)
+        self.compaction = Compaction(self.session, compaction)
+        """Compaction of this session's history (``agent.compaction``): ``.auto`` switches the
+        automatic one; ``compact()`` runs one by hand."""
+        self._requests = StepRequests(self)
+
+        async def before_summary() -> None:
+            await self._checkpoint("before-request", self.session.open_turn, self.session.open_step)
+
+        self.compaction.before_call = before_summary
         self._phase_turn = self.session.last_turn
         self._phase_step = 0
 
@@ -288,6 +298,20 @@ class Agent:
         """Run ``task`` between turns while the status stays ``idle``; waking input waits for it.
         Raises if the agent is busy."""
         await self._driver.run_maintenance(task)
+
+    async def compact(self) -> CompactionResult | None:
+        """Compact the history now, between turns, even below the automatic threshold
+        (``agent.compaction``); ``None`` when there is nothing to replace. Raises ``UsageError``
+        when the agent is busy or a compaction is already under way."""
+        done: list[CompactionResult | None] = [None]
+
+        async def task(signal: AbortSignal) -> None:
+            route = await self._requests.route(self._phase_turn, signal)
+            done[0] = await self.compaction.run(route, trigger="manual", turn=None)
+            await self._checkpoint("turn-end", None, None)
+
+        await self.run_maintenance(task)
+        return done[0]
 
     def _session_start(self) -> None:
         source = "resume" if self.session.seed_length else "startup"
@@ -397,14 +421,19 @@ class Agent:
     # --- step --------------------------------------------------------------------------------------
 
     async def _step(self, turn: int, step: int, system: str, signal: AbortSignal) -> StepOutcome:
+        self._requests.new_step()
         while True:
-            request = await self._build_request(turn, step, system, signal)
+            request = await self._requests.build(turn, step, system, signal)
             provider = self._provider(request.provider)
             await self._checkpoint("before-request", turn, step)
             streamed = await stream_response(
                 self.session, provider, request, turn=turn, step=step, signal=signal
             )
             finish = streamed.assembler.finish
+            if isinstance(finish, FinishError) and await self._requests.compact_overflow(
+                finish.failure, turn
+            ):
+                continue
             if isinstance(finish, FinishError | FinishAborted):
                 payload = RequestErrorPayload(
                     turn=turn,
@@ -439,43 +468,8 @@ class Agent:
             )
             return "completed" if concluded else None
 
-    async def _build_request(
-        self, turn: int, step: int, system: str, signal: AbortSignal
-    ) -> GenerateRequest:
-        proposed = LlmCallConfig(
-            provider=self.provider.id,
-            model=self.model,
-            reasoning_effort=self.reasoning_effort,
-            temperature=self.temperature,
-            max_tokens=self.max_tokens,
-            reasoning_passback=self.passback.dialect_for(self.provider.id),
-            images=self.images,
-        )
-
-        async def default() -> LlmCallConfig:
-            return proposed
-
-        config = await self.hooks.request.run(
-            RequestPayload(turn=turn, step=step, config=proposed, signal=signal), default
-        )
-        provider = self._provider(config.provider)
-        window = await self.windows.resolve(provider, config.model)
-        tools = self.registry.schemas(lean=lean_for(self.tool_schemas, window))
-        prepared = self.passback.mark(provider.prepare_call(config))
-        header = self._requests.record(prepared, window, system, tools)
-        request = generate_request(header, tuple(self.session.derive_messages()), self.session.id)
-        if self.check_invariants:
-            assert_reconstruction(self.session, request)
-        return attach_image_data(request, self.session)
-
     def _provider(self, provider_id: str) -> Provider:
-        provider = self.providers.get(provider_id)
-        if provider is None:
-            failure = LlmFailure(
-                code="NO_ADAPTER", message=f"no provider registered as {provider_id!r}"
-            )
-            raise LlmError(failure)
-        return provider
+        return self._requests.provider(provider_id)
 
     # --- approvals ---------------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ import math
 from dataclasses import replace
 from typing import Final
 
+from dsh_kernel.agent.compaction_range import PLUGIN
 from dsh_kernel.agent.meter import TokenMeasurement, measure, message_tokens
 from dsh_kernel.agent.window import ContextWindow
 from dsh_kernel.errors import LlmError
@@ -47,7 +48,7 @@ from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, Message, PluginSource, TextBlock, ToolSchema
 from dsh_kernel.session.derive import EpochHeader, project_event
-from dsh_kernel.session.events import ReplaceOp
+from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import ContextWarning, payload_of
 
@@ -58,6 +59,7 @@ ESTIMATE_PADDING: Final = 1.5
 """Factor on the estimated part of a request when its answer's room is computed."""
 
 DROPPED_PLUGIN: Final = "dsh/context-window"
+
 """The source plugin of the note that replaces an overflowed turn's messages."""
 
 
@@ -144,6 +146,15 @@ def fit_request(
     )
 
 
+def _of_turn(event: SessionEvent, turn: int) -> bool:
+    """Whether surface node ``event`` (at or after the turn's start) was added by turn ``turn``: a
+    compaction's checkpoint, or a pruned result of an earlier turn, was not — it stays."""
+    if event.type in ("assistant/message", "tool/result"):
+        return event.data.get("turn") == turn
+    source = event.data.get("source")
+    return not (isinstance(source, dict) and source.get("plugin") == PLUGIN)
+
+
 def drop_overflowed_turn(session: Session, turn: int, failure: LlmFailure) -> None:
     """After a turn failed with ``CONTEXT_WINDOW_EXCEEDED``: replace the messages it added to the
     surface with one short note (module docstring). Anything else changes nothing."""
@@ -162,7 +173,7 @@ def drop_overflowed_turn(session: Session, turn: int, failure: LlmFailure) -> No
         return
     nodes: list[int] = []
     for seq in reversed(session.surface):
-        if seq < start:
+        if seq < start or not _of_turn(events[seq], turn):
             break
         nodes.insert(0, seq)
     if not nodes:

@@ -20,7 +20,9 @@ The context window (``agent.window``) is the host's, shared by every session of 
 configured one (``DSH_CONTEXT_WINDOW``, ``c.DshKernel.context_window``, ``%agent context``) stays
 until cleared, and a window the server reported is asked once per route. The lookup starts in the
 background as soon as a route is chosen (a new session, a model or provider switch), so the first
-message seldom waits for it (``kernel.context_window`` has ``%agent context``).
+message seldom waits for it (``kernel.context_window`` has ``%agent context``). Automatic compaction
+is the host's setting too (``DSH_COMPACTION``, ``c.DshKernel.compaction``, ``%agent compact on|off``):
+every agent it builds gets it (``kernel.compact``).
 
 Sessions know their notebook: a new session's header carries the path jupyter-server gives the kernel
 in ``JPY_SESSION_NAME`` (``notebook_path``), so the store can find a notebook's sessions again.
@@ -44,6 +46,7 @@ from typing import TYPE_CHECKING, cast
 
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.agent.agent import Agent
+from dsh_kernel.agent.compaction import CompactionSettings
 from dsh_kernel.agent.prompt import PromptContext, PromptSection
 from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import DshError, LlmError, UsageError
@@ -163,6 +166,7 @@ class AgentHost:
             answerer=self.bridge.answer_approval,
             approval_timeout_s=None,
             context_windows=self.windows,
+            compaction=CompactionSettings(auto=self.settings.compaction),
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
         if self.settings.reasoning:

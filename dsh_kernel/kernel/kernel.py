@@ -10,6 +10,8 @@
   the process. At the end the view's output is updated with a static Markdown/HTML rendering so a
   saved notebook reads well without a kernel.
 * ``%%sql`` cells query the session store.
+* A cell that is exactly ``%agent compact`` is awaited here too (``kernel.compact``): it may wait for
+  a model's summary, which IPython's line magics cannot; the interrupt stops it.
 
 A failed cell of ours replies ``status: error`` with ``ename`` = the stable failure code (UPPER_SNAKE,
 see ``dsh_kernel.errors``: ``AUTH``, ``INVALID_PROMPT``, ``ABORTED`` for a stopped turn, ``INTERNAL``)
@@ -30,7 +32,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Enum, Float, Integer, Unicode
+from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from dsh_kernel import __version__
 from dsh_kernel.abort import USER_CANCEL
@@ -38,6 +40,7 @@ from dsh_kernel.errors import DshError
 from dsh_kernel.failures import describe_failure
 from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
+from dsh_kernel.kernel.compact import is_compact_cell
 from dsh_kernel.kernel.interrupts import sigint_calls
 
 if TYPE_CHECKING:
@@ -95,6 +98,12 @@ class DshKernel(IPythonKernel):
         "",
         help="Whether images go to the model: on, off, or auto/empty (as the model catalogue says); "
         "for a vision model on a server the catalogue does not know. Env: DSH_VISION.",
+    ).tag(config=True)
+    compaction = Bool(
+        True,
+        help="Compact the history automatically: older turns are summarised when a request would "
+        "fill 80% of the context window, or when the server refuses one as too long. "
+        "Env: DSH_COMPACTION (on/off).",
     ).tag(config=True)
 
     image_max_side = Integer(
@@ -180,6 +189,7 @@ class DshKernel(IPythonKernel):
                     images=image_caps_from_traits(
                         self.image_max_side, self.images_per_call, self.image_max_bytes
                     ),
+                    compaction=self.compaction,
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,
@@ -209,7 +219,8 @@ class DshKernel(IPythonKernel):
             self._dsh_magics = True
             self.init_magics()
         cell = classify(code, "python" if self.default_cell == "python" else "chat")
-        if cell.kind == "python":
+        what = "%agent compact" if cell.kind == "python" and is_compact_cell(code) else cell.kind
+        if what == "python":
             return await super().do_execute(  # pyright: ignore[reportUnknownMemberType]
                 code,
                 silent,
@@ -223,17 +234,19 @@ class DshKernel(IPythonKernel):
         try:
             if cell.kind == "chat":
                 return await self._execute_chat(cell, count, silent)
-            return await self._execute_sql(cell, count)
+            if cell.kind == "sql":
+                return await self._execute_sql(cell, count)
+            return await self._execute_compact(count)
         except DshError as exc:
             return self.error_reply(count, exc.code, describe_failure(exc.code, exc.message))
         except (
             Exception
         ) as exc:  # a bug of ours: never a traceback in the notebook, never a dead kernel
-            self.log.exception("dsh: a %s cell failed", cell.kind)
+            self.log.exception("dsh: a %s cell failed", what)
             return self.error_reply(
                 count,
                 "INTERNAL",
-                f"dsh-kernel failed on this {cell.kind} cell ({type(exc).__name__}: {exc}); the "
+                f"dsh-kernel failed on this {what} cell ({type(exc).__name__}: {exc}); the "
                 "kernel log has the traceback — please report it",
             )
 
@@ -312,6 +325,34 @@ class DshKernel(IPythonKernel):
             return self.error_reply(
                 count, "ABORTED", "the turn was stopped; what streamed so far is kept"
             )
+        return self.ok_reply(count)
+
+    async def _execute_compact(self, count: int) -> dict[str, Any]:
+        """The ``%agent compact`` cell (``kernel.compact``): its line, or its failure's."""
+        import asyncio
+
+        from dsh_kernel.kernel.compact import compact_cell
+        from dsh_kernel.llm.secrets import redact
+
+        task = asyncio.ensure_future(compact_cell(self.host))
+        interrupted: list[bool] = []
+
+        def stop() -> None:
+            interrupted.append(True)
+            task.cancel()
+
+        try:
+            with sigint_calls(stop):
+                text = await task
+        except asyncio.CancelledError:
+            if not interrupted:
+                raise  # the kernel itself is being stopped, not this cell
+            return self.error_reply(
+                count, "ABORTED", "%agent compact: stopped; the history is unchanged"
+            )
+        except DshError as exc:
+            return self.error_reply(count, exc.code, f"%agent compact: {exc.message}")
+        print(redact(text))
         return self.ok_reply(count)
 
     async def _execute_sql(self, cell: Cell, count: int) -> dict[str, Any]:

@@ -16,9 +16,10 @@ that one line.
 ``find_journal``); a prefix two sessions share fails with ``SESSION_AMBIGUOUS``. ``%agent resume``
 with no id resumes this notebook's most recently active session with a turn.
 
-**Arguments** are split by ``split_args``: shell-like, but an apostrophe inside a word is a letter
-(``%agent search don't`` searches for ``don't``), and quotes group words only when they open a word
-and close at the end of one (``%agent export --md "my notes.md"``).
+**Arguments** are split by ``kernel.args.split_args`` (shell-like, but forgiving of free text).
+
+``%agent compact`` waits for a model's summary, which a line magic cannot: the kernel runs a cell
+that is exactly that line itself (``kernel.compact``); the magic takes ``%agent compact on|off``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from IPython.core.magic import Magics, line_magic, magics_class
 
 from dsh_kernel.errors import DshError, StoreError, UsageError, command_error
 from dsh_kernel.ids import new_command_id
+from dsh_kernel.kernel.args import split_args
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.session.payloads import CommandDone, CommandRun, payload_of
 
@@ -58,6 +60,8 @@ HELP = """\
                                  the reasoning effort (off, low, high, … as the model takes);
                                  with none, the effort in force and the model's choices
   %agent context [N|default]     the model's context window in tokens (none: it and its source)
+  %agent compact [on|off]        summarise older turns now (in a cell of its own), or switch
+                                 the automatic compaction when the window fills up
   %agent key <provider>          type an API key (hidden; kept in memory only)
   %agent approve ask|auto|never [tool]
                                  approval for tools that change things (default: ask)
@@ -150,6 +154,7 @@ class AgentMagics(Magics):
     # --- subcommands ------------------------------------------------------------------------------
 
     def _cmd_status(self, args: list[str]) -> str:
+        from dsh_kernel.kernel.compact import compaction_text
         from dsh_kernel.kernel.context_window import context_text, window_text
 
         host = self._host()
@@ -162,6 +167,7 @@ class AgentMagics(Magics):
             f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
             f"{len(agent.session.events)} events)",
             f"context:  {context_text(host)}",
+            f"compaction: {compaction_text(host)}",
             f"reasoning: {host.reasoning_text()}",
             f"images:   {host.vision_text()}",
             f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
@@ -200,6 +206,11 @@ class AgentMagics(Magics):
         from dsh_kernel.kernel.context_window import context_command
 
         return context_command(self._host(), args)
+
+    def _cmd_compact(self, args: list[str]) -> str:
+        from dsh_kernel.kernel.compact import compact_command
+
+        return compact_command(self._host(), args)
 
     def _cmd_provider(self, args: list[str]) -> str:
         if len(args) != 1:
@@ -433,44 +444,6 @@ def _failure(exc: Exception) -> tuple[str, str]:
         f"dsh-kernel failed ({type(exc).__name__}: {exc}); the kernel log has the traceback — "
         "please report it"
     )
-
-
-def split_args(line: str) -> list[str]:
-    """The words of an ``%agent`` line: split at whitespace, like a shell but forgiving.
-
-    A quote (``'`` or ``"``) groups words only when it opens a word (or follows ``=``) and a
-    matching quote closes a word later on; the quotes are then dropped. Any other quote is an
-    ordinary character, so free text (``don't``, ``O'Brien's``, a lone ``"``) never fails to parse.
-    There are no escapes: a backslash is a character too (Windows paths survive)."""
-    words: list[str] = []
-    i, n = 0, len(line)
-    while i < n:
-        if line[i].isspace():
-            i += 1
-            continue
-        word: list[str] = []
-        while i < n and not line[i].isspace():
-            ch = line[i]
-            if ch in "'\"" and (not word or word[-1].endswith("=")):
-                end = _closing_quote(line, ch, i + 1)
-                if end is not None:
-                    word.append(line[i + 1 : end])
-                    i = end + 1
-                    continue
-            word.append(ch)
-            i += 1
-        words.append("".join(word))
-    return words
-
-
-def _closing_quote(line: str, quote: str, start: int) -> int | None:
-    """The first ``quote`` at or after ``start`` that ends a word (whitespace or the end follows)."""
-    at = line.find(quote, start)
-    while at != -1:
-        if at + 1 == len(line) or line[at + 1].isspace():
-            return at
-        at = line.find(quote, at + 1)
-    return None
 
 
 def _names_other(store: Store, prefix: str, current: str) -> bool:

@@ -5,7 +5,8 @@
 at run time. ``parse_context_window`` reads a context window the way all three take it (a whole
 number of tokens, at least ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set);
 ``parse_image_setting`` reads the image limits (``image_caps_from_env``, ``image_caps_from_traits``),
-each refused out of its range with one line naming the setting. ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
+each refused out of its range with one line naming the setting; ``parse_compaction`` reads the
+automatic-compaction switch (``DSH_COMPACTION``). ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
 ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose key is
 present when none is named), else the clearly labelled offline demo model.
 """
@@ -59,6 +60,8 @@ class HostSettings:
     catalogue says (``None``): ``kernel.vision``."""
     images: ImageCaps = DEFAULT_IMAGE_CAPS
     """The limits on images sent to the model (``image_caps``)."""
+    compaction: bool = True
+    """Automatic compaction of the history (``agent.compaction``; ``%agent compact on|off``)."""
 
 
 MIN_CONTEXT_WINDOW = 512
@@ -84,11 +87,27 @@ def parse_context_window(raw: str, where: str = "") -> int | None:
     return tokens
 
 
+_SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+
+
+def parse_compaction(raw: str, where: str = "") -> bool:
+    """``raw`` as the automatic-compaction switch (``on``/``off``; ``true``/``false``, ``1``/``0``);
+    a ``UsageError`` for anything else, its message starting with ``where`` (e.g.
+    ``"DSH_COMPACTION="``)."""
+    text = raw.strip().lower()
+    if text not in _SWITCH:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a compaction setting: use on (older turns are "
+            "summarised when the context window fills up) or off"
+        )
+    return _SWITCH[text]
+
+
 def settings_from_env(base: HostSettings) -> HostSettings:
     """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
     ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
     ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
-    ``DSH_VISION``, and the image limits ``DSH_IMAGE_MAX_SIDE``, ``DSH_IMAGES_PER_CALL``,
+    ``DSH_VISION``, ``DSH_COMPACTION``, and the image limits ``DSH_IMAGE_MAX_SIDE``, ``DSH_IMAGES_PER_CALL``,
     ``DSH_IMAGE_MAX_BYTES``.
     ``%agent`` overrides both at run time."""
     env = os.environ
@@ -118,6 +137,8 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         window = parse_context_window(raw, "DSH_CONTEXT_WINDOW=")
     raw = env.get("DSH_VISION", "")
     vision = parse_vision(raw, "DSH_VISION=") if raw.strip() else base.vision
+    raw = env.get("DSH_COMPACTION", "")
+    compaction = parse_compaction(raw, "DSH_COMPACTION=") if raw.strip() else base.compaction
     provider = pick(base.provider, "DSH_PROVIDER")
     model = pick(base.model, "DSH_MODEL")
     base_url = pick(base.base_url, "DSH_BASE_URL")
@@ -135,6 +156,7 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         context_window=window,
         vision=vision,
         images=image_caps_from_env(base.images),
+        compaction=compaction,
     )
 
 

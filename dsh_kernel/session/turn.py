@@ -27,7 +27,8 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
   what the servers reported, summed over every attempt), the context window of the last request,
   the route (``request/context``, ``request/header``, else the assistant message's model source) and
   the reasoning effort (the header's, else the one the fold was started with); a context warning
-  (``context/warning``) is a notice item;
+  (``context/warning``) is a notice item, and so is a compaction in the turn (``turn_compaction``),
+  whose model-only copies (``surfaceOp: replace``) change nothing the turn shows;
 * times: time to first token (first text or reasoning delta minus the start of the request that
   produced it: the latest ``step/start``, ``request/*`` or ``llm/retry-started``), total time
   (``turn/end`` minus ``turn/start``), per-card durations (``durationMs`` or result minus call time);
@@ -51,7 +52,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_from_json
 from dsh_kernel.llm.types import ReasoningBlock, TextBlock, ToolCallBlock
-from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.payloads import (
     ApprovalAsked,
     ApprovalDecided,
@@ -64,6 +65,7 @@ from dsh_kernel.session.payloads import (
     UserMessage,
     payload_of,
 )
+from dsh_kernel.session.turn_compaction import CompactionNotes
 from dsh_kernel.session.turn_model import (
     CardStatus,
     ContextNote,
@@ -92,6 +94,8 @@ URGENT_TYPES: frozenset[str] = frozenset(
         "approval/decided",
         "llm/retry",
         "user/message",
+        "compaction/start",
+        "compaction/end",
     }
 )
 """Events a live view should show at once rather than at the next streaming tick."""
@@ -191,6 +195,7 @@ class TurnFold:
         self._effort = reasoning_effort
         self._entries: list[_Entry] = []
         self._cards: dict[str, _Card] = {}
+        self._compactions = CompactionNotes()
         self._by_approval: dict[str, _Card] = {}
         self._step = 0
         self._attempt = _Attempt(0, 0)
@@ -227,7 +232,8 @@ class TurnFold:
             case "step/start":
                 self._step = payload_of(event, "step/start")["step"] or self._step + 1
                 self._new_attempt(event.time)
-            case "user/message":
+            case "user/message" if not isinstance(event.surface_op, ReplaceOp):
+                # (a replacement is a model-only copy, a compaction's: the turn shows the original)
                 self._user_message(payload_of(event, "user/message"), event.seq)
             case "request/header":
                 config = payload_of(event, "request/header")["header"].get("config")
@@ -262,12 +268,13 @@ class TurnFold:
                 self._approval_asked(payload_of(event, "approval/asked"))
             case "approval/decided":
                 self._approval_decided(payload_of(event, "approval/decided"))
-            case "tool/result":
+            case "tool/result" if not isinstance(event.surface_op, ReplaceOp):
                 self._tool_result(payload_of(event, "tool/result"), event.time)
             case "turn/end":
+                self._compactions.close(self._entries)
                 self._turn_end(payload_of(event, "turn/end"), event.time)
-            case _:
-                pass  # other events do not change what a turn shows
+            case _:  # compaction/* are notices; other events do not change what a turn shows
+                self._compactions.apply(event, self._entries)
 
     def _new_attempt(self, at: int) -> None:
         self._attempt = _Attempt(self._attempt.number + 1, self._step)
@@ -505,8 +512,8 @@ def _pressure(d: ContextWarning) -> str:
     share = f", {100 * tokens / window:.0f}% of" if window else " of"
     return (
         f"This request is ~{tokens:,} tokens ({how}){share} a {window:,}-token context window"
-        f"{assumed}: the next messages may not fit — %agent new starts afresh, %agent fork <turn> "
-        "keeps the start"
+        f"{assumed}: the next messages may not fit — %agent compact summarises the older turns, "
+        "%agent new starts afresh"
     )
 
 

@@ -5,7 +5,7 @@ session events and consumed by the live widgets (``views.turn``, ``views.tool_ca
 rendering (``views.render``), the footer (``views.format``) and the Markdown export
 (``store.sessions.export_markdown``); it lives below ``store/`` and ``views/`` so that all of them
 read a turn the same way (``dsh_kernel.views.model`` re-exports it). Items are in stream order:
-reasoning and text blocks, tool cards, steering messages and retry notices; runtime-context messages
+reasoning and text blocks, tool cards, steering messages, retry and compaction notices; runtime-context messages
 are not items (no view draws them) but ``context`` notes at their place, for the transcript. Card statuses are ``pending`` (the model is still writing the call) →
 ``running`` or ``waiting-approval`` → ``done`` / ``failed`` / ``denied`` / ``aborted``.
 """
@@ -96,11 +96,13 @@ class SteerItem:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NoticeItem:
-    """A one-line notice inside the turn (a retry, a discarded attempt)."""
+    """A one-line notice inside the turn (a retry, a discarded attempt, a compaction)."""
 
     type: Literal["notice"] = "notice"
     key: str
     text: str
+    level: Literal["info", "warning"] = "warning"
+    """``info``: something the harness did as it should (a compaction); ``warning`` otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

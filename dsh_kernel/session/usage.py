@@ -20,7 +20,9 @@ holds the two, and the meter, equal. A failed attempt (``error`` finish) without
 cost``) is its ``totals()`` over a log, and the turn reader (``dsh_kernel.session.turn``) feeds it a
 turn's events for the footer's ``summary()``: the same calls, the same counts (the last ``usage``
 chunk of an attempt wins, as in the stream grammar), but only what the servers *reported* — the
-footer shows no estimate; the bill (``%agent cost``, SQL) does.
+footer shows no estimate; the bill (``%agent cost``, SQL) does. A compaction's summary call
+(``compaction/summary`` with a ``provider``) is a request too, in the turn it ran in (none for one
+by hand, between turns), as the store's ``requests`` counts it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.codec import dumps
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.payloads import RequestHeader, payload_of
+from dsh_kernel.session.payloads import CompactionSummary, RequestHeader, payload_of
 
 _ANSWERED = ("stop", "tool-calls", "max-tokens")
 _DELTAS = ("text-delta", "reasoning-delta", "tool-call-delta")
@@ -275,8 +277,16 @@ class UsageReader:
             return
         if self._attempt is not None and kind in _ENDS_ATTEMPT:
             self._settle(0)
+        self._between_calls(ev, kind)
+
+    def _between_calls(self, ev: SessionEvent, kind: str) -> None:
+        """An event that is not part of a call's answer: the turn, the envelope, the history."""
         if kind == "turn/start":
             self._current_turn = payload_of(ev, "turn/start")["turn"]
+        elif kind == "turn/end":
+            self._current_turn = None
+        elif kind == "compaction/summary":
+            self._compaction_call(payload_of(ev, "compaction/summary"))
         elif kind == "request/header":
             self._header = estimate_header_tokens(payload_of(ev, "request/header"))
         elif kind in ("user/message", "tool/result") and ev.surface_op == "append":
@@ -285,6 +295,23 @@ class UsageReader:
             )
             if _has_content(message):
                 self._history += estimate_message_tokens(message)
+
+    def _compaction_call(self, d: CompactionSummary) -> None:
+        """A compaction's summary call (``provider`` set: one was made) is a request like any
+        other, counted as the store counts it: its reported usage; else, when it did not fail,
+        estimated — input the range it summarised plus the header in force, output its text."""
+        if "provider" not in d or (self._turn is not None and self._current_turn != self._turn):
+            return
+        usage = d.get("usage")
+        if usage is not None:
+            self._settled += 1
+            self._reported.req += 1
+            self._reported.add(usage)
+        elif "failure" not in d:
+            self._settled += 1
+            self._est += 1
+            self._est_in += d["shadowedTokenCount"] + self._header
+            self._est_out += math.ceil(len(d["summary"]) / 4) + 8
 
     def _estimated(self, a: _Attempt) -> bool:
         return a.usage is None and (a.answered is True or (a.answered is None and self._deltas))

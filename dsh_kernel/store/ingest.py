@@ -15,12 +15,14 @@ ingest pass:
    or repeat, every envelope field present. A journal that fails is left out of the batch and recorded
    with the first bad line named (found by re-reading that journal in Python with the journal rules);
    it is retried only when its size changes. The others go on;
-4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``,
-   ``t_tool_calls``, ``t_tool_results``, ``t_images`` and ``t_image_data`` (the bytes of an image
-   once per hash, kept out of ``t_events``), ``t_attempts`` — upserted, so an attempt split across two
-   passes merges; a call that got no chunk gets its row when its turn ends aborted or interrupted —
-   with the token estimates and ``seeded`` flags, see ``ingest_sql``) and advances ``_ingest_state``.
-   Everything commits together or not at all;
+4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``
+   with the surface fold — which replacement took a message off the model's view, folded in Python
+   only for a batch that holds one, see ``ingest_surface`` —, ``t_tool_calls``, ``t_tool_results``,
+   ``t_images`` and ``t_image_data`` (the bytes of an image once per hash, kept out of ``t_events``),
+   ``t_attempts`` — upserted, so an attempt split across two passes merges; a call that got no chunk
+   gets its row when its turn ends aborted or interrupted (``ingest_silent``) —, ``t_compaction_calls``
+   (a compaction's summary call, ``ingest_calls``), with the token estimates and ``seeded`` flags, see
+   ``ingest_sql``) and advances ``_ingest_state``. Everything commits together or not at all;
 5. *repairs orphans*: every journal of the pass whose ingested events end inside a turn is tried with
    its advisory lock (``journal.repair_orphan``). A live kernel holds that lock from its first write
    until it closes the journal, so a journal nobody holds has lost its writer (a killed kernel): its
@@ -62,6 +64,7 @@ from typing import Literal
 import duckdb
 
 from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.store import ingest_calls as calls
 from dsh_kernel.store import ingest_sql as q
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, DatabaseBusy, open_db
 from dsh_kernel.store.ingest_images import IMAGES, IMAGES_NEEDED, store_image_data
@@ -74,6 +77,8 @@ from dsh_kernel.store.ingest_plan import (
     locate_damage,
     plan_journal,
 )
+from dsh_kernel.store.ingest_silent import SILENT, SILENT_NEEDED
+from dsh_kernel.store.ingest_surface import fold_batch
 from dsh_kernel.store.journal import repair_orphan, writer_gone
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.prices import UserPrice, bump
@@ -312,6 +317,11 @@ def _run_batch(
             if any(p.reset for p in good):
                 _exec(con, "reset", q.RESET_SESSIONS)
             _exec(con, "sessions", q.INSERT_SESSIONS)
+            for label, stmt in q.DERIVE_MESSAGES:
+                _exec(con, label, stmt)
+            started = time.perf_counter()
+            folded = fold_batch(con)
+            _log.debug("ingest surface fold (%d): %.3f s", folded, time.perf_counter() - started)
             for label, stmt in q.DERIVE:
                 _exec(con, label, stmt)
             if _exec(con, "images?", IMAGES_NEEDED).fetchone() != (0, 0):
@@ -319,8 +329,10 @@ def _run_batch(
                 started = time.perf_counter()
                 added = store_image_data(con)
                 _log.debug("ingest image data (%d): %.3f s", added, time.perf_counter() - started)
-            if _exec(con, "silent?", q.SILENT_NEEDED).fetchone() != (0,):
-                _exec(con, "silent calls", q.SILENT)
+            if _exec(con, "silent?", SILENT_NEEDED).fetchone() != (0,):
+                _exec(con, "silent calls", SILENT)
+            if _exec(con, "summary calls?", calls.NEEDED).fetchone() != (0,):
+                _exec(con, "summary calls", calls.INSERT)
             _exec(con, "state", q.UPDATE_STATE)
             events = sum(p.lines for p in good)
         if errors:

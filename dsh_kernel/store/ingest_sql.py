@@ -21,11 +21,14 @@ step whose chunks in this batch hold no finish, or a single finish as their last
 (``base + 1``, where ``base`` counts the finishes of the same step in earlier batches). Only steps with a
 retry inside the batch have their chunks numbered by a window. ``t_attempts`` is upserted, so a stream
 split across batches merges; its ``start_ms`` (the event before the first chunk, when the request was
-sent) and ``message_count`` (appended messages with content before it) are set once, by the batch that
-saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that history, carried
-as ``_ingest_state.message_tokens``). ``est_output_tokens`` is the estimate of the message the attempt
-produced, set by the batch that holds that message. The views use the estimates only where the server
-sent no usage.
+sent) and ``message_count`` (the messages with content on the surface before it) are set once, by the
+batch that saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that
+history). Both are running sums of per-message deltas over the batch (``_m.dn``, ``_m.dt``: a message
+adds itself; a replacement, once ``ingest_surface.fold_batch`` has folded it, also takes off what it
+shadowed) on top of the surface carried over as ``_ingest_state.messages`` and ``message_tokens``.
+``est_output_tokens`` is the estimate of the message the attempt produced, set by the batch that holds
+that message. The views use the estimates only where the server sent no usage. The row of a call that
+got no chunk at all is ``ingest_silent``'s.
 
 Images (``ingest_images``): ``t_images`` gets a row per image block of an appended message,
 ``t_image_data`` the bytes of each ``image/data`` event once per hash, and ``t_events.data`` of an
@@ -113,6 +116,7 @@ DELETE FROM t_tool_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_results WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_attempts WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_images WHERE session_id IN (SELECT id FROM _reset);
+DELETE FROM t_compaction_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_sessions WHERE id IN (SELECT id FROM _reset);
 """
 
@@ -223,11 +227,23 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op,
        """
     + _EST_TOKENS
-    + """ AS est_tokens, seeded
-FROM src;
-INSERT INTO t_messages SELECT * FROM _m;
+    + """ AS est_tokens, seeded,
+       seq AS surface_key, NULL::INTEGER AS replaced_by,
+       CASE WHEN has_content THEN 1 ELSE 0 END AS dn,
+       CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt
+FROM src
 """
 )
+
+# After the surface fold (``ingest_surface``) has set the keys of the batch's replacements and who
+# replaced what: the batch's messages join the table.
+_MESSAGES_INSERT = """
+INSERT INTO t_messages
+SELECT session_id, seq, turn, step, time_ms, event_type, message_id, role, source, call_id, text,
+       reasoning, tool_calls, has_content, is_error, interrupted, surface_op, est_tokens, seeded,
+       surface_key, replaced_by
+FROM _m
+"""
 
 _TOOL_CALLS = """
 INSERT INTO t_tool_calls
@@ -284,8 +300,8 @@ FROM (
 )
 GROUP BY session_id, turn, step, attempt;
 CREATE OR REPLACE TEMP TABLE _counted AS
-SELECT session_id, seq, row_number() OVER w AS n, sum(est_tokens) OVER w AS tokens
-FROM _m WHERE has_content AND surface_op = 'append'
+SELECT session_id, seq, sum(dn) OVER w AS n, sum(dt) OVER w AS tokens
+FROM _m
 WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
@@ -342,62 +358,6 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens);
 """
 
-# A model call that got no chunk at all — cancelled or crashed while it waited for the first — has no
-# chunk to make its attempt row from. It can only be the last call of a turn that ended aborted or
-# interrupted, so when such a turn/end arrives, its last step is checked: one call per step/start and
-# llm/retry-started, and fewer attempts than that means the last call got nothing. Its row has no
-# chunks; first_seq and last_seq are the seq of the event that closed it (the history sent is the
-# messages before it). Run only for batches that hold such a turn/end (SILENT_NEEDED).
-SILENT_NEEDED = """
-SELECT count(*) FROM _raw
-WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
-"""
-
-SILENT = """
-INSERT INTO t_attempts
-WITH cut AS (
-    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, seq AS end_seq, time_ms AS end_ms
-    FROM _raw WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
-),
-steps AS (
-    SELECT e.session_id, e.turn, e.step,
-           1 + count(*) FILTER (WHERE e.type = 'llm/retry-started') AS expected,
-           arg_max(e.time_ms, e.seq) FILTER (WHERE e.type <> 'step/end') AS mark_ms,
-           min(e.seq) FILTER (WHERE e.type = 'step/end') AS close_seq,
-           min(e.time_ms) FILTER (WHERE e.type = 'step/end') AS close_ms
-    FROM t_events e SEMI JOIN cut c ON c.session_id = e.session_id AND c.turn = e.turn
-    WHERE e.type IN ('step/start', 'step/end', 'llm/retry-started') AND e.step IS NOT NULL
-    GROUP BY e.session_id, e.turn, e.step
-    QUALIFY e.step = max(e.step) OVER (PARTITION BY e.session_id, e.turn)
-),
-made AS (
-    SELECT a.session_id, a.turn, a.step, count(*) AS n
-    FROM t_attempts a SEMI JOIN cut c ON c.session_id = a.session_id AND c.turn = a.turn
-    GROUP BY ALL
-),
-silent AS (
-    SELECT s.session_id, s.turn, s.step, s.expected, s.mark_ms,
-           coalesce(s.close_seq, c.end_seq) AS close_seq, coalesce(s.close_ms, c.end_ms) AS close_ms
-    FROM steps s
-    JOIN cut c USING (session_id, turn)
-    LEFT JOIN made m USING (session_id, turn, step)
-    WHERE coalesce(m.n, 0) < s.expected AND s.mark_ms IS NOT NULL
-),
-hist AS (
-    SELECT s.session_id, s.turn, s.step, count(m.seq) AS n, sum(m.est_tokens) AS tokens
-    FROM silent s
-    LEFT JOIN t_messages m
-        ON m.session_id = s.session_id AND m.seq < s.close_seq AND m.has_content
-       AND m.surface_op = 'append'
-    GROUP BY ALL
-)
-SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
-       s.close_ms, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, s.mark_ms,
-       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL
-FROM silent s JOIN hist h USING (session_id, turn, step)
-ON CONFLICT DO NOTHING
-"""
-
 # The estimated output of an attempt: the meter's estimate of the message it produced (a finished
 # answer, or the visible prefix a cancel or crash repair kept). The message may come in a later batch
 # than its chunks, so this updates the attempt wherever it was inserted.
@@ -413,40 +373,47 @@ WHERE t_attempts.session_id = am.session_id AND t_attempts.turn = am.turn
   AND t_attempts.step = am.step AND am.first_chunk BETWEEN t_attempts.first_seq AND t_attempts.last_seq
 """
 
-DERIVE = (
+DERIVE_MESSAGES = (
     ("context", _CONTEXT),
     ("events", _EVENTS),
     ("messages", _MESSAGES),
+)
+"""The first steps of a batch; then the surface fold (``ingest_surface.fold_batch``), then ``DERIVE``."""
+
+DERIVE = (
+    ("insert messages", _MESSAGES_INSERT),
     ("tool calls", _TOOL_CALLS),
     ("tool results", _TOOL_RESULTS),
     ("attempts", _ATTEMPTS),
     ("estimates", _ESTIMATES),
 )
 
-# The context to carry into the next batch: the open turn and step after the last event, its time,
-# the attempt state of the last chunk's step, and the count of appended messages.
+# The context to carry into the next batch: the open turn and step after the last event (from the
+# batch's last turn and step markers, as _ctx reads them — never from the last event's own turn: a
+# pruned tool result's copy carries its original's turn), its time, the attempt state of the last
+# chunk's step, and the messages on the surface.
 UPDATE_STATE = """
 INSERT INTO _ingest_state
 WITH last_seq AS (
     SELECT session_id, max(seq) AS seq FROM _raw GROUP BY session_id
 ),
 last_ev AS (
-    SELECT e.session_id, e.type, e.turn, e.step, e.time_ms
-    FROM _ev e JOIN last_seq m ON m.session_id = e.session_id AND m.seq = e.seq
+    SELECT e.session_id, e.time_ms
+    FROM _raw e JOIN last_seq m ON m.session_id = e.session_id AND m.seq = e.seq
 ),
+tm AS (SELECT session_id, arg_max(mark, seq) AS mark FROM _tmarks GROUP BY session_id),
+sm AS (SELECT session_id, arg_max(mark, seq) AS mark FROM _smarks GROUP BY session_id),
 last_step AS (
     SELECT session_id, arg_max(turn, last_seq) AS turn, arg_max(step, last_seq) AS step,
            arg_max(base + finishes, last_seq)::INTEGER AS finishes
     FROM _steps GROUP BY session_id
 ),
 msgs AS (
-    SELECT session_id, count(*) AS n, sum(est_tokens) AS tokens
-    FROM _m WHERE has_content AND surface_op = 'append' GROUP BY session_id
+    SELECT session_id, sum(dn) AS n, sum(dt) AS tokens FROM _m GROUP BY session_id
 )
 SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_text,
-       CASE WHEN l.session_id IS NULL THEN f.open_turn WHEN l.type = 'turn/end' THEN NULL ELSE l.turn END,
-       CASE WHEN l.session_id IS NULL THEN f.open_step
-            WHEN l.type IN ('step/end', 'turn/end') THEN NULL ELSE l.step END,
+       CASE WHEN tm.session_id IS NULL THEN f.open_turn WHEN tm.mark >= 0 THEN tm.mark END,
+       CASE WHEN sm.session_id IS NULL THEN f.open_step WHEN sm.mark >= 0 THEN sm.mark END,
        coalesce(c.turn, f.chunk_turn), coalesce(c.step, f.chunk_step),
        CASE WHEN c.session_id IS NULL THEN f.chunk_finishes ELSE c.finishes END,
        NULL, f.size, now()::TIMESTAMP, coalesce(l.time_ms, f.last_ms),
@@ -454,6 +421,8 @@ SELECT f.journal, f.session_id, f.new_offset, f.next_seq + f.lines, f.header_tex
        (coalesce(f.message_tokens, 0) + coalesce(m.tokens, 0))::BIGINT
 FROM _files f
 LEFT JOIN last_ev l ON l.session_id = f.session_id
+LEFT JOIN tm ON tm.session_id = f.session_id
+LEFT JOIN sm ON sm.session_id = f.session_id
 LEFT JOIN last_step c ON c.session_id = f.session_id
 LEFT JOIN msgs m ON m.session_id = f.session_id
 ON CONFLICT (journal) DO UPDATE SET

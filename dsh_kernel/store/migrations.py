@@ -23,6 +23,7 @@ from importlib import resources
 import duckdb
 
 from dsh_kernel.errors import StoreError
+from dsh_kernel.store import ingest_surface
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 
@@ -137,3 +138,16 @@ def m0005_images(con: duckdb.DuckDBPyConnection) -> None:
     `events.data`; rows ingested before are backfilled."""
     run_sql_file(con, "0005_images.sql")
     run_sql_file(con, "0005_backfill.sql")
+
+
+@migration
+def m0006_compaction(con: duckdb.DuckDBPyConnection) -> None:
+    """Compaction (issue 16): the `compactions` view (one row per compaction attempt: trigger,
+    status done / failed / orphaned / stale, method, what it replaced, its summary call); `purpose`
+    on `requests` and `usage` (a summary call is a request like any other, priced and numbered with
+    the agent's); `messages.replaced_by` and `messages.surface_key`, the surface fold ingest keeps, so
+    `requests.message_count` and the estimated input tokens count what was actually sent; rows
+    ingested before are folded the same way."""
+    run_sql_file(con, "0006_compaction.sql")
+    ingest_surface.backfill(con)
+    run_sql_file(con, "0006_backfill.sql")

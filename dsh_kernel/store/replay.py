@@ -15,6 +15,13 @@ tool-call id and error flag (their text depends on the machine), never by messag
 were recorded fails with ``REPLAY_EXHAUSTED``. Injected context (runtime snapshots, plugins) is not
 compared: it may legitimately differ between runs.
 
+A compacted recording replays its compactions: a ``purpose: "compaction"`` request is answered with
+the next recorded model summary (``compaction/summary`` with ``method: model``), in order, and not
+checked against the recording (its messages are the history being summarised); with none left it
+fails with ``REPLAY_EXHAUSTED``, so the compaction falls back to its deterministic reduction. The
+model then reports the recording's context window (its first ``request/context``) as its
+``ModelInfo``, so the replayed agent compacts where the recording did.
+
 ``assert_consumed()`` raises ``AssertionError`` unless every recorded attempt was played.
 """
 
@@ -28,7 +35,17 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.codec import chunk_from_json, message_to_json
 from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID, BaseProvider
-from dsh_kernel.llm.types import FinishChunk, GenerateRequest, LlmFailure, ModelInfo, StreamChunk
+from dsh_kernel.llm.types import (
+    BlockEndChunk,
+    FinishChunk,
+    FinishStop,
+    GenerateRequest,
+    LlmFailure,
+    ModelInfo,
+    StreamChunk,
+    TextBlock,
+    TextDeltaChunk,
+)
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.payloads import payload_of
@@ -165,6 +182,27 @@ def recorded_attempts(
     return out
 
 
+def recorded_summaries(events: Sequence[SessionEvent], *, start_seq: int = 0) -> list[str]:
+    """The recorded model summaries of compactions, in log order (from ``start_seq`` on)."""
+    out: list[str] = []
+    for ev in events:
+        if ev.type == "compaction/summary" and ev.seq >= start_seq:
+            data = payload_of(ev, "compaction/summary")
+            if data["method"] == "model":
+                out.append(data["summary"])
+    return out
+
+
+def _recorded_window(events: Sequence[SessionEvent]) -> ModelInfo | None:
+    """The context window the recording ran with (its first ``request/context`` that says one)."""
+    for ev in events:
+        if ev.type == "request/context":
+            window = payload_of(ev, "request/context").get("contextWindow")
+            if window is not None:
+                return ModelInfo(context_window=window)
+    return None
+
+
 def _surface_message(ev: SessionEvent) -> JsonValue:
     if ev.type == "assistant/message":
         return payload_of(ev, "assistant/message")["message"]
@@ -185,9 +223,11 @@ class ReplayProvider(BaseProvider):
         info: ModelInfo | None = None,
     ) -> None:
         self._id = id
-        self._info = info
+        self.summaries = recorded_summaries(events, start_seq=start_seq)
+        self._info = info if info is not None or not self.summaries else _recorded_window(events)
         self.attempts = recorded_attempts(events, start_seq=start_seq)
         self._next = 0
+        self._next_summary = 0
         self.requests: list[GenerateRequest] = []
 
     @classmethod
@@ -223,6 +263,25 @@ class ReplayProvider(BaseProvider):
         return self._play(request)
 
     async def _play(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        if request.purpose == "compaction":
+            if self._next_summary >= len(self.summaries):
+                raise LlmError(
+                    LlmFailure(
+                        code=REPLAY_EXHAUSTED,
+                        message=f"replay: the recording has only {len(self.summaries)} model "
+                        "summaries; this compaction goes beyond them",
+                    )
+                )
+            text = self.summaries[self._next_summary]
+            self._next_summary += 1
+            for chunk in (
+                TextDeltaChunk(index=0, text=text),
+                BlockEndChunk(index=0, block=TextBlock(text=text)),
+                FinishChunk(reason=FinishStop()),
+            ):
+                await asyncio.sleep(0)
+                yield chunk
+            return
         if self._next >= len(self.attempts):
             raise LlmError(
                 LlmFailure(

@@ -28,6 +28,7 @@ PUBLIC_VIEWS = (
     "tool_calls",
     "requests",
     "usage",
+    "compactions",
     "approvals",
     "code_runs",
     "errors",

@@ -25,7 +25,8 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
 
 The Parquet export carries images by reference: ``images.parquet`` (the ``images`` view: one row per
 image a message carried, by ``hash``) and ``image_data.parquet`` (``hash, media_type, bytes, data``:
-the bytes once per hash); the events' ``image/data`` rows hold the hash, not the base64.
+the bytes once per hash); the events' ``image/data`` rows hold the hash, not the base64. It carries
+``compactions.parquet`` too (the ``compactions`` view: what each compaction replaced, and how).
 
 Exports never overwrite without ``force``: an existing Markdown file, or a folder that already holds
 a Parquet export (``events/`` or ``sessions.parquet``), is refused with ``UsageError(EXPORT_EXISTS)``;
@@ -250,7 +251,8 @@ def export_parquet(
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Path:
     """Write ``<out_dir>/events/date=…/session_id=…/*.parquet``, ``<out_dir>/sessions.parquet``,
-    ``images.parquet`` and ``image_data.parquet`` (the images by reference: module docstring).
+    ``images.parquet``, ``image_data.parquet`` (the images by reference: module docstring) and
+    ``compactions.parquet``.
 
     Ingests first; needs the database (``DatabaseBusy`` when it stays locked). See the module
     docstring for ``force`` and the path errors.
@@ -260,13 +262,15 @@ def export_parquet(
     sessions_file = out / "sessions.parquet"
     images_file = out / "images.parquet"
     image_data_file = out / "image_data.parquet"
+    compactions_file = out / "compactions.parquet"
     if out.exists() and not out.is_dir():
         raise UsageError(
             f"{out} is a file; the Parquet export writes a folder — give a folder path",
             code=EXPORT_BAD_PATH,
         )
     _check_parent(out)
-    held = [p.name for p in (events_dir, sessions_file, images_file, image_data_file) if p.exists()]
+    files = (events_dir, sessions_file, images_file, image_data_file, compactions_file)
+    held = [p.name for p in files if p.exists()]
     if held and not force:
         raise UsageError(
             f"{out} already holds an export ({', '.join(held)}); add --force to replace it, or "
@@ -290,6 +294,7 @@ def export_parquet(
                 ("sessions", sessions_file),
                 ("images", images_file),
                 ("image_data", image_data_file),
+                ("compactions", compactions_file),
             ):
                 con.execute(
                     f"COPY (SELECT * FROM {view}) TO {_sql_str(str(file))} (FORMAT parquet)"

@@ -14,6 +14,13 @@ What came from a tool or the model's call (a name, arguments, result text, an er
 in a fence its content cannot close, or put in a code span, so it renders as text, never as markup;
 the title is written as plain text.
 
+The transcript is the human projection of the log (SPINE §1.11): it reads the appended messages and
+the log-only events, never a replacement copy (a compaction's ``<compacted-summary>``, a pruned tool
+result, the note standing for an overflowed turn), so every original turn stays as it was seen. Where
+a compaction summarised earlier turns, one line says so at its place, the line the cell showed
+(``session.turn_compaction``): *Compacted N earlier turns (~X → ~Y tokens)*, the size of the request
+before and after; a compaction by hand, between turns, gets the same line once it ended.
+
 Images (a tool result's, or one attached to a prompt, a steering message or a message between turns)
 are written under what carries them. ``markdown_transcript(..., image_dir=)`` links each image whose
 bytes the log holds (its ``image/data``, checked against its hash) as ``![description](dir/file)``
@@ -39,10 +46,11 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.arguments import parse_tool_arguments
 from dsh_kernel.llm.codec import message_from_json
 from dsh_kernel.llm.types import ContentBlock, ImageBlock
-from dsh_kernel.session.events import SessionEvent, SessionHeader
+from dsh_kernel.session.events import ReplaceOp, SessionEvent, SessionHeader
 from dsh_kernel.session.images import image_blocks
 from dsh_kernel.session.payloads import UserMessage, payload_of
 from dsh_kernel.session.turn import fold_turn
+from dsh_kernel.session.turn_compaction import CompactionNotes
 from dsh_kernel.session.turn_model import (
     NoticeItem,
     ReasoningItem,
@@ -178,6 +186,7 @@ def markdown_transcript(
     ``image_dir`` is the folder, relative to the transcript, the image files go to (module
     docstring)."""
     images = _Images(image_dir=image_dir, data=_image_bytes(events))
+    events = [e for e in events if not isinstance(e.surface_op, ReplaceOp)]  # model-only copies
     out: list[str] = []
     title = next(
         (
@@ -201,6 +210,7 @@ def markdown_transcript(
             )
         out.append(" · ".join(meta))
     turn: list[SessionEvent] | None = None
+    notes, standalone = CompactionNotes(), list[NoticeItem]()
     for e in events:
         if e.type == "turn/start":
             if turn is not None:
@@ -213,6 +223,11 @@ def markdown_transcript(
                 turn = None
         elif e.type == "user/message":
             out += _message_md(payload_of(e, "user/message"), images.md(_content(e.data)))
+        elif e.type.startswith("compaction/"):  # a compaction by hand, between turns
+            notes.apply(e, standalone)
+            if e.type == "compaction/end":
+                out += [f"*{n.text}*" for n in standalone]
+                notes, standalone = CompactionNotes(), []
     if turn is not None:
         out += _turn_md(turn, images)
     return Transcript(text="\n\n".join(out).strip() + "\n", images=images.linked)
@@ -273,7 +288,9 @@ def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
                 out.append("**User:**\n\n" + item.text)
                 out += images.md(by_seq.get(item.key, ()))
             case NoticeItem():
-                pass  # a retry notice: the retried call is what the transcript shows
+                if item.level == "info":  # a compaction's line, as the cell shows it
+                    out.append(f"*{item.text}*")
+                # a retry notice: the retried call is what the transcript shows
     out += [_context_md(n.text) for n in notes if n.before >= len(model.items)]
     if model.end_kind not in (None, "completed"):
         out.append(f"*Turn ended: {model.end_kind}*")

@@ -3,7 +3,7 @@
 Everything here is a pure function of a ``TurnModel`` (and, for prices, of the model info the kernel
 passes in), so the live widgets and the saved rendering of a finished turn agree: ``footer_parts``
 (model, tokens, context, cost, times, session), ``end_notice`` (how a turn that did not simply
-complete ended, and what to do), and the number formats they use (``duration``, ``tokens``,
+complete ended, and what to do), ``notice_icon`` and ``notice_classes`` (a notice's level), and the number formats they use (``duration``, ``tokens``,
 ``cost``). A tool card's contents are ``views.card_content``'s.
 """
 
@@ -15,7 +15,7 @@ from typing import TypeAlias
 
 from dsh_kernel.failures import advice_sentence
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.views.model import TurnModel
+from dsh_kernel.views.model import NoticeItem, TurnModel
 from dsh_kernel.views.replayed import replayed
 
 ModelInfoLookup: TypeAlias = Callable[[str, str], ModelInfo | None]
@@ -30,6 +30,16 @@ class EndNotice:
     """``error``, ``warning`` or ``info``."""
     title: str
     hint: str | None = None
+
+
+def notice_icon(item: NoticeItem) -> str:
+    """The icon a notice inside a turn is drawn with: ℹ️ for ``info`` (a compaction), else ⚠️."""
+    return "ℹ️" if item.level == "info" else "⚠️"
+
+
+def notice_classes(item: NoticeItem) -> tuple[str, ...]:
+    """The classes of a notice's element: ``dsh-notice``, and ``dsh-info`` for an ``info`` one."""
+    return ("dsh-notice", "dsh-info") if item.level == "info" else ("dsh-notice",)
 
 
 # --- numbers -----------------------------------------------------------------------------------------
@@ -132,8 +142,8 @@ def _cut_off_hint(model: TurnModel) -> str:
     window = f" ({model.context_window:,} tokens)" if model.context_window else ""
     return (
         f"The model's context window{window} is probably full, so asking it to continue would not "
-        "fit: start a new session with `%agent new`, or keep the start of this one with "
-        "`%agent fork <turn>`."
+        "fit: `%agent compact` summarises the earlier turns (then ask it to continue), "
+        "`%agent new` starts a new session, `%agent fork <turn>` keeps the start of this one."
     )
 
 

@@ -51,7 +51,13 @@ from dsh_kernel.views.card_content import (
     lookup,
 )
 from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
-from dsh_kernel.views.format import end_notice, footer_parts, tokens
+from dsh_kernel.views.format import (
+    end_notice,
+    footer_parts,
+    notice_classes,
+    notice_icon,
+    tokens,
+)
 from dsh_kernel.views.image_note import images_html, images_markdown
 from dsh_kernel.views.images import NO_IMAGES, MessageImages, TurnImages
 from dsh_kernel.views.markdown import (
@@ -237,7 +243,7 @@ def render_markdown(
                 if attached:
                     blocks.append(attached)
             case NoticeItem():
-                blocks.append("> ⚠️ " + escape_inline_markdown(item.text))
+                blocks.append(f"> {notice_icon(item)} " + escape_inline_markdown(item.text))
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
@@ -353,7 +359,8 @@ def render_html(
                     f"{attached}</div>"
                 )
             case NoticeItem():
-                blocks.append(f"<div{attrs('dsh-notice')}>⚠️ {escape(item.text)}</div>")
+                cls = attrs(*notice_classes(item))
+                blocks.append(f"<div{cls}>{notice_icon(item)} {escape(item.text)}</div>")
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")

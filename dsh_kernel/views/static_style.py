@@ -153,6 +153,7 @@ RULES: Final[dict[str, tuple[Declaration, ...]]] = {
     ),
     "dsh-error": (("border-left-color", "#c62828", "--jp-error-color1"),),
     "dsh-warning": (("border-left-color", "#e65100", "--jp-warn-color1"),),
+    "dsh-info": (("border-left-color", "#0288d1", "--jp-info-color1"),),
 }
 
 

@@ -58,7 +58,14 @@ from dsh_kernel.tools.builtin.ask_user import Answer, Question
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import ToolLookup
 from dsh_kernel.views.fold import URGENT_TYPES, TurnFold
-from dsh_kernel.views.format import ModelInfoLookup, end_notice, footer_parts, tokens
+from dsh_kernel.views.format import (
+    ModelInfoLookup,
+    end_notice,
+    footer_parts,
+    notice_classes,
+    notice_icon,
+    tokens,
+)
 from dsh_kernel.views.image_note import images_html
 from dsh_kernel.views.images import NO_IMAGES, ImageDataLookup, ImageReader
 from dsh_kernel.views.markdown import escape, safe_markdown, split_segments
@@ -417,7 +424,10 @@ class TurnView:
                         f"{attached}</div>"
                     )
                 else:
-                    block.value = f'<div class="dsh-notice">⚠️ {escape(item.text)}</div>'
+                    block.value = (
+                        f'<div class="{" ".join(notice_classes(item))}">{notice_icon(item)} '
+                        f"{escape(item.text)}</div>"
+                    )
                 return block
 
     def finish(self) -> dict[str, str]:

@@ -49,6 +49,8 @@ DATA_FILES = {
     "dsh_kernel/store/sql/0005_backfill.sql",
     "dsh_kernel/store/sql/0005_images.sql",
     "dsh_kernel/store/sql/0003_backfill.sql",
+    "dsh_kernel/store/sql/0006_compaction.sql",
+    "dsh_kernel/store/sql/0006_backfill.sql",
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 

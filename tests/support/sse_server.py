@@ -7,7 +7,9 @@ as a kernel subprocess pointed at it with ``DSH_BASE_URL``.
 
 A script is a queue of ``Reply``s consumed one per request, in order (503 → 503 → 200 for retries;
 tool call → text for the agent loop); a request beyond the script gets a 500 that says so, and a
-``sticky`` reply is never consumed. A reply is either a plain body (JSON error bodies) or SSE
+``sticky`` reply is never consumed. A ``respond`` function, when given, sees each model call first
+and may answer it itself (a reply that depends on the request, such as a compaction's summary call,
+whose place among the others a test cannot know); ``None`` leaves it to the script. A reply is either a plain body (JSON error bodies) or SSE
 ``frames``, each written as one transport write (one HTTP chunk) after its own ``delay_ms`` —
 ``coalesce`` batches undelayed frames instead, for throughput benchmarks. Close modes: ``normal``; ``abort`` (the last frame is cut in half and the
 socket reset — a truncated stream); ``hang`` (nothing more is sent and the socket stays open until
@@ -51,7 +53,7 @@ import signal
 import socket
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -445,6 +447,7 @@ class SseServer:
         self._requests: list[Recorded] = []
         self._routes: dict[str, Reply] = dict(routes or {})
         self._lookups: list[Recorded] = []
+        self._respond: Callable[[Recorded], Reply | None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -459,11 +462,13 @@ class SseServer:
         *replies: Reply,
         checks: Iterable[str] | None = None,
         routes: dict[str, Reply] | None = None,
+        respond: Callable[[Recorded], Reply | None] | None = None,
     ) -> None:
-        """Replace the script (and ``routes``, when given); forget recorded requests, lookups and
-        passback state."""
+        """Replace the script (and ``routes``, when given; ``respond``, always: see the module
+        docstring); forget recorded requests, lookups and passback state."""
         with self._lock:
             self._queue = list(replies)
+            self._respond = respond
             if checks is not None:
                 self._checks = tuple(checks)
             if routes is not None:
@@ -618,6 +623,9 @@ class SseServer:
                 if where is not None:
                     rec.rejected = "anthropic-signature"
                     return json_reply(400, anthropic_signature_error(where))
+            answer = self._respond(rec) if self._respond is not None else None
+            if answer is not None:
+                return answer
             if not self._queue:
                 return json_reply(
                     500,

@@ -108,6 +108,7 @@ def test_the_kernelspec_names() -> None:
 def test_the_agent_subcommands() -> None:
     assert subcommands() == [
         "approve",
+        "compact",
         "context",
         "cost",
         "export",

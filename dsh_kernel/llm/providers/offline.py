@@ -6,6 +6,10 @@ something in the notebook namespace (which asks for approval like any real model
 tool's result, and suggests a ``%%sql`` query over the session just made. Deterministic: the same
 history gives the same chunks.
 
+It writes no summaries: ``summarizes = False`` tells compaction (``agent.compaction``) to reduce
+the older turns deterministically instead of asking it, so a long offline session compacts the same
+way every time.
+
 How it picks a variable: from the latest runtime-context snapshot's ``notebook variables`` section
 (``name: type …`` lines), preferring a name the prompt mentions.
 """
@@ -86,6 +90,8 @@ class OfflineProvider(BaseProvider):
 
     default_model = OFFLINE_MODEL
     label = OFFLINE_LABEL
+    summarizes = False
+    """Compaction never asks this model for a summary (the module docstring)."""
 
     @property
     def id(self) -> str:

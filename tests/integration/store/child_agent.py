@@ -4,6 +4,10 @@
 few chunks. Prints ``CHECKPOINT <n>`` (events in the log) at every checkpoint and ``HANGING <session id>``
 once stuck, then waits to be killed.
 
+``python child_agent.py compact-hang <store>`` — long answers in a 4,096-token window until a
+question whose compaction's summary call hangs: prints ``HANGING <session id>`` once the call is under
+way (the ``compaction/start`` durable), then waits to be killed.
+
 ``python child_agent.py chat <store> <turns>`` — ``turns`` turns, each a tool call and an answer, with
 an ingest after every turn (deferred if another process holds the database); prints ``DONE <session id>
 <events>`` at the end.
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.hooks import Checkpoint
+from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.llm.types import GenerateRequest, StreamChunk, TokenUsage
 from dsh_kernel.store.ingest import ingest
 from dsh_kernel.store.journal import attach_journal
@@ -64,6 +69,26 @@ async def hang_mode(store: Store) -> None:
     await agent.when_idle()
 
 
+async def compact_hang_mode(store: Store) -> None:
+    async def respond(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        if request.purpose == "compaction":
+            await asyncio.sleep(0.3)  # let the write-behind window pass
+            print(f"HANGING {agent.id}", flush=True)
+            await asyncio.get_running_loop().create_future()
+        for c in text_response("A long answer about the data. " * 200):
+            yield c
+
+    agent = Agent(
+        provider=FunctionProvider(respond, id="child"),
+        model="m",
+        context_windows=ContextWindows(configured=4096),
+    )
+    attach_journal(agent, store)
+    for question in ("one?", "two?", "three?", "four?"):
+        agent.followup(question)
+        await agent.when_idle()
+
+
 async def chat_mode(store: Store, turns: int) -> None:
     usage = TokenUsage(input_tokens=10, output_tokens=5)
     script = []
@@ -95,6 +120,8 @@ def main() -> None:
     store = Store.at(root)
     if mode == "hang":
         asyncio.run(hang_mode(store))
+    elif mode == "compact-hang":
+        asyncio.run(compact_hang_mode(store))
     elif mode == "chat":
         asyncio.run(chat_mode(store, int(sys.argv[3])))
     else:

@@ -14,6 +14,7 @@ from dsh_kernel.store.query import QueryResult, run_query
 from dsh_kernel.testing import text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
+from .compaction_session import Recorded, record_compacted_session, resume_after_crash
 from .conftest import chat, make_agent, record_rich_session, usage
 from .image_session import PLOTS, RED, USER_IMAGE, record_image_session
 
@@ -44,10 +45,13 @@ def publish(text: str) -> str:
     return "published"
 
 
-async def record_documented_sessions(store: Store) -> tuple[Agent, Agent, Agent]:
-    """The sessions the documented queries are run over: one whose ``publish`` call a person
-    rejected, one with images, and the rich session (tools, failures, reasoning, two turns), the
-    latest; every journal closed. Returns them in that order."""
+async def record_documented_sessions(store: Store) -> tuple[Recorded, Agent, Agent, Agent]:
+    """The sessions the documented queries are run over: one with compactions (its clock in the
+    past; resumed after the crash in its turn 5), one whose ``publish`` call a person rejected, one
+    with images, and the rich session (tools, failures, reasoning, two turns), the latest; every
+    journal closed. Returns them in that order."""
+    # its own tool name, so the documented python counts stay the rich session's
+    compacted = resume_after_crash(store, record_compacted_session(store, tool="inspect"))
 
     async def refuse(rid: object, request: ApprovalRequest) -> object:
         return "rejected"
@@ -68,7 +72,7 @@ async def record_documented_sessions(store: Store) -> tuple[Agent, Agent, Agent]
     images.close()
     agent, writer = await record_rich_session(store)
     writer.close()
-    return other, pictures, agent
+    return compacted, other, pictures, agent
 
 
 def owners() -> pd.DataFrame:
@@ -127,6 +131,12 @@ async def test_every_documented_query(store: Store) -> None:
     assert images.column("description")[:2] == [USER_IMAGE.description, PLOTS["red"].description]
     [shown] = results["Showing an image from the store"]
     assert shown.column("call_id") == ["c-last"] and shown.column("data") == [RED]
+
+    [compacted] = results["Compactions: what was summarised, and what it cost"]
+    assert compacted.column("status") == ["done", "done", "failed", "stale"]
+    assert compacted.column("turn") == [3, None, 4, 5]
+    assert compacted.column("problem") == [None, "RATE_LIMIT", "ABORTED", None]
+    assert compacted.column("cost")[0] is not None and compacted.column("cost")[1:] == [None] * 3
 
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected"]

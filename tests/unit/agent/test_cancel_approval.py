@@ -158,7 +158,9 @@ async def test_next_turn_after_cancel_works() -> None:
     provider = ScriptedProvider([hang(), text_response("fine")])
     agent = Agent(provider=provider, model="m1")
     agent.followup("a")
-    await wait_for(lambda: of_type(agent.session.events, "assistant/chunk"))
+    # both chunks of the prefix (the block's start, then its text): a cancel after the first
+    # alone leaves nothing visible to keep, which a loaded machine made happen
+    await wait_for(lambda: len(of_type(agent.session.events, "assistant/chunk")) >= 2)
     agent.cancel()
     await agent.when_idle()
     agent.followup("b")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.budget import DROPPED_PLUGIN, MIN_ANSWER_TOKENS, padded_tokens
+from dsh_kernel.agent.compaction import CompactionSettings
 from dsh_kernel.agent.meter import measure
 from dsh_kernel.agent.retry import RetryPolicy
 from dsh_kernel.agent.window import ContextWindow, ContextWindows
@@ -105,7 +106,10 @@ async def test_a_turn_that_overflows_after_a_tool_is_left_out_whole() -> None:
         return LONG
 
     provider = ScriptedProvider([tool_call_response("dump", {}, call_id="c1"), text_response("ok")])
-    agent = agent_with(provider, window=6000, tools=[dump])
+    # compaction off: with it on, the huge result would be cut instead (test_compaction.py)
+    agent = agent_with(
+        provider, window=6000, tools=[dump], compaction=CompactionSettings(auto=False)
+    )
     await run(agent, "Dump it.")
     ev = agent.session.events
     assert error_codes(ev) == ["CONTEXT_WINDOW_EXCEEDED"]
@@ -203,7 +207,7 @@ async def test_a_request_filling_most_of_the_window_warns_once_per_turn() -> Non
     assert warning.data["source"] == "configured" and warning.data["measured"] is False
     assert warning.seq < of_type(ev, "request/header")[0].seq
     model = fold_turn(turn_events(ev, 1))
-    (notice,) = [i for i in model.items if isinstance(i, NoticeItem)]
+    (notice,) = [i for i in model.items if isinstance(i, NoticeItem) and i.level == "warning"]
     assert "% of a 4,096-token context window:" in notice.text and "%agent new" in notice.text
     assert turn_ends(ev) == [{"kind": "completed"}]
 

@@ -1,0 +1,162 @@
+"""Each step's request, from the agent's settings to the frozen ``GenerateRequest`` (SPINE §1.4
+step 1, §1.10), with compaction around it (``agent.compaction``).
+
+``StepRequests.build`` proposes the call config from the agent's settings (route, reasoning effort,
+sampling, output cap, passback dialect, images), runs the ``agent/request`` waterfall, resolves the
+route's provider, context window and tool schemas, and lets the adapter fill its defaults: that is
+the *route*. Then:
+
+1. **pressure** — ``Compaction.relieve``: the history is compacted first when the request would
+   pass the threshold of the window;
+2. **the envelope** — ``RequestLog.record`` fits the call to the window (warning, refusal, output
+   cap) and logs ``request/header`` / ``request/context`` where they changed;
+3. **overflow** — a refusal for size (``CONTEXT_WINDOW_EXCEEDED``) compacts as far as possible and
+   fits again, once per step (``compact_overflow``, which the step loop also calls when the *server*
+   reported the overflow, before it retries the same step);
+4. the messages are ``derive_messages()`` of the surface then, checked against the log alone under
+   dev invariants, and image bytes are attached for routes that take images.
+
+``route`` is the same route for ``Agent.compact()`` between turns. The class holds the agent only to
+read its settings at each request: they change between requests (``%agent model``, ``%agent
+reasoning``) and the request must see the current ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Protocol
+
+from dsh_kernel.abort import AbortSignal
+from dsh_kernel.agent.compaction import Compaction, Route
+from dsh_kernel.agent.hooks import AgentHooks, RequestPayload
+from dsh_kernel.agent.passback import PassbackRetry
+from dsh_kernel.agent.prompt import SystemPrompt
+from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate_request
+from dsh_kernel.agent.window import ContextWindows
+from dsh_kernel.errors import LlmError
+from dsh_kernel.llm.provider import PreparedCall, Provider
+from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, LlmFailure
+from dsh_kernel.session.images import attach_image_data
+from dsh_kernel.session.log import Session
+from dsh_kernel.tools.lean import ToolSchemaForm, lean_for
+from dsh_kernel.tools.registry import ToolRegistry
+
+
+class AgentSettings(Protocol):
+    """What a request reads of its agent (``dsh_kernel.agent.agent.Agent`` is one)."""
+
+    session: Session
+    providers: dict[str, Provider]
+    provider: Provider
+    model: str
+    reasoning_effort: str | None
+    temperature: float | None
+    max_tokens: int | None
+    images: bool | None
+    tool_schemas: ToolSchemaForm
+    check_invariants: bool
+    windows: ContextWindows
+    registry: ToolRegistry
+    passback: PassbackRetry
+    hooks: AgentHooks
+    system_prompt: SystemPrompt
+    compaction: Compaction
+
+
+class StepRequests:
+    """The requests of one agent's steps (module docstring)."""
+
+    def __init__(self, agent: AgentSettings) -> None:
+        self._agent = agent
+        self._log = RequestLog(agent.session)
+        self._route: Route | None = None
+        self._overflow_compacted = False
+
+    def new_step(self) -> None:
+        """A step begins: it may compact for an overflow once."""
+        self._overflow_compacted = False
+
+    def provider(self, provider_id: str) -> Provider:
+        """The registered provider ``provider_id``; ``LlmError(NO_ADAPTER)`` if there is none."""
+        provider = self._agent.providers.get(provider_id)
+        if provider is None:
+            failure = LlmFailure(
+                code="NO_ADAPTER", message=f"no provider registered as {provider_id!r}"
+            )
+            raise LlmError(failure)
+        return provider
+
+    async def route(self, turn: int, signal: AbortSignal) -> Route:
+        """The route the next request would take (for a compaction between turns)."""
+        agent = self._agent
+        return (await self._prepare(turn, 0, agent.system_prompt.render(), signal))[0]
+
+    async def build(
+        self, turn: int, step: int, system: str, signal: AbortSignal
+    ) -> GenerateRequest:
+        """The request of step ``step`` (module docstring)."""
+        agent = self._agent
+        session = agent.session
+        route, prepared = await self._prepare(turn, step, system, signal)
+        self._route = route
+        await agent.compaction.relieve(route, turn=turn)
+        try:
+            header = self._log.record(prepared, route.window, system, route.tools)
+        except LlmError as exc:
+            if not await self.compact_overflow(exc.failure, turn):
+                raise
+            header = self._log.record(prepared, route.window, system, route.tools)
+        request = generate_request(header, tuple(session.derive_messages()), session.id)
+        if agent.check_invariants:
+            assert_reconstruction(session, request)
+        return attach_image_data(request, session)
+
+    async def compact_overflow(self, failure: LlmFailure, turn: int) -> bool:
+        """After a request did not fit: compact as much as possible, once per step; whether the
+        history changed (so the request is worth retrying)."""
+        agent = self._agent
+        session = agent.session
+        route = self._route
+        if (
+            failure.code != "CONTEXT_WINDOW_EXCEEDED"
+            or not agent.compaction.auto
+            or self._overflow_compacted
+            or route is None
+            or session.compaction_open is not None
+        ):
+            return False
+        self._overflow_compacted = True
+        agent.windows.learn(route.provider, route.config.model, failure)
+        window = agent.windows.current(route.provider, route.config.model)
+        generation = session.replace_generation
+        await agent.compaction.relieve(replace(route, window=window), turn=turn, trigger="overflow")
+        return session.replace_generation > generation
+
+    async def _prepare(
+        self, turn: int, step: int, system: str, signal: AbortSignal
+    ) -> tuple[Route, PreparedCall]:
+        agent = self._agent
+        proposed = LlmCallConfig(
+            provider=agent.provider.id,
+            model=agent.model,
+            reasoning_effort=agent.reasoning_effort,
+            temperature=agent.temperature,
+            max_tokens=agent.max_tokens,
+            reasoning_passback=agent.passback.dialect_for(agent.provider.id),
+            images=agent.images,
+        )
+
+        async def default() -> LlmCallConfig:
+            return proposed
+
+        config = await agent.hooks.request.run(
+            RequestPayload(turn=turn, step=step, config=proposed, signal=signal), default
+        )
+        provider = self.provider(config.provider)
+        window = await agent.windows.resolve(provider, config.model)
+        tools = agent.registry.schemas(lean=lean_for(agent.tool_schemas, window))
+        prepared = agent.passback.mark(provider.prepare_call(config))
+        route = Route(
+            provider=provider, config=prepared.config, window=window, system=system, tools=tools
+        )
+        return route, prepared
