@@ -24,8 +24,7 @@ Contract:
   ``surface_after(seq)`` the nodes after one.
 * Reading the log costs what is read, not the session's length: ``latest(type)`` and
   ``seqs_of(type)`` answer from an index kept as events are appended, for the types in ``INDEXED``
-  (the turn and request envelopes, warnings, answers); ``reversed(session.events)`` walks the list
-  itself.
+  (the turn and request envelopes, warnings, answers); ``reversed(session.events)`` walks the list.
 * ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
   token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
 * Memory: ``assistant/chunk`` events are kept compactly (``dsh_kernel.session.chunk_runs``): a

@@ -13,6 +13,7 @@ import random
 from dataclasses import replace
 
 from dsh_kernel import Agent, tool
+from dsh_kernel.agent.compaction import CompactionSettings
 from dsh_kernel.agent.meter import (
     TokenMeasurement,
     header_tokens,
@@ -242,7 +243,13 @@ async def test_every_turn_over_the_mark_warns_once() -> None:
         ],
         info=ModelInfo(context_window=1024),  # assumed: warned against, never refused
     )
-    agent = Agent(provider=provider, model="m1", tools=[more], check_invariants=True)
+    agent = Agent(
+        provider=provider,
+        model="m1",
+        tools=[more],
+        check_invariants=True,
+        compaction=CompactionSettings(auto=False),  # on, it would compact the first turn away
+    )
     for text in ("w" * 4000, "x"):
         agent.followup(text)
         await agent.when_idle()
