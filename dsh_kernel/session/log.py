@@ -22,9 +22,10 @@ Contract:
   seq (events are immutable), the fold is kept and extended as the surface grows (rebuilt only after a
   replacement), and every call returns a fresh list. ``projection(seq)`` is one node's cached message,
   ``surface_after(seq)`` the nodes after one.
-* Reading the log costs what is read, not the session's length: ``latest(type)`` and
-  ``seqs_of(type)`` answer from an index kept as events are appended, for the types in ``INDEXED``
-  (the turn and request envelopes, warnings, answers); ``reversed(session.events)`` walks the list.
+* Reading the log costs what is read, not the session's length: ``latest(type)``,
+  ``seqs_of(type)`` and ``turn_at(seq)`` answer from an index kept as events are appended
+  (``dsh_kernel.session.log_index``: the turn and request envelopes, warnings, answers);
+  ``reversed(session.events)`` walks the list itself.
 * ``prefix_kept(seq)`` says whether the history up to a node is unchanged since it was appended (the
   token meter's anchor rule); ``compaction_open`` is the live compaction lock (SPINE §7.1).
 * Memory: ``assistant/chunk`` events are kept compactly (``dsh_kernel.session.chunk_runs``): a
@@ -65,6 +66,7 @@ from dsh_kernel.session.events import (
     SurfaceOp,
     new_event,
 )
+from dsh_kernel.session.log_index import INDEXED, LogIndex
 from dsh_kernel.session.payload_check import problem as payload_problem
 from dsh_kernel.session.payloads import payload_of
 
@@ -77,13 +79,9 @@ Observer = Callable[[SessionEvent], None]
 _time_ns = _time.time_ns
 
 _BRACKETS = frozenset({"turn/start", "turn/end", "step/start", "step/end"})
-INDEXED: frozenset[str] = frozenset(
-    {"turn/start", "request/header", "request/context", "context/warning", "assistant/message"}
-)
-"""The types whose seqs the log indexes (``latest``, ``seqs_of``): few per turn, read every request."""
 _TRACKED = _BRACKETS | INDEXED | {"image/data", "compaction/start", "compaction/end"}
-"""Non-surface types ``_track`` follows: the turn/step brackets, the indexed types, the image bytes it
-indexes, and the compaction lock."""
+"""Non-surface types ``_track`` follows: the turn/step brackets, the types ``log_index`` indexes, the
+image bytes it indexes, and the compaction lock."""
 
 
 def wall_clock_ms() -> int:
@@ -122,7 +120,7 @@ class Session:
         ``_derived_generation`` (a replacement makes it stale)."""
         self._derived_upto = 0
         self._derived_generation = 0
-        self._indexed: dict[str, list[int]] = {t: [] for t in INDEXED}
+        self._index = LogIndex()
         self._images: dict[str, str] = {}
         self.replace_generation = 0
         self._replaced: list[tuple[int, int]] = []
@@ -192,19 +190,17 @@ class Session:
 
     def latest(self, type: str) -> SessionEvent | None:
         """The latest event of ``type`` (one of ``INDEXED``), or ``None``: without a walk."""
-        seqs = self._indexed_seqs(type)
+        seqs = self._index.seqs(type)
         return self._event(seqs[-1]) if seqs else None
 
     def seqs_of(self, type: str, start: int = 0) -> list[int]:
         """The seqs of the events of ``type`` (one of ``INDEXED``) in log order, from the
         ``start``-th one on."""
-        return self._indexed_seqs(type)[start:]
+        return self._index.seqs(type)[start:]
 
-    def _indexed_seqs(self, type: str) -> list[int]:
-        seqs = self._indexed.get(type)
-        if seqs is None:
-            raise UsageError(f"the log indexes only {sorted(INDEXED)}, not {type!r}")
-        return seqs
+    def turn_at(self, seq: int) -> int | None:
+        """The turn open just before event ``seq``, else ``None`` (between turns): no walk."""
+        return self._index.turn_at(seq)
 
     def surface_after(self, seq: int | None) -> tuple[int, ...]:
         """The surface nodes after node ``seq`` (every node for ``None``). Raises ``UsageError``
@@ -379,7 +375,7 @@ class Session:
         op = event.surface_op
         if op is not None:
             if event.type == "assistant/message":
-                self._indexed["assistant/message"].append(event.seq)
+                self._index.add("assistant/message", event.seq)
             if op == "append":
                 self._surface.append(event.seq)
                 if self._surface_index is not None:
@@ -395,9 +391,8 @@ class Session:
         t = event.type
         if t not in _TRACKED:
             return
-        indexed = self._indexed.get(t)
-        if indexed is not None:
-            indexed.append(event.seq)
+        if t != "turn/start":
+            self._index.add(t, event.seq)
         if t == "image/data":
             image = payload_of(event, "image/data")
             self._images.setdefault(image["sha256"], image["data"])
@@ -407,6 +402,7 @@ class Session:
             self._compaction_start = None
         elif t == "turn/start":
             turn = payload_of(event, "turn/start")["turn"]
+            self._index.add(t, event.seq, turn)
             self.open_turn = turn
             self.last_turn = max(self.last_turn, turn)
             self.open_step = None

@@ -13,7 +13,8 @@ from dsh_kernel.llm.secrets import Redactor
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
-from dsh_kernel.session.log import INDEXED, Session
+from dsh_kernel.session.log import Session
+from dsh_kernel.session.log_index import INDEXED
 from dsh_kernel.session.turn import find_turn, turn_end, turn_events
 from tests.unit.session.scripts import (
     HEADER,
@@ -287,3 +288,20 @@ def test_a_streamed_delta_is_checked_and_copied_as_any_event_is() -> None:
     assert len(s) == n  # a refused append changes nothing
     odd = s.append("assistant/chunk", {"turn": True, "step": 1, "chunk": _delta("x")})
     assert odd.data["turn"] is True  # not a plain delta: the general path keeps it as it is
+
+
+def test_turn_at_answers_as_a_read_back_does() -> None:
+    for seed in range(8):
+        rng = random.Random(seed)
+        s = LoopScript(rng.randrange, Session(header=HEADER, clock=FakeClock())).run(4)
+        s.append("user/message", user_message("between turns"), surface_op="append")
+        s.append("turn/start", {"turn": s.last_turn + 1})
+        s.append("user/message", user_message("in the open turn"), surface_op="append")
+        events = list(s.events)
+        for seq in range(len(events) + 1):
+            expected = None
+            for before in reversed(events[:seq]):
+                if before.type in ("turn/start", "turn/end"):
+                    expected = before.data["turn"] if before.type == "turn/start" else None
+                    break
+            assert s.turn_at(seq) == expected, seq
