@@ -187,12 +187,15 @@ def add_delta(
     run: ChunkRun | None,
     seq: int,
     time: int,
-    parts: tuple[int, int, str, int, str],
+    turn: int,
+    step: int,
+    kind: str,
+    index: int,
+    text: str,
 ) -> ChunkRun | None:
-    """Store the delta ``parts`` (``plain_delta``'s, its text as the log keeps it) appended at
-    ``seq``, the end of ``items``: in ``run`` when it continues it, else in a new run. Returns the
-    run, or ``None`` when the delta cannot be packed (nothing stored: the caller keeps the event)."""
-    turn, step, kind, index, text = parts
+    """Store the delta (``plain_delta``'s parts, its text as the log keeps it) appended at ``seq``,
+    the end of ``items``: in ``run`` when it continues it, else in a new run. Returns the run, or
+    ``None`` when the delta cannot be packed (nothing stored: the caller keeps the event)."""
     if not 0 <= index < _MAX_INDEX or type(time) is not int or not -_INT64 <= time < _INT64:
         return None
     if run is None or run.stop != seq or run.turn != turn or run.step != step:

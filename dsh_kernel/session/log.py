@@ -332,19 +332,21 @@ class Session:
         if parts is None:
             return None
         turn, step, kind, index, text = parts
-        chunk: JsonObject = {"type": kind, "index": index, "text": text}
-        copied: JsonObject = {"turn": turn, "step": step, "chunk": chunk}
-        self._redactor.scrub(copied)
-        scrubbed = chunk["text"]
-        if scrubbed is not text and isinstance(scrubbed, str):  # a secret was cut out of it
-            parts = (turn, step, kind, index, scrubbed)
+        # What the redactor's walk of this shape reads: its two strings (every key is too short).
+        redact = self._redactor.redact
+        if redact(kind) is not kind:
+            return None  # a secret's piece in the kind itself: the general path writes that
+        text = redact(text)
         events = self._events
         seq = len(events)
         clock = self._clock
         now = _time_ns() // 1_000_000 if clock is None else clock()
-        event = new_event("assistant/chunk", seq, now, copied)
-        self._open_run = add_delta(events, self._open_run, seq, now, parts)
-        if self._open_run is None:
+        chunk: JsonObject = {"type": kind, "index": index, "text": text}
+        event = new_event("assistant/chunk", seq, now, {"turn": turn, "step": step, "chunk": chunk})
+        run = self._open_run = add_delta(
+            events, self._open_run, seq, now, turn, step, kind, index, text
+        )
+        if run is None:
             events.append(event)
         if self._observers:
             self._notify(event)

@@ -4,11 +4,13 @@ same log, so an index, fold or run that went stale fails here."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
 
 from dsh_kernel.errors import LosslessJsonError, UsageError
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.secrets import Redactor
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.derive import project_event
@@ -288,6 +290,23 @@ def test_a_streamed_delta_is_checked_and_copied_as_any_event_is() -> None:
     assert len(s) == n  # a refused append changes nothing
     odd = s.append("assistant/chunk", {"turn": True, "step": 1, "chunk": _delta("x")})
     assert odd.data["turn"] is True  # not a plain delta: the general path keeps it as it is
+    plain = s.append(
+        "assistant/chunk", {"turn": 1, "step": 1, "chunk": _delta("sk-live-0123456789abcdef")}
+    )
+    assert plain.data["chunk"] == _delta("[redacted]")  # the delta's own path scrubs as well
+    assert s.events[plain.seq] == plain
+
+
+def test_a_delta_scrubs_as_the_redactor_would_scrub_its_data() -> None:
+    for secret in ("my-text-delta-key", "text-delta-0123456"):  # the second begins as the kind
+        redactor = Redactor(environ={})
+        redactor.add(secret)
+        s = Session(header=HEADER, clock=FakeClock(), redactor=redactor)
+        ev = s.append("assistant/chunk", {"turn": 1, "step": 1, "chunk": _delta(f"see {secret}")})
+        expected: JsonObject = {"turn": 1, "step": 1, "chunk": {**_delta(f"see {secret}")}}  # type: ignore[dict-item]
+        redactor.scrub(expected)
+        assert ev.data == expected and s.events[ev.seq] == ev
+        assert secret not in json.dumps(ev.data)
 
 
 def test_turn_at_answers_as_a_read_back_does() -> None:
