@@ -16,13 +16,12 @@ from dataclasses import dataclass, field
 
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.ids import new_message_id
-from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
-from dsh_kernel.llm.codec import chunk_to_json, message_to_json, usage_to_json
+from dsh_kernel.llm.codec import message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider, stream_call
 from dsh_kernel.llm.types import GenerateRequest, Message, ModelSource
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.payloads import AssistantChunk, AssistantMessage
+from dsh_kernel.session.payloads import AssistantMessage
 
 
 @dataclass(slots=True)
@@ -44,17 +43,13 @@ async def stream_response(
 ) -> Streamed:
     """Stream ``request`` from ``provider`` into the log (module docstring)."""
     out = Streamed()
-    # The hot path (one pass per streamed token): names bound once, a delta's JSON built inline.
-    append, push, seqs = session.append, out.assembler.push, out.chunk_seqs
+    # The hot path (one pass per streamed token): names bound once; the log writes the chunk's
+    # ``assistant/chunk`` event itself (``Session.append_chunk``: a delta's JSON is never built to
+    # be read back).
+    append_chunk, push, seqs = session.append_chunk, out.assembler.push, out.chunk_seqs
     try:
         async for chunk in stream_call(provider, request):
-            if chunk.type == "text-delta" or chunk.type == "reasoning-delta":
-                raw: JsonObject = {"type": chunk.type, "index": chunk.index, "text": chunk.text}
-            else:
-                raw = chunk_to_json(chunk)
-            # An annotated literal is checked as the constructor is, at no cost.
-            data: AssistantChunk = {"turn": turn, "step": step, "chunk": raw}
-            seqs.append(append("assistant/chunk", data).seq)
+            seqs.append(append_chunk(turn, step, chunk).seq)
             push(chunk)
     except asyncio.CancelledError:
         if signal.aborted:

@@ -37,6 +37,7 @@ from collections.abc import Iterator, Sequence
 from typing import cast, overload
 
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.types import StreamChunk
 from dsh_kernel.session.events import SessionEvent, new_event
 
 MIN_RUN = 2
@@ -180,6 +181,25 @@ def plain_delta(data: dict[str, object]) -> tuple[int, int, str, int, str] | Non
     ):
         return None
     return turn, step, "text-delta" if kind == "text-delta" else "reasoning-delta", index, text
+
+
+def delta_parts(turn: int, step: int, chunk: StreamChunk) -> tuple[int, int, str, int, str] | None:
+    """``plain_delta``'s parts of a streamed chunk of ``turn`` and ``step``, when it is a text or
+    reasoning delta whose values JSON carries exactly; else ``None``."""
+    if chunk.type != "text-delta" and chunk.type != "reasoning-delta":
+        return None
+    index, text = chunk.index, chunk.text
+    if (
+        type(turn) is not int
+        or type(step) is not int
+        or type(index) is not int
+        or type(text) is not str
+        or not (-_SAFE_INT <= turn <= _SAFE_INT)
+        or not (-_SAFE_INT <= step <= _SAFE_INT)
+        or not (-_SAFE_INT <= index <= _SAFE_INT)
+    ):
+        return None
+    return turn, step, chunk.type, index, text
 
 
 def add_delta(

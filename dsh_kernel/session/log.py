@@ -46,13 +46,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.codec import chunk_to_json
 from dsh_kernel.llm.secrets import REDACTOR, Redactor
-from dsh_kernel.llm.types import Message
+from dsh_kernel.llm.types import Message, StreamChunk
 from dsh_kernel.session.chunk_runs import (
     ChunkRun,
     EventList,
     add_delta,
     compact,
+    delta_parts,
     event_at,
     plain_delta,
 )
@@ -60,7 +62,6 @@ from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import (
     SURFACE_TYPES,
-    ReplaceOp,
     SessionEvent,
     SessionHeader,
     SurfaceOp,
@@ -69,6 +70,7 @@ from dsh_kernel.session.events import (
 from dsh_kernel.session.log_index import INDEXED, LogIndex
 from dsh_kernel.session.payload_check import problem as payload_problem
 from dsh_kernel.session.payloads import payload_of
+from dsh_kernel.session.surface_rules import check_surface
 
 _log = logging.getLogger(__name__)
 
@@ -274,8 +276,9 @@ class Session:
             and not self._needs_end_seed
             and not self._notifying
         ):
-            event = self._append_delta(data)  # the hot path: one event per streamed token
-            if event is not None:
+            parts = plain_delta(data) if isinstance(data, dict) else None
+            event = self._append_delta(*parts) if parts is not None else None
+            if event is not None:  # the hot path: one event per streamed token
                 return event
         if self._notifying:
             raise ReentrantAppendError(
@@ -323,15 +326,25 @@ class Session:
             self._notify(event)
         return event
 
-    def _append_delta(self, data: Mapping[str, object]) -> SessionEvent | None:
-        """``append`` of a streamed text or reasoning delta of the plain shape (``chunk_runs.
-        plain_delta``; else ``None``, and ``append`` goes the general way): the same checks, copy
-        and scrub, at a fraction of the cost, and the delta stored compactly at once
-        (``chunk_runs.add_delta``) — the event handed out is the caller's and the observers' only."""
-        parts = plain_delta(data) if isinstance(data, dict) else None
-        if parts is None:
-            return None
-        turn, step, kind, index, text = parts
+    def append_chunk(self, turn: int, step: int, chunk: StreamChunk) -> SessionEvent:
+        """Append one streamed chunk of step ``step`` of turn ``turn``: the event ``append`` makes
+        of ``{"turn", "step", "chunk": chunk_to_json(chunk)}``, without building a delta's JSON to
+        read it back (the agent's answer loop: one call per token)."""
+        parts = delta_parts(turn, step, chunk)
+        if parts is not None and not self._needs_end_seed and not self._notifying:
+            event = self._append_delta(*parts)
+            if event is not None:
+                return event
+        data = {"turn": turn, "step": step, "chunk": chunk_to_json(chunk)}
+        return self.append("assistant/chunk", data)
+
+    def _append_delta(
+        self, turn: int, step: int, kind: str, index: int, text: str
+    ) -> SessionEvent | None:
+        """The append of a text or reasoning delta whose parts were checked (``chunk_runs.
+        plain_delta``, ``append_chunk``): the same copy and scrub as the general path, and the delta
+        stored compactly at once (``chunk_runs.add_delta``), the event handed out the caller's and
+        the observers' only. ``None``: the general path must write it."""
         # What the redactor's walk of this shape reads: its two strings (every key is too short).
         redact = self._redactor.redact
         if redact(kind) is not kind:
@@ -438,61 +451,13 @@ class Session:
         data: JsonObject,
         seq: int,
     ) -> None:
-        is_surface = type in SURFACE_TYPES
-        if op is not None and op != "append" and not isinstance(op, ReplaceOp):  # pyright: ignore[reportUnnecessaryIsInstance]
-            raise SurfaceError(f"{type}: surface_op must be 'append' or a ReplaceOp, not {op!r}")
-        if is_surface and op is None:
-            raise SurfaceError(f"{type} is a surface event and needs a surface_op")
-        if not is_surface and op is not None:
-            raise SurfaceError(f"{type} is not a surface event; surface_op is forbidden on it")
-        if seqs is not None:
-            if not is_surface:
-                raise SurfaceError(
-                    f"{type} is not a surface event; sourceEventSeqs is forbidden on it"
-                )
-            if not seqs and type != "assistant/message":
-                raise SurfaceError(f"{type}: sourceEventSeqs must be non-empty when present")
-            if len(set(seqs)) != len(seqs):
-                raise SurfaceError(f"{type}: sourceEventSeqs must be distinct")
-            for s in seqs:
-                if s.__class__ is not int or not 0 <= s < seq:
-                    raise SurfaceError(f"{type}: sourceEventSeqs cites {s!r}, not an earlier seq")
-        if not isinstance(op, ReplaceOp):
-            return
-        i, j = self._index_of(op.start), self._index_of(op.end)
-        if i is None or j is None or i > j:
-            raise SurfaceError(
-                f"{type}: replace range {op.start}..{op.end} is not a range of current surface nodes"
-            )
-        shadowed = self._surface[i : j + 1]
-        if seqs is None or not set(shadowed) <= set(seqs):
-            raise SurfaceError(f"{type}: a replacement must cite every node it shadows {shadowed}")
-        if type == "tool/result":
-            old = self._event(shadowed[0])
-            if len(shadowed) != 1 or old.type != "tool/result":
-                raise SurfaceError("a tool/result replacement shadows exactly one tool/result")
-            if not _same_but_content(old.data, data):
-                raise SurfaceError("a tool/result replacement may change only the nested content")
-
-
-def _same_but_content(old: JsonObject, new: JsonObject) -> bool:
-    """True when ``new`` differs from ``old`` at most in the tool-result block's nested ``content``."""
-
-    def strip(d: JsonObject) -> tuple[JsonObject, JsonObject, JsonObject] | None:
-        msg = d.get("message")
-        if not isinstance(msg, dict):
-            return None
-        content = msg.get("content")
-        if not (isinstance(content, list) and len(content) == 1 and isinstance(content[0], dict)):
-            return None
-        block = content[0]
-        if not isinstance(block.get("content"), list):
-            return None
-        return (
-            {k: v for k, v in d.items() if k != "message"},
-            {k: v for k, v in msg.items() if k != "content"},
-            {k: v for k, v in block.items() if k != "content"},
+        check_surface(
+            type,
+            op,
+            seqs,
+            data,
+            seq,
+            surface=self._surface,
+            index_of=self._index_of,
+            event_at=self._event,
         )
-
-    stripped = strip(old)
-    return stripped is not None and stripped == strip(new)

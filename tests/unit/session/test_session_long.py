@@ -11,7 +11,21 @@ import pytest
 
 from dsh_kernel.errors import LosslessJsonError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.codec import chunk_to_json
 from dsh_kernel.llm.secrets import Redactor
+from dsh_kernel.llm.types import (
+    BlockEndChunk,
+    BlockStartChunk,
+    FinishChunk,
+    FinishStop,
+    ReasoningDeltaChunk,
+    StreamChunk,
+    TextBlock,
+    TextDeltaChunk,
+    TokenUsage,
+    ToolCallDeltaChunk,
+    UsageChunk,
+)
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
@@ -324,3 +338,32 @@ def test_turn_at_answers_as_a_read_back_does() -> None:
                     expected = before.data["turn"] if before.type == "turn/start" else None
                     break
             assert s.turn_at(seq) == expected, seq
+
+
+def test_append_chunk_writes_the_event_append_writes() -> None:
+    from dsh_kernel.ids import CallId
+
+    chunks: list[StreamChunk] = [
+        BlockStartChunk(index=0, block_type="reasoning"),
+        ReasoningDeltaChunk(index=0, text="thinking"),
+        TextDeltaChunk(index=1, text="é 🙂"),
+        TextDeltaChunk(index=1, text=""),
+        TextDeltaChunk(index=2**53, text="the largest index JSON carries"),
+        ToolCallDeltaChunk(index=2, id=CallId("c1"), name="f", arguments_delta='{"a"'),
+        BlockEndChunk(index=1, block=TextBlock(text="é 🙂")),
+        UsageChunk(usage=TokenUsage(input_tokens=3, output_tokens=4)),
+        FinishChunk(reason=FinishStop(), replay_state={"k": [1, None]}),
+    ]
+    by_chunk, by_append = new_session(), new_session()
+    for turn, step in ((1, 1), (True, 2)):  # a bool turn is no plain delta: the general path
+        for c in chunks:
+            a = by_chunk.append_chunk(turn, step, c)
+            b = by_append.append(
+                "assistant/chunk", {"turn": turn, "step": step, "chunk": chunk_to_json(c)}
+            )
+            assert a == b and encode_event(a) == encode_event(b)
+    by_chunk.append("turn/start", {"turn": 2})  # the runs of turn 1 are sealed now
+    by_append.append("turn/start", {"turn": 2})
+    assert list(by_chunk.events) == list(by_append.events)
+    with pytest.raises(LosslessJsonError):
+        by_chunk.append_chunk(2, 1, TextDeltaChunk(index=2**53 + 1, text="x"))
