@@ -191,6 +191,10 @@ class Compaction:
         the last one's result, or ``None`` when nothing was done."""
         if not self.auto or self.session.compaction_open is not None:
             return None
+        # The cheap check first: under no pressure (every request of an ordinary session) the
+        # history is not walked at all.
+        if trigger == "pressure" and self.pressing(route) is None:
+            return None
         if self._futile(route):
             return None
         last: CompactionResult | None = None

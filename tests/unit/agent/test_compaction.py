@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 import pytest
 
-from dsh_kernel import Agent, tool
+from dsh_kernel import tool
 from dsh_kernel.agent.compaction import (
     PLUGIN,
     CompactionSettings,
@@ -18,7 +18,6 @@ from dsh_kernel.agent.compaction import (
 )
 from dsh_kernel.agent.compaction_range import reduce_range
 from dsh_kernel.agent.meter import header_tokens, measure, message_tokens
-from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import (
@@ -39,30 +38,9 @@ from dsh_kernel.session.events import ReplaceOp, SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import FunctionProvider, text_response, tool_call_response
-from tests.unit.agent.helpers import of_type, turn_ends
+from tests.unit.agent.helpers import agent_with, of_type, run, turn_ends
 
 ANSWER = "The answer goes on at length about the data. " * 90  # ~4k chars: ~1k tokens
-
-
-async def no_sleep(_s: float) -> None:
-    return None
-
-
-def agent_with(provider: FunctionProvider, *, window: int | None, **kw: object) -> Agent:
-    return Agent(
-        provider=provider,
-        model="m1",
-        context_windows=ContextWindows(configured=window),
-        check_invariants=True,
-        sleep=no_sleep,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-async def run(agent: Agent, *messages: str) -> None:
-    for m in messages:
-        agent.followup(m)
-        await agent.when_idle()
 
 
 def summarising(answer: str = ANSWER, summary: str = "- the user asked about the data"):
@@ -479,3 +457,25 @@ def test_the_question_being_asked_is_never_in_the_range() -> None:
     )
     # the prompt and the runtime context after it are the newest step's input: one unit, kept
     assert select_range(session, retain_tokens=None) == [u1.seq, a1.seq]
+
+
+async def test_a_request_under_no_pressure_does_not_walk_the_history(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Issue 16 item 5: the check before every request is the meter's (incremental); the range
+    # walk (and the measure of everything replaceable) runs only once the threshold is passed.
+    import dsh_kernel.agent.compaction as compaction
+
+    walks: list[int] = []
+
+    def counting(session: Session, retain: int | None, **kw: object) -> list[int]:
+        walks.append(len(session))
+        return select_range(session, retain, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compaction, "select_range", counting)
+    agent = agent_with(FunctionProvider(summarising("Short.")), window=1 << 20)
+    await run(agent, *(f"Question {i}." for i in range(1, 6)))
+    assert walks == []
+    agent = agent_with(FunctionProvider(summarising()), window=4096)
+    await run(agent, *(f"Question {i}." for i in range(1, 6)))
+    assert walks  # under pressure it does walk (the counter sees the walks it should)

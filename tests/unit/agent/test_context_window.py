@@ -27,30 +27,9 @@ from dsh_kernel.testing import (
     tool_call_response,
 )
 from dsh_kernel.views.format import end_notice
-from tests.unit.agent.helpers import of_type, turn_ends
+from tests.unit.agent.helpers import agent_with, of_type, run, turn_ends
 
 LONG = "lorem ipsum dolor sit amet " * 1500  # ~40k characters: ~10k tokens by chars / 4
-
-
-async def no_sleep(_s: float) -> None:
-    return None
-
-
-def agent_with(provider: ScriptedProvider, *, window: int | None = None, **kw: object) -> Agent:
-    return Agent(
-        provider=provider,
-        model="m1",
-        context_windows=ContextWindows(configured=window),
-        check_invariants=True,
-        sleep=no_sleep,
-        **kw,  # type: ignore[arg-type]
-    )
-
-
-async def run(agent: Agent, *messages: str) -> None:
-    for m in messages:
-        agent.followup(m)
-        await agent.when_idle()
 
 
 def error_codes(events: Sequence[SessionEvent]) -> list[str | None]:
