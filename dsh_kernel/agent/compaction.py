@@ -61,7 +61,7 @@ from dsh_kernel.errors import UsageError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import failure_to_json, message_from_json, message_to_json
-from dsh_kernel.llm.types import LlmFailure
+from dsh_kernel.llm.types import LlmFailure, PluginSource
 from dsh_kernel.session.derive import EpochHeader, project_event
 from dsh_kernel.session.events import ReplaceOp
 from dsh_kernel.session.log import Session
@@ -281,6 +281,36 @@ class Compaction:
             raise
         finally:
             session.append("compaction/end", end)
+
+    def why_nothing(self, window: int | None, *, compacted: bool) -> str:
+        """Why ``run`` found nothing to replace, for people (``window``: the one it was given;
+        ``compacted``: whether an earlier compaction did): what it always keeps, or a range too
+        small to be worth a summary."""
+        session = self.session
+        if not session.last_turn:
+            return "there is no conversation yet"
+        earlier = sum(
+            message_tokens(msg)
+            for seq in select_range(session, None)
+            if (msg := session.projection(seq)) is not None
+            and not (isinstance(msg.source, PluginSource) and msg.source.plugin == PLUGIN)
+        )  # the earlier checkpoints aside: they are summaries already
+        if not earlier:
+            if compacted:
+                return "everything before the latest exchange is summarised already"
+            return "the history holds only the latest exchange, which is always kept as it is"
+        share = self.settings.retain
+        kept = (
+            f"the recent part kept as it is ({share:.0%} of the {window:,}-token window)"
+            if window is not None
+            else "the latest turn, which is kept as it is"
+        )
+        if window is None or not select_range(session, int(window * share)):
+            return f"what came before the latest exchange (~{earlier:,} tokens) is all in {kept}"
+        return (
+            f"what lies before {kept} is too little to be worth a summary (at most "
+            f"~{MIN_RANGE_TOKENS} tokens)"
+        )
 
     # --- the parts ---------------------------------------------------------------------------------
 

@@ -34,7 +34,6 @@ from dsh_kernel.llm.types import (
 )
 from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.payloads import payload_of
 
 PLUGIN: Final = "dsh/compaction"
 """The source plugin of a ``<compacted-summary>`` message."""
@@ -175,12 +174,8 @@ def turn_of(session: Session, seq: int) -> list[int]:
         turns = msg.source.form.get("turns")
         if isinstance(turns, list):
             return [t for t in turns if isinstance(t, int)]
-    for before in reversed(events[:seq]):
-        if before.type == "turn/start":
-            return [payload_of(before, "turn/start")["turn"]]
-        if before.type == "turn/end":
-            return []
-    return []
+    turn = session.turn_at(seq)  # the log's index: no walk back to the turn's start
+    return [turn] if turn is not None else []
 
 
 def _text_of(msg: Message) -> str:

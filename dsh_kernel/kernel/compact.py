@@ -103,47 +103,11 @@ async def compact_cell(host: AgentHost) -> str:
 
 
 def _nothing(host: AgentHost) -> str:
-    """Why a compaction by hand found nothing to replace (what ``Compaction.run`` keeps: the latest
-    exchange, a recent tail, and a range too small to be worth a summary)."""
-    from dsh_kernel.agent.compaction import MIN_RANGE_TOKENS, PLUGIN, select_range
-    from dsh_kernel.agent.meter import message_tokens
-    from dsh_kernel.llm.types import PluginSource
-    from dsh_kernel.session.derive import project_event
-
+    """Why a compaction by hand found nothing to replace (the engine's reasons)."""
     agent = host.agent
-    session = agent.session
-    if not session.last_turn:
-        return "there is no conversation yet"
-
-    def tokens(seqs: list[int]) -> int:
-        """The size of ``seqs`` less the checkpoints of earlier compactions among them."""
-        total = 0
-        for seq in seqs:
-            msg = project_event(session.events[seq])
-            source = msg.source if msg is not None else None
-            if msg is not None and not (
-                isinstance(source, PluginSource) and source.plugin == PLUGIN
-            ):
-                total += message_tokens(msg)
-        return total
-
-    earlier = tokens(select_range(session, None))
-    if not earlier:
-        if compactions(host):
-            return "everything before the latest exchange is summarised already"
-        return "the history holds only the latest exchange, which is always kept as it is"
     window = host.windows.current(agent.provider, agent.model)
-    share = agent.compaction.settings.retain
-    kept = (
-        f"the recent part kept as it is ({share:.0%} of the {window.tokens:,}-token window)"
-        if window is not None
-        else "the latest turn, which is kept as it is"
-    )
-    if window is None or not select_range(session, int(window.tokens * share)):
-        return f"what came before the latest exchange (~{earlier:,} tokens) is all in {kept}"
-    return (
-        f"what lies before {kept} is too little to be worth a summary (at most "
-        f"~{MIN_RANGE_TOKENS} tokens)"
+    return agent.compaction.why_nothing(
+        window.tokens if window is not None else None, compacted=compactions(host) > 0
     )
 
 

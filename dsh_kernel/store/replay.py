@@ -265,13 +265,7 @@ class ReplayProvider(BaseProvider):
     async def _play(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         if request.purpose == "compaction":
             if self._next_summary >= len(self.summaries):
-                raise LlmError(
-                    LlmFailure(
-                        code=REPLAY_EXHAUSTED,
-                        message=f"replay: the recording has only {len(self.summaries)} model "
-                        "summaries; this compaction goes beyond them",
-                    )
-                )
+                raise _exhausted(f"{len(self.summaries)} model summaries", "this compaction")
             text = self.summaries[self._next_summary]
             self._next_summary += 1
             for chunk in (
@@ -283,13 +277,7 @@ class ReplayProvider(BaseProvider):
                 yield chunk
             return
         if self._next >= len(self.attempts):
-            raise LlmError(
-                LlmFailure(
-                    code=REPLAY_EXHAUSTED,
-                    message=f"replay: the recording has only {len(self.attempts)} model calls; "
-                    "this request goes beyond it",
-                )
-            )
+            raise _exhausted(f"{len(self.attempts)} model calls", "this request")
         rec = self.attempts[self._next]
         tail = _tail([message_to_json(m) for m in request.messages])
         got = tuple(fingerprint(m) for m in tail)
@@ -316,3 +304,9 @@ class ReplayProvider(BaseProvider):
                     "finished (it was cancelled or the kernel stopped)",
                 )
             )
+
+
+def _exhausted(recorded: str, what: str) -> LlmError:
+    """``REPLAY_EXHAUSTED``: the recording holds only ``recorded``, and ``what`` goes beyond it."""
+    message = f"replay: the recording has only {recorded}; {what} goes beyond it"
+    return LlmError(LlmFailure(code=REPLAY_EXHAUSTED, message=message))
