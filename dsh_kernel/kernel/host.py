@@ -52,6 +52,7 @@ from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
+from dsh_kernel.kernel.course import current_user
 from dsh_kernel.kernel.settings import (
     HostSettings,
     base_url_owner,
@@ -155,6 +156,8 @@ class AgentHost:
                     created_at=wall_clock_ms(),
                     cwd=os.getcwd(),
                     notebook=self.notebook,
+                    user=current_user(),
+                    ai_policy=self.settings.course.ai_policy,
                 )
             )
         agent = Agent(

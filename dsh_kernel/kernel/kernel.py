@@ -106,6 +106,25 @@ class DshKernel(IPythonKernel):
         "Env: DSH_COMPACTION (on/off).",
     ).tag(config=True)
 
+    ai_policy = Unicode(
+        "",
+        help="The course's AI policy: full (the agent may run code), explain (it reads and "
+        "explains, runs no code) or off (chat cells are refused). A notebook's metadata may make "
+        "it stricter, never looser. Env: DSH_AI_POLICY (the stricter of the two wins).",
+    ).tag(config=True)
+    budget_tokens = Integer(
+        None,
+        allow_none=True,
+        help="Tokens each user may use per UTC day, across all their sessions (None: no limit). "
+        "Env: DSH_BUDGET_TOKENS (the lower of the two wins).",
+    ).tag(config=True)
+    budget_usd = Float(
+        None,
+        allow_none=True,
+        help="US dollars each user may spend per UTC day, across all their sessions (None: no "
+        "limit). Env: DSH_BUDGET_USD (the lower of the two wins).",
+    ).tag(config=True)
+
     image_max_side = Integer(
         1024,
         help="Images sent to the model are downscaled to this longest side in pixels (64-8192). "
@@ -131,6 +150,13 @@ class DshKernel(IPythonKernel):
             self.shell.input_transformers_cleanup.insert(0, python_cell_lines)
         self._protect_secrets()
         self._check_store()
+        import os
+
+        from dsh_kernel.kernel.course import COURSE_VARIABLES
+
+        self._course_env = {k: os.environ[k] for k in COURSE_VARIABLES if k in os.environ}
+        """The course's variables as the kernel started (``kernel.course``: later changes to
+        ``os.environ`` from the notebook change nothing)."""
 
     def _protect_secrets(self) -> None:
         """See the module docstring (light imports only: this runs at kernel start)."""
@@ -162,6 +188,7 @@ class DshKernel(IPythonKernel):
     @property
     def host(self) -> AgentHost:
         if self._host is None:
+            from dsh_kernel.kernel.course import course_settings
             from dsh_kernel.kernel.host import AgentHost
             from dsh_kernel.kernel.settings import (
                 HostSettings,
@@ -190,6 +217,12 @@ class DshKernel(IPythonKernel):
                         self.image_max_side, self.images_per_call, self.image_max_bytes
                     ),
                     compaction=self.compaction,
+                    course=course_settings(
+                        ai_policy=self.ai_policy,
+                        budget_tokens=_text(self.budget_tokens),
+                        budget_usd=_text(self.budget_usd),
+                        env=self._course_env,
+                    ),
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,
@@ -382,3 +415,8 @@ def python_cell_lines(lines: list[str]) -> list[str]:
     if cell.kind != "python" or cell.body == code:
         return lines
     return cell.body.splitlines(keepends=True)
+
+
+def _text(value: object) -> str:
+    """A traitlet's value as its setting's text (``None``: not set)."""
+    return "" if value is None else str(value)

@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass
 
 from dsh_kernel.errors import UsageError
+from dsh_kernel.kernel.course import NO_COURSE, CourseSettings
 from dsh_kernel.kernel.vision import parse_vision
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
@@ -62,6 +63,9 @@ class HostSettings:
     """The limits on images sent to the model (``image_caps``)."""
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction``; ``%agent compact on|off``)."""
+    course: CourseSettings = NO_COURSE
+    """The AI policy and budgets in force (``kernel.course``: the stricter of the traitlets and
+    the environment at kernel start; ``settings_from_env`` leaves it as given)."""
 
 
 MIN_CONTEXT_WINDOW = 512
@@ -157,6 +161,7 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         vision=vision,
         images=image_caps_from_env(base.images),
         compaction=compaction,
+        course=base.course,
     )
 
 

@@ -10,7 +10,7 @@ nesting deeper than 256 levels, which Python's own JSON reader could not read ba
 Journal format (one UTF-8 JSON object per line):
 
 * line 1 — the header: ``{"type": "session", "version": 0, "id", "createdAt", "cwd"?, "notebook"?,
-  "parentSession"?, "seedLength"?}``; any other ``version`` is refused;
+  "parentSession"?, "seedLength"?, "user"?, "aiPolicy"?}``; any other ``version`` is refused;
 * every following line — one event: ``{"type", "seq", "time", "data", "ignorable"?, "surfaceOp"?,
   "sourceEventSeqs"?}``.
 
@@ -408,6 +408,10 @@ def header_to_json(header: SessionHeader) -> JsonObject:
         out["parentSession"] = header.parent_session
     if header.seed_length is not None:
         out["seedLength"] = header.seed_length
+    if header.user is not None:
+        out["user"] = header.user
+    if header.ai_policy is not None:
+        out["aiPolicy"] = header.ai_policy
     return out
 
 
@@ -452,4 +456,6 @@ def header_from_json(obj: JsonValue, *, where: str = "journal header") -> Sessio
         notebook=opt_str("notebook"),
         parent_session=opt_str("parentSession"),
         seed_length=seed,
+        user=opt_str("user"),
+        ai_policy=opt_str("aiPolicy"),
     )

@@ -120,6 +120,12 @@ class SessionHeader:
     notebook: str | None = None
     parent_session: str | None = None
     seed_length: int | None = None
+    user: str | None = None
+    """Who the session is for: ``JUPYTERHUB_USER``, else ``USER`` (a course's reports are per
+    student, and a budget counts per user)."""
+    ai_policy: str | None = None
+    """The course's AI policy in force when the session was created (``full``, ``explain`` or
+    ``off``; ``kernel.policy``)."""
 
 
 SURFACE_TYPES: frozenset[str] = frozenset({"user/message", "assistant/message", "tool/result"})

@@ -426,6 +426,8 @@ def _create_files(con: duckdb.DuckDBPyConnection, plans: list[Plan]) -> None:
             [s.last_ms if s else None for s in st],
             [s.messages if s else None for s in st],
             [s.message_tokens if s else None for s in st],
+            [x.user if x else None for x in h],
+            [x.ai_policy if x else None for x in h],
         ],
     )
 

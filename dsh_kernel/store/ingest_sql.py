@@ -65,7 +65,8 @@ SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($17::BIGINT[]) AS h_created, unnest($18::VARCHAR[]) AS h_cwd,
        unnest($19::VARCHAR[]) AS h_notebook, unnest($20::VARCHAR[]) AS h_parent,
        unnest($21::INTEGER[]) AS h_seed, unnest($22::BIGINT[]) AS last_ms,
-       unnest($23::INTEGER[]) AS messages, unnest($24::BIGINT[]) AS message_tokens
+       unnest($23::INTEGER[]) AS messages, unnest($24::BIGINT[]) AS message_tokens,
+       unnest($25::VARCHAR[]) AS h_user, unnest($26::VARCHAR[]) AS h_policy
 ) x
 LEFT JOIN t_sessions s ON s.id = x.session_id AND NOT x.reset
 """
@@ -122,7 +123,9 @@ DELETE FROM t_sessions WHERE id IN (SELECT id FROM _reset);
 
 INSERT_SESSIONS = """
 INSERT INTO t_sessions
-SELECT session_id, h_version, h_created, h_cwd, h_notebook, h_parent, h_seed, journal
+    (id, version, created_ms, cwd, notebook, parent_session, seed_length, journal, "user", ai_policy)
+SELECT session_id, h_version, h_created, h_cwd, h_notebook, h_parent, h_seed, journal, h_user,
+       h_policy
 FROM _files WHERE is_new
 """
 

@@ -151,3 +151,10 @@ def m0006_compaction(con: duckdb.DuckDBPyConnection) -> None:
     run_sql_file(con, "0006_compaction.sql")
     ingest_surface.backfill(con)
     run_sql_file(con, "0006_backfill.sql")
+
+
+@migration
+def m0007_course(con: duckdb.DuckDBPyConnection) -> None:
+    """A course (issue 17): `sessions.user` (who the session is for: `JUPYTERHUB_USER`, else `USER`)
+    and `sessions.ai_policy` (the AI policy it was created under), from the session header."""
+    run_sql_file(con, "0007_course.sql")

@@ -204,3 +204,24 @@ async def test_approvals(store: Store) -> None:
         "FROM tool_calls ORDER BY call_seq",
     ) == [("n1", "done", 250, 5_250), ("n2", "denied", 5_000, 5_000)]
     writer.close()
+
+
+async def test_sessions_show_who_a_session_is_for_and_its_ai_policy(store: Store) -> None:
+    # Issue 17: the header's user and aiPolicy reach sessions."user" and sessions.ai_policy; a
+    # header without them (an older journal) shows NULLs.
+    from dsh_kernel.session.events import SessionHeader
+    from dsh_kernel.session.log import Session
+
+    header = SessionHeader(
+        id="s-course", created_at=1_700_000_000_000, user="ada", ai_policy="explain"
+    )
+    agent, _, writer = make_agent(store, [text_response("Hi.")], session=Session(header=header))
+    plain, _, plain_writer = make_agent(store, [text_response("Hi.")])
+    await chat(agent, "Hello?")
+    await chat(plain, "Hello?")
+    writer.close()
+    plain_writer.close()
+    got = rows(
+        store, 'SELECT session_id, "user", ai_policy FROM sessions ORDER BY "user" NULLS LAST'
+    )
+    assert got == [("s-course", "ada", "explain"), (plain.session.id, None, None)]
