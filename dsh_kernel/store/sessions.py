@@ -14,9 +14,10 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
   ``session/end-seed``);
 * ``search(store, text)`` — case-insensitive literal (or ``regex=True``) search over message text,
   reasoning, tool arguments and tool results (no full-text index exists offline);
-* ``export_parquet(store, out_dir, force=False)`` — every event as Parquet, partitioned by ``date``
-  and ``session_id`` (Hive layout, readable by DuckDB, Spark, Trino, BigQuery), plus
-  ``sessions.parquet``;
+* ``export_parquet(store, out_dir, force=False, since=None)`` — every event as Parquet, partitioned
+  by ``date`` and ``session_id`` (Hive layout, readable by DuckDB, Spark, Trino, BigQuery), plus the
+  views a report reads (``sessions``, ``turns``, ``tool_calls``, ``errors``, ``usage``, …) as
+  ``<view>.parquet`` (``since``: only the sessions active on or after that day);
 * ``export_markdown(events)`` — a readable transcript, written by ``store.transcript`` from the turn
   reader's reading of each turn (re-exported here);
 * ``write_markdown(path, events, header, force=False)`` — the transcript written to ``path``, its
@@ -44,9 +45,10 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 import duckdb
@@ -243,34 +245,46 @@ def search(
     return run_query(store, sql, params, live=live)
 
 
+EXPORT_VIEWS: tuple[tuple[str, str], ...] = (
+    ("sessions", "session_id"),
+    ("turns", "session_id, turn"),
+    ("tool_calls", "session_id, call_seq"),
+    ("errors", "session_id, seq"),
+    ("usage", "session_id, request"),
+    ("images", "session_id, seq, position"),
+    ("compactions", "session_id, start_seq"),
+)
+"""The views a Parquet export writes as ``<view>.parquet`` beside ``events/``, with their row order
+(so an export of the same store is the same rows in the same order); ``image_data`` comes after."""
+
+
 def export_parquet(
     store: Store,
     out_dir: str | os.PathLike[str],
     *,
     force: bool = False,
+    since: date | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
 ) -> Path:
-    """Write ``<out_dir>/events/date=…/session_id=…/*.parquet``, ``<out_dir>/sessions.parquet``,
-    ``images.parquet``, ``image_data.parquet`` (the images by reference: module docstring) and
-    ``compactions.parquet``.
+    """Write ``<out_dir>/events/date=…/session_id=…/*.parquet`` and one ``<view>.parquet`` per view
+    of ``EXPORT_VIEWS`` (``sessions``, ``turns``, ``tool_calls``, ``errors``, ``usage``, ``images``,
+    ``compactions``), plus ``image_data.parquet`` (the images by reference: module docstring).
 
-    Ingests first; needs the database (``DatabaseBusy`` when it stays locked). See the module
-    docstring for ``force`` and the path errors.
+    ``since`` keeps the sessions active on or after that UTC day (``last_active``), whole. Ingests
+    first; needs the database (``DatabaseBusy`` when it stays locked). See the module docstring for
+    ``force`` and the path errors.
     """
     out = Path(out_dir).expanduser().absolute()
     events_dir = out / "events"
-    sessions_file = out / "sessions.parquet"
-    images_file = out / "images.parquet"
-    image_data_file = out / "image_data.parquet"
-    compactions_file = out / "compactions.parquet"
+    files = {view: out / f"{view}.parquet" for view, _ in EXPORT_VIEWS}
+    files["image_data"] = out / "image_data.parquet"
     if out.exists() and not out.is_dir():
         raise UsageError(
             f"{out} is a file; the Parquet export writes a folder — give a folder path",
             code=EXPORT_BAD_PATH,
         )
     _check_parent(out)
-    files = (events_dir, sessions_file, images_file, image_data_file, compactions_file)
-    held = [p.name for p in files if p.exists()]
+    held = [p.name for p in (events_dir, *files.values()) if p.exists()]
     if held and not force:
         raise UsageError(
             f"{out} already holds an export ({', '.join(held)}); add --force to replace it, or "
@@ -282,23 +296,31 @@ def export_parquet(
     except OSError as exc:
         raise _path_error(exc, out) from exc
     ingest(store, timeout_s=timeout_s)
-    replace = ", OVERWRITE true" if force else ""
+    kept = (
+        ""
+        if since is None
+        else " WHERE session_id IN (SELECT session_id FROM sessions WHERE last_active >= "
+        f"{_sql_str(since.isoformat())}::DATE)"
+    )
     with open_db(store, read_only=True, timeout_s=timeout_s) as con:
+        if force and events_dir.is_dir():
+            shutil.rmtree(events_dir)  # no partition of the export it replaces may stay behind
         try:
             con.execute(
-                "COPY (SELECT CAST(time AS DATE) AS date, * FROM events) "
-                f"TO {_sql_str(str(events_dir))} "
-                f"(FORMAT parquet, PARTITION_BY (date, session_id){replace})"
+                f"COPY (SELECT CAST(time AS DATE) AS date, * FROM events{kept} "
+                f"ORDER BY session_id, seq) TO {_sql_str(str(events_dir))} "
+                "(FORMAT parquet, PARTITION_BY (date, session_id))"
             )
-            for view, file in (
-                ("sessions", sessions_file),
-                ("images", images_file),
-                ("image_data", image_data_file),
-                ("compactions", compactions_file),
-            ):
+            for view, order in EXPORT_VIEWS:
                 con.execute(
-                    f"COPY (SELECT * FROM {view}) TO {_sql_str(str(file))} (FORMAT parquet)"
+                    f"COPY (SELECT * FROM {view}{kept} ORDER BY {order}) "
+                    f"TO {_sql_str(str(files[view]))} (FORMAT parquet)"
                 )
+            used = "" if since is None else f" WHERE hash IN (SELECT hash FROM images{kept})"
+            con.execute(
+                f"COPY (SELECT * FROM image_data{used} ORDER BY hash) "
+                f"TO {_sql_str(str(files['image_data']))} (FORMAT parquet)"
+            )
         except duckdb.Error as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise StoreError(

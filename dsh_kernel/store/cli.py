@@ -1,0 +1,160 @@
+"""``python -m dsh_kernel export`` and ``python -m dsh_kernel report``: a course's sessions with no
+kernel running.
+
+* ``export --parquet DIR [--store PATH] [--since YYYY-MM-DD] [--force]`` — what ``%agent export
+  --parquet`` writes, for a whole store (default: ``DSH_STORE``, else the per-user store): the store
+  is ingested first, then every session (or those active on or after ``--since``, a UTC day) goes
+  to ``DIR`` (``store.sessions.export_parquet``);
+* ``report DIR... [-o FILE] [--format md|html] [--force]`` — the course's summary
+  (``store.report``) from one or many exports, as Markdown on stdout, or to ``FILE`` (its suffix,
+  ``.md`` or ``.html``, picks the format unless ``--format`` does).
+
+Nothing is overwritten without ``--force``. Exit status: 0 done; 1 it could not be done (one line on
+stderr saying why and what to do — a store locked by another process, an export already there, a
+folder that is no export); 2 the command line is wrong (usage on stderr, as argparse does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+
+from dsh_kernel.errors import DshError
+from dsh_kernel.store.db import DatabaseBusy
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.report_render import Format
+
+BUSY_TIMEOUT_S = 10.0
+"""How long the CLI waits for a store another process holds (a kernel's opens are short)."""
+
+
+def _day(text: str) -> date:
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        raise argparse.ArgumentTypeError(f"not a day: {text!r} (give YYYY-MM-DD, UTC)")
+    try:
+        return date.fromisoformat(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a day: {text!r} ({exc})") from exc
+
+
+def export_parser() -> argparse.ArgumentParser:
+    """The ``export`` subcommand's arguments."""
+    p = argparse.ArgumentParser(
+        prog="python -m dsh_kernel export",
+        description="Export a whole session store as Parquet (no kernel needed).",
+    )
+    p.add_argument("--parquet", metavar="DIR", required=True, type=Path, help="the folder to write")
+    p.add_argument(
+        "--store",
+        metavar="PATH",
+        type=Path,
+        help="the store (default: DSH_STORE, else ~/.local/share/dsh-kernel)",
+    )
+    p.add_argument(
+        "--since",
+        metavar="YYYY-MM-DD",
+        type=_day,
+        help="only sessions active on or after this UTC day",
+    )
+    p.add_argument("--force", action="store_true", help="replace an export already in DIR")
+    return p
+
+
+def report_parser() -> argparse.ArgumentParser:
+    """The ``report`` subcommand's arguments."""
+    p = argparse.ArgumentParser(
+        prog="python -m dsh_kernel report",
+        description="Summarise Parquet exports (a folder per student) per student and notebook.",
+    )
+    p.add_argument(
+        "exports", metavar="DIR", nargs="+", type=Path, help="an export, or a folder of exports"
+    )
+    p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
+    p.add_argument("--format", choices=("md", "html"), help="default: by FILE's suffix, else md")
+    p.add_argument("--force", action="store_true", help="replace FILE if it exists")
+    return p
+
+
+def export_main(argv: list[str]) -> int:
+    """``python -m dsh_kernel export …``; returns the exit status."""
+    args = export_parser().parse_args(argv)
+    store = Store.at(args.store) if args.store is not None else Store.default()
+    return _run(lambda: _export(store, args.parquet, since=args.since, force=args.force), store)
+
+
+def report_main(argv: list[str]) -> int:
+    """``python -m dsh_kernel report …``; returns the exit status."""
+    parser = report_parser()
+    args = parser.parse_args(argv)
+    out: Path | None = args.output
+    fmt: Format
+    if args.format is not None:
+        fmt = "html" if args.format == "html" else "md"
+    elif out is None or out.suffix.lower() in (".md", ".markdown"):
+        fmt = "md"
+    elif out.suffix.lower() in (".html", ".htm"):
+        fmt = "html"
+    else:
+        parser.error(f"cannot tell the format of {out}: name it .md or .html, or give --format")
+    return _run(lambda: _report(args.exports, out, fmt, force=args.force), None)
+
+
+def _run(action: Callable[[], None], store: Store | None) -> int:
+    try:
+        action()
+    except DatabaseBusy as exc:
+        assert store is not None
+        pid = re.search(r"PID (\d+)", exc.message)
+        holder = f"another process (PID {pid.group(1)})" if pid else "another process"
+        print(
+            f"error: the store's database {store.db_path} is locked by {holder}: close what holds "
+            "it (a DuckDB shell, a duckdb.connect in a notebook) or wait until its kernel is idle, "
+            "then run this again",
+            file=sys.stderr,
+        )
+        return 1
+    except DshError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None:
+    from dsh_kernel.errors import UsageError
+    from dsh_kernel.store.ingest import ingest
+    from dsh_kernel.store.report import session_count
+    from dsh_kernel.store.sessions import export_parquet
+
+    if not store.journals_dir.is_dir():
+        raise UsageError(
+            f"no session store at {store.root} (it has no journals/ folder): give --store PATH, "
+            "or set DSH_STORE"
+        )
+    report = ingest(store, timeout_s=BUSY_TIMEOUT_S)
+    if report.status == "deferred":
+        raise DatabaseBusy(report.notice or f"{store.db_path} is locked")
+    written = export_parquet(store, out, force=force, since=since, timeout_s=BUSY_TIMEOUT_S)
+    n = session_count(written)
+    which = "" if since is None else f" active since {since.isoformat()}"
+    print(
+        f"exported {n} session{'s' * (n != 1)}{which} from {store.root} to {written} "
+        "(events/ partitioned by date and session; sessions, turns, tool_calls, errors, usage as "
+        "Parquet)"
+    )
+
+
+def _report(dirs: list[Path], out: Path | None, fmt: Format, *, force: bool) -> None:
+    from dsh_kernel.store.report import course_report, read_exports
+    from dsh_kernel.store.report_render import render
+    from dsh_kernel.store.sessions import write_export
+
+    text = render(course_report(read_exports(dirs)), fmt)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    written = write_export(out, text, force=force)
+    print(f"wrote the report to {written}")

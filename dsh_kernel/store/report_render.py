@@ -1,0 +1,196 @@
+"""A ``CourseReport`` as Markdown or as one self-contained HTML page.
+
+Everything a student typed or named — user names, notebook paths, tool names, error codes — is
+untrusted text. In HTML every value goes through ``html.escape`` (no script, no markup, no attribute
+escapes); the page has no external resources and no script of its own. In Markdown a value's
+characters that Markdown or a notebook's renderer would read as syntax (emphasis, links, table
+pipes, raw HTML, ``$`` math) are backslash-escaped and its whitespace is collapsed to one line, so a
+value cannot break out of its table cell. The output holds no time of its own (no "generated at"):
+the same exports give the same bytes.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
+
+from dsh_kernel.store.report import CourseReport, Totals
+
+Format = Literal["md", "html"]
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~$#])")
+
+TOTAL_HEADERS = (
+    "sessions",
+    "turns",
+    "tokens",
+    "cost",
+    "tool calls",
+    "tool errors",
+    "errors",
+    "policy hits",
+    "budget hits",
+    "AI policy",
+    "last active",
+)
+
+NOTES = (
+    "A student is the user on the session header; where it is missing, the name of the export "
+    "folder the session came from.",
+    "A session found in several exports is counted once (from its most recent export); a fork's "
+    "copied turns are its parent's.",
+    "Tokens and cost are the sessions' own requests; ≥ marks a cost some requests of which had "
+    "no price, unknown one none of which had.",
+    "Errors count every failure (turns, model requests, tool calls); budget hits are the turns "
+    "that ended BUDGET_EXCEEDED.",
+    "Policy hits are what the log holds of the AI policy: errors coded AI_POLICY_…, and tool calls "
+    "denied under explain or off. A chat cell refused under off starts no turn and is not logged.",
+)
+
+
+def render(report: CourseReport, fmt: Format) -> str:
+    """The report as ``fmt`` (``md`` or ``html``)."""
+    return markdown(report) if fmt == "md" else html_page(report)
+
+
+def _cost(t: Totals) -> str:
+    if t.cost is None:
+        return "unknown"
+    return ("" if t.cost_complete else "≥ ") + f"${t.cost:,.4f}"
+
+
+def _day(d: datetime | None) -> str:
+    return "" if d is None else d.strftime("%Y-%m-%d %H:%M")
+
+
+def _count(n: int) -> str:
+    return f"{n:,}"
+
+
+def _total_cells(t: Totals) -> list[str]:
+    return [
+        _count(t.sessions),
+        _count(t.turns),
+        _count(t.tokens),
+        _cost(t),
+        _count(t.tool_calls),
+        _count(t.tool_errors),
+        _count(t.errors),
+        _count(t.policy_hits),
+        _count(t.budget_hits),
+        ", ".join(t.policies),
+        _day(t.last_active),
+    ]
+
+
+def _summary(report: CourseReport) -> str:
+    c = report.course
+    students = len(report.students)
+    exports = len(report.exports)
+    line = (
+        f"{students} student{'s' * (students != 1)}, {_count(c.sessions)} sessions, "
+        f"{_count(c.turns)} turns, {_count(c.tokens)} tokens, cost {_cost(c)} — read from "
+        f"{exports} export{'s' * (exports != 1)}"
+    )
+    if c.first_active is not None:
+        line += f"; active {_day(c.first_active)} to {_day(c.last_active)} (UTC)"
+    if report.duplicates:
+        line += f"; {report.duplicates} sessions were in more than one export (counted once)"
+    return line + "."
+
+
+def _tables(report: CourseReport) -> list[tuple[str, Sequence[str], list[list[str]]]]:
+    return [
+        (
+            "Per student",
+            ("student", "notebooks", *TOTAL_HEADERS),
+            [[r.student, _count(r.notebooks), *_total_cells(r.totals)] for r in report.students],
+        ),
+        (
+            "Per student and notebook",
+            ("student", "notebook", *TOTAL_HEADERS),
+            [[r.student, r.notebook, *_total_cells(r.totals)] for r in report.notebooks],
+        ),
+        (
+            "Tool use",
+            ("student", "tool", "calls", "failed"),
+            [[r.student, r.tool, _count(r.calls), _count(r.failed)] for r in report.tools],
+        ),
+        (
+            "Errors by code",
+            ("student", "code", "count"),
+            [[r.student, r.code, _count(r.count)] for r in report.errors],
+        ),
+    ]
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+
+def md_cell(value: str) -> str:
+    """``value`` safe in a Markdown table cell: one line, its syntax characters escaped."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(value.split()))
+
+
+def markdown(report: CourseReport) -> str:
+    """The report as GitHub-flavoured Markdown (tables)."""
+    out = ["# Course report", "", md_cell(_summary(report)), ""]
+    for title, headers, rows in _tables(report):
+        out += [f"## {title}", ""]
+        if not rows:
+            out += ["None.", ""]
+            continue
+        out.append("| " + " | ".join(headers) + " |")
+        out.append("|" + "|".join("---" for _ in headers) + "|")
+        out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
+        out.append("")
+    out += ["## How these are counted", ""]
+    out += [f"- {md_cell(n)}" for n in NOTES]
+    return "\n".join(out) + "\n"
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+_STYLE = """
+.dsh-report { font-family: system-ui, sans-serif; font-size: 14px; color: #222; }
+.dsh-report table { border-collapse: collapse; margin: 0 0 1.5em; }
+.dsh-report th, .dsh-report td { border: 1px solid #ccc; padding: 3px 8px; text-align: left; }
+.dsh-report td.n { text-align: right; font-variant-numeric: tabular-nums; }
+.dsh-report th { background: #f3f3f3; }
+"""
+
+_TEXT_COLUMNS = frozenset({"student", "notebook", "tool", "code", "AI policy", "last active"})
+
+
+def html_page(report: CourseReport) -> str:
+    """The report as one HTML page: inline style, no script, every value escaped."""
+    e = html.escape
+    body = [f"<h1>Course report</h1>\n<p>{e(_summary(report))}</p>"]
+    for title, headers, rows in _tables(report):
+        body.append(f"<h2>{e(title)}</h2>")
+        if not rows:
+            body.append("<p>None.</p>")
+            continue
+        numeric = [h not in _TEXT_COLUMNS for h in headers]
+        head = "".join(f"<th>{e(h)}</th>" for h in headers)
+        lines = [
+            "<tr>"
+            + "".join(
+                f'<td class="n">{e(c)}</td>' if num else f"<td>{e(c)}</td>"
+                for c, num in zip(row, numeric, strict=True)
+            )
+            + "</tr>"
+            for row in rows
+        ]
+        body.append(f"<table>\n<tr>{head}</tr>\n" + "\n".join(lines) + "\n</table>")
+    body.append("<h2>How these are counted</h2>\n<ul>")
+    body += [f"<li>{e(n)}</li>" for n in NOTES]
+    body.append("</ul>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>Course report</title>\n<style>{_STYLE}</style>\n</head>\n"
+        '<body>\n<div class="dsh-report">\n' + "\n".join(body) + "\n</div>\n</body>\n</html>\n"
+    )
