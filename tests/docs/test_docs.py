@@ -120,7 +120,7 @@ def test_every_kernel_traitlet_is_documented() -> None:
 def test_every_notebook_is_listed_and_tested() -> None:
     tests = (ROOT / "tests" / "notebooks" / "test_notebooks.py").read_text(encoding="utf-8")
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    assert len(notebooks) == 5
+    assert len(notebooks) == 6
     for nb in notebooks:
         assert f"`{nb.stem}`" in README, nb.name
         assert f'"{nb.name}"' in tests, f"{nb.name} is executed by no test"

@@ -7,6 +7,10 @@ from __future__ import annotations
 import base64
 import difflib
 import json
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +18,8 @@ import pytest
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
-from tests.support.notebooks import Executed, run_notebook
+from tests.support.kernel import kernelspecs
+from tests.support.notebooks import NOTEBOOKS, PROVIDER_KEYS, Executed, run_notebook
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import anthropic_text, chat_text_stream, deepseek_thinking_text
 
@@ -174,6 +179,45 @@ def test_teaching_replay_runs_all_offline_and_twice_gives_identical_outputs(
     assert kept.rows == ((4, 4),)
 
 
+GRADING = (
+    "--ExecutePreprocessor.record_timing=False",
+    "--ExecutePreprocessor.store_widget_state=False",
+)
+"""What docs/course.md tells a course to run: nbconvert's own timing stamps and the widget models'
+random ids are the only bytes of a replay's re-run that would differ."""
+
+
+def nbconvert_in_place(notebook: Path, data: Path, store: Path) -> bytes:
+    """``jupyter nbconvert --to notebook --execute --inplace`` as a grader runs it; the file's bytes."""
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
+    env.update({"JUPYTER_PATH": str(data), "DSH_STORE": str(store), "PYTHONUNBUFFERED": "1"})
+    command = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute"]
+    done = subprocess.run(
+        [*command, "--inplace", *GRADING, notebook.name],
+        cwd=notebook.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr
+    return notebook.read_bytes()
+
+
+def test_a_replayed_notebook_re_executed_for_grading_is_byte_identical(tmp_path: Path) -> None:
+    """The grading loop: the executed notebook is committed; re-running it — on another machine,
+    with an empty store — writes the very same bytes, so ``git diff`` shows nothing."""
+    work = tmp_path / "notebooks"
+    shutil.copytree(NOTEBOOKS, work)
+    data = kernelspecs(tmp_path)
+    notebook = work / "03-teaching-replay.ipynb"
+    committed = nbconvert_in_place(notebook, data, tmp_path / "store-a")
+    assert b"replay:teaching-script" in committed and b'"execution_count": null' not in committed
+    assert nbconvert_in_place(notebook, data, tmp_path / "store-b") == committed
+    assert nbconvert_in_place(notebook, data, tmp_path / "store-b") == committed  # and again
+
+
 def test_teaching_replay_stops_clearly_when_a_message_no_longer_matches(tmp_path: Path) -> None:
     import nbformat
 
@@ -275,3 +319,27 @@ def test_build_a_tool_notebook(tmp_path: Path) -> None:
     asked = ex.text("from dsh_kernel.tools.builtin.ask_user")
     assert 'the model got: {"answers":[{"id":"unit","selected":["metric"]}]}' in asked
     assert "final answer: Metric it is." in asked
+
+
+# --- 06 ----------------------------------------------------------------------------------------------
+
+
+def test_instructor_notebook_queries_the_shipped_course(tmp_path: Path) -> None:
+    ex = run_notebook("06-instructor.ipynb", tmp_path)
+    assert ex.errors() == []
+    assert ex.text("from pathlib import Path") == "['alice', 'bob', 'chen']"
+    per_student = ex.text("import duckdb").splitlines()
+    assert [line.split()[1] for line in per_student[1:]] == ["alice", "bob", "chen"]
+    assert per_student[2].split()[1:5] == ["bob", "explain", "1", "3"]
+    assert per_student[3].split()[1:3] == ["chen", "unrecorded"]  # the folder's name: no user
+    by_day = ex.text('con.sql("""\n    SELECT date')
+    assert "2026-11-01" in by_day and "2026-11-04" in by_day
+    tools = ex.text('con.sql("""\n    SELECT s.student, c.name')
+    assert "DENIED" in tools and "CODE_FAILED" in tools
+    assert "BUDGET_EXCEEDED" in ex.text('con.sql("""\n    SELECT s.student, s.notebook')
+    report = ex.text("import subprocess", "text/markdown")
+    assert report.startswith("# Course report\n\n3 students, 5 sessions, 8 turns")
+    assert "| bob | hw1-regression.ipynb | 1 | 3 |" in report
+    written = ex.workdir / "course-report.html"
+    assert ex.text("print(dsh(") == f"wrote the report to {written}\n"
+    assert written.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
