@@ -271,7 +271,7 @@ def _load(con: duckdb.DuckDBPyConnection, exports: Sequence[Export]) -> None:
         SELECT s.student, s.nb AS notebook, s.session_id, s.created, s.last_active,
                coalesce(s.ai_policy, 'unrecorded') AS ai_policy,
                coalesce(s.total_tokens, 0) AS tokens, s.cost,
-               coalesce(s.cost_complete, s.cost IS NOT NULL) AS cost_complete,
+               coalesce(s.cost_complete, true) AS cost_complete,
                coalesce(tt.turns, 0) AS turns, coalesce(tt.budget_hits, 0) AS budget_hits,
                coalesce(tc.calls, 0) AS calls, coalesce(tc.failed, 0) AS failed,
                coalesce(er.errors, 0) AS errors, coalesce(er.policy_hits, 0) AS policy_hits
@@ -288,7 +288,7 @@ def _totals(
     tail = f" GROUP BY {group} ORDER BY {group}" if keys else ""
     rows = con.execute(
         f"SELECT {select}count(*), sum(turns), sum(tokens), sum(cost), "
-        "bool_and(cost_complete) AND count(cost) = count(*), sum(calls), sum(failed), "
+        "coalesce(bool_and(cost_complete), true), sum(calls), sum(failed), "
         "sum(errors), sum(policy_hits), sum(budget_hits), list(DISTINCT ai_policy ORDER BY "
         f"ai_policy), min(created), max(last_active) FROM per_session{tail}"
     ).fetchall()

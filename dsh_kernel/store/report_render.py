@@ -58,7 +58,7 @@ def render(report: CourseReport, fmt: Format) -> str:
 
 def _cost(t: Totals) -> str:
     if t.cost is None:
-        return "unknown"
+        return "$0.0000" if t.cost_complete else "unknown"  # complete: no request at all
     return ("" if t.cost_complete else "≥ ") + f"${t.cost:,.4f}"
 
 
@@ -86,19 +86,21 @@ def _total_cells(t: Totals) -> list[str]:
     ]
 
 
+def _n(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
 def _summary(report: CourseReport) -> str:
     c = report.course
-    students = len(report.students)
-    exports = len(report.exports)
     line = (
-        f"{students} student{'s' * (students != 1)}, {_count(c.sessions)} sessions, "
-        f"{_count(c.turns)} turns, {_count(c.tokens)} tokens, cost {_cost(c)} — read from "
-        f"{exports} export{'s' * (exports != 1)}"
+        f"{_n(len(report.students), 'student')}, {_n(c.sessions, 'session')}, "
+        f"{_n(c.turns, 'turn')}, {_n(c.tokens, 'token')}, cost {_cost(c)} — read from "
+        f"{_n(len(report.exports), 'export')}"
     )
     if c.first_active is not None:
         line += f"; active {_day(c.first_active)} to {_day(c.last_active)} (UTC)"
     if report.duplicates:
-        line += f"; {report.duplicates} sessions were in more than one export (counted once)"
+        line += f"; {_n(report.duplicates, 'session')} found in more than one export (counted once)"
     return line + "."
 
 

@@ -262,7 +262,7 @@ def test_a_session_in_two_exports_is_counted_once(stores: dict[str, Path], tmp_p
             dsh("export", "--parquet", week / "alice", "--store", stores["alice"]).returncode == 0
         )
     md = dsh("report", week1, week2).stdout
-    assert "2 sessions were in more than one export (counted once)" in md
+    assert "; 2 sessions found in more than one export (counted once)." in md
     assert table(md, "Per student")[0][:4] == ["alice", "2", "2", "3"]
 
 
