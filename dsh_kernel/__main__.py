@@ -3,8 +3,9 @@
 ``python -m dsh_kernel -f CONNECTION_FILE [--DshKernel.x=…]`` (what ``kernel.json`` runs; any
 argument list that starts with an option, or none) starts the kernel. ``install`` installs the
 kernelspecs (``kernel.kernelspec``); ``export`` and ``report`` work on session stores and their
-Parquet exports with no kernel (``store.cli``). Any other first word is a mistake: the usage goes to
-stderr and the exit status is 2, and no kernel starts.
+Parquet exports with no kernel (``store.cli``). ``-h``, ``--help`` or ``help`` prints the usage.
+Any other first word is a mistake: the usage goes to stderr, the exit status is 2, and no kernel
+starts.
 """
 
 from __future__ import annotations

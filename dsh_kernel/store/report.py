@@ -33,6 +33,7 @@ read (``REPORT_FAILED``).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -214,8 +215,9 @@ def session_count(export: Path) -> int:
     """How many sessions the export at ``export`` holds."""
     con = connect_memory()
     try:
-        path = str(export / "sessions.parquet")
-        return _int(_one(con, "SELECT count(*) FROM read_parquet(?)", [path]))
+        return _int(
+            _one(con, f"SELECT count(*) FROM read_parquet({_file(export / 'sessions.parquet')})")
+        )
     finally:
         con.close()
 
@@ -224,13 +226,19 @@ def _sql_str(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def _file(path: Path) -> str:
+    """``path`` as a literal ``read_parquet`` argument: DuckDB globs ``*``, ``?`` and ``[…]`` in a
+    file name, and a folder named ``a*`` must not read ``ab`` too."""
+    return _sql_str(re.sub(r"([*?\[])", r"[\1]", str(path)))
+
+
 def _load(con: duckdb.DuckDBPyConnection, exports: Sequence[Export]) -> None:
     """Tables ``all_<view>`` (every export's rows, with ``export_no`` and ``folder``), the chosen
     export of each session, and ``s``/``turns``/``tool_calls``/``errors`` restricted to it."""
     for view in REPORT_VIEWS:
         parts = [
             f"SELECT *, {i} AS export_no, {_sql_str(e.folder)} AS folder "
-            f"FROM read_parquet({_sql_str(str(e.path / f'{view}.parquet'))})"
+            f"FROM read_parquet({_file(e.path / f'{view}.parquet')})"
             for i, e in enumerate(exports)
         ]
         con.execute(f"CREATE TEMP TABLE all_{view} AS " + " UNION ALL BY NAME ".join(parts))

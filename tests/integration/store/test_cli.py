@@ -222,6 +222,12 @@ def test_a_missing_store_a_locked_one_and_a_folder_that_is_no_export(
     (old / "turns.parquet").unlink()  # as an export by an older dsh-kernel
     too_old = dsh("report", old)
     assert too_old.returncode == 1 and "no turns.parquet (an export by an older" in too_old.stderr
+    (old / "turns.parquet").write_bytes(b"not parquet at all")  # damaged on the way
+    damaged = dsh("report", old)
+    assert damaged.returncode == 1 and damaged.stderr.startswith(
+        "error: the report could not read the exports: "
+    )
+    assert len(damaged.stderr.splitlines()) == 1
     odd = dsh("report", old, "-o", tmp_path / "report.txt")
     assert odd.returncode == 2 and "name it .md or .html, or give --format" in odd.stderr
 
@@ -264,6 +270,18 @@ def test_a_session_in_two_exports_is_counted_once(stores: dict[str, Path], tmp_p
     md = dsh("report", week1, week2).stdout
     assert "; 2 sessions found in more than one export (counted once)." in md
     assert table(md, "Per student")[0][:4] == ["alice", "2", "2", "3"]
+
+
+def test_folder_names_are_read_literally_not_as_globs(
+    stores: dict[str, Path], tmp_path: Path
+) -> None:
+    course = tmp_path / "course"
+    course.mkdir()
+    for folder, store in (("c*", stores["chen"]), ("cb", stores["bob"])):
+        assert dsh("export", "--parquet", course / folder, "--store", store).returncode == 0
+    md = dsh("report", course / "c*", course / "cb").stdout
+    assert "more than one export" not in md  # c* read c*/ only, not cb/ too
+    assert [r[:3] for r in table(md, "Per student")] == [["bob", "1", "1"], ["c\\*", "1", "2"]]
 
 
 def test_the_shipped_sample_is_what_the_script_makes(tmp_path: Path) -> None:
