@@ -10,9 +10,9 @@ store are the real ones. The model is priced with ``set_price`` so the costs are
 
 * **alice** (``full``): two notebooks; a python call that fails (a ``NameError``) and is fixed.
 * **bob** (``explain``): the agent reads with ``inspect``; asked to run code, its ``python`` call is
-  denied by a registry guard saying the course's policy is explain — what the policy's guard does
-  (``kernel/policy.py``) — and a later turn ends ``BUDGET_EXCEEDED``, the turn end a budget stop
-  leaves in the log (here the scripted provider raises that failure; the real budget guard stops the
+  denied (``DENIED``) by a registry guard saying the course's policy is explain, as the kernel's
+  policy guard denies it; a later turn ends ``BUDGET_EXCEEDED``, the turn end a budget stop leaves
+  in the log (here the scripted provider raises that failure; the kernel's budget check stops the
   request before it is sent).
 * **chen**: sessions from a kernel that recorded no user (the header's ``user`` is NULL), so the
   report names the student by the export folder; two days, so ``--since`` has something to cut.
