@@ -43,6 +43,11 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
         "earlier turns with `%agent compact`, start a new session with `%agent new`, fork an "
         "earlier turn with `%agent fork <turn>`, or, if the model's window is bigger, set it with "
         "`%agent context <tokens>`",
+        "BUDGET_EXCEEDED": "the daily budget is per user and per UTC day, across all your "
+        "sessions, and starts again at midnight UTC; `%agent status` shows what is left — only the "
+        "setting named can raise it",
+        "BUDGET_UNPRICED": "switch to a model with a known price (`%agent model …`), or ask whoever "
+        "sets the budget for one in tokens (`DSH_BUDGET_TOKENS`) instead",
         "INVALID_REQUEST": "the provider refused the request; `%%sql SELECT * FROM errors` shows "
         "the details",
         "UNSUPPORTED_REASONING_EFFORT": "choose an effort the model takes: `%agent reasoning` lists "

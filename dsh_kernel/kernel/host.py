@@ -52,6 +52,7 @@ from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
+from dsh_kernel.kernel.budgets import KernelBudgets
 from dsh_kernel.kernel.course import current_user
 from dsh_kernel.kernel.settings import (
     HostSettings,
@@ -131,6 +132,7 @@ class AgentHost:
         self.toolset = ToolSet()
         """``%agent tools``: kept for every session of this kernel."""
         self._open_store()
+        self.budgets = KernelBudgets(self.settings.course, self.store, self.user_price)
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
         """The provider chosen at start: the configured model is its model (``switch_provider``)."""
@@ -172,6 +174,7 @@ class AgentHost:
             compaction=CompactionSettings(auto=self.settings.compaction),
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
+        agent.spend = self.budgets.gate(agent)  # the course's budgets (kernel.budgets)
         if self.settings.reasoning:
             try:
                 agent.set_reasoning(self.settings.reasoning)
@@ -361,6 +364,10 @@ class AgentHost:
         if p is None:
             return None
         return priced(p.model_info(model), self._user_prices().get((provider, model)))
+
+    def user_price(self, provider: str, model: str) -> UserPrice | None:
+        """The price set with ``set_price`` for ``model`` of ``provider``, if any."""
+        return self._user_prices().get((provider, model))
 
     def _user_prices(self) -> dict[tuple[str, str], UserPrice]:
         """The ``prices`` table, re-read after a ``set_price`` in this process (kept on a failure)."""

@@ -175,6 +175,9 @@ class AgentMagics(Magics):
             f"descriptions {host.toolset.form_text(agent)}",
             f"store:    {host.store_description()}",
         ]
+        budget = host.budgets.status_text()
+        if budget:
+            lines.append(f"budget:   {budget}")
         if host.store_warning:
             lines.append(f"warning:  {host.store_warning}")
         return "\n".join(lines)
