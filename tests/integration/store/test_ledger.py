@@ -109,7 +109,7 @@ async def test_reading_on_equals_reading_afresh_and_a_torn_tail_waits(tmp_path: 
     await chat(other, "Two.")
     w.flush()
     (path,) = store.iter_journals()
-    with path.open("ab") as f:  # noqa: ASYNC230 - a write cut mid-line: read when it is finished
+    with path.open("ab") as f:  # a write cut mid-line: read when it is finished
         f.write(b'{"type": "turn/start", "seq"')
     touch_today(path, clock)
     assert tokens(ledger) == 220
