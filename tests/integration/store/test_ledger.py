@@ -172,4 +172,3 @@ async def test_a_damaged_journal_is_left_out_and_a_locked_database_changes_nothi
         assert tokens(DailyLedger(store, "ada", clock=clock)) == 110
     finally:
         con.close()
-
