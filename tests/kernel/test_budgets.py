@@ -12,6 +12,7 @@ show what is left.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,18 @@ def refused(k: Kernel, server: SseServer, text: str, code: str = "BUDGET_EXCEEDE
     return evalue
 
 
+def budget_hits(k: Kernel) -> dict[str, int]:
+    """Turns that ended ``BUDGET_EXCEEDED``, by user, from SQL's ``errors`` view."""
+    k.python("get_ipython().kernel.host.flush()")
+    ex = k.execute(
+        '%%sql _hits <<\nSELECT "user", count(*) AS n FROM errors JOIN sessions USING (session_id)'
+        " WHERE code = 'BUDGET_EXCEEDED' GROUP BY \"user\""
+    )
+    assert ex.status == "ok", ex.content
+    rows = json.loads(k.python("print(_hits.to_json(orient='records'))"))
+    return {r["user"]: r["n"] for r in rows}
+
+
 def test_a_token_budget_stops_the_turn_before_sending_and_nothing_resets_it(
     tmp_path: Path,
 ) -> None:
@@ -85,6 +98,7 @@ def test_a_token_budget_stops_the_turn_before_sending_and_nothing_resets_it(
             assert f"the limit is DSH_BUDGET_TOKENS, {ADMIN}" in evalue
             k.execute("%agent new")
             refused(k, server, "A new session.")
+            assert budget_hits(k) == {"ada": 2}  # the errors view counts them (the report does)
         with start_kernel(tmp_path / "k2", env=env("k2", "ada"), store=store) as k2:
             evalue = refused(k2, server, "After a restart.")
             assert "20,000 of today's 20,000 tokens used" in evalue
