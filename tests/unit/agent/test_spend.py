@@ -302,3 +302,24 @@ def test_the_gate_refuses_in_the_engine_with_no_agent() -> None:
     assert info.value.failure.code == "BUDGET_EXCEEDED"
     assert "(the limit is T, set by me)" in info.value.failure.message
     assert gate.last is not None and gate.last.tokens_left == 50
+
+
+async def test_a_summary_call_counts_under_its_own_route() -> None:
+    """A compaction's summary call is a request like any other: its usage is in the day's count."""
+
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        if request.purpose == "compaction":  # the answers report no usage: they are estimated
+            return text_response(
+                "- the user asked", usage=TokenUsage(input_tokens=50_000, output_tokens=7)
+            )
+        return text_response(ANSWER)
+
+    agent = agent_with(FunctionProvider(fn), window=4096)
+    await run(agent, *(f"Question {i}." for i in range(1, 6)))
+    ev = agent.session.events
+    summaries = [e for e in ev if e.type == "compaction/summary" and "usage" in e.data]
+    assert summaries
+    total = usage_totals(ev)
+    assert total.requests == 5 + len(summaries)
+    reading = SpendGate(Budget(tokens=10**9), usage=session_usage(agent.session)).reading()
+    assert reading.tokens == tokens_of(total) > len(summaries) * 50_007
