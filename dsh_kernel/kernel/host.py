@@ -42,6 +42,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from dsh_kernel.abort import USER_CANCEL
@@ -53,6 +54,7 @@ from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
 from dsh_kernel.kernel.course import current_user
+from dsh_kernel.kernel.policy import PolicyGate
 from dsh_kernel.kernel.settings import (
     HostSettings,
     base_url_owner,
@@ -125,6 +127,8 @@ class AgentHost:
         self.journal: JournalWriter | None = None
         self.provider_note = ""
         self.notebook = notebook_path()
+        self.policy = PolicyGate(self.settings.course, self.notebook, Path.cwd())
+        """The AI policy in force: the configuration's, or the notebook's stricter (``kernel.policy``)."""
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
         self.windows = ContextWindows(configured=self.settings.context_window)
@@ -157,7 +161,7 @@ class AgentHost:
                     cwd=os.getcwd(),
                     notebook=self.notebook,
                     user=current_user(),
-                    ai_policy=self.settings.course.ai_policy,
+                    ai_policy=self.policy.in_force().policy,
                 )
             )
         agent = Agent(
@@ -188,6 +192,7 @@ class AgentHost:
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
         self.toolset.apply(agent)
+        self.policy.install(agent)
         self._attach_journal(agent)
         self.windows.forget_failures()
         self.windows.prefetch(agent.provider, agent.model)
