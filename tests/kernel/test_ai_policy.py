@@ -170,7 +170,9 @@ def test_notebook_metadata_cannot_loosen_the_configuration(
     env = provider_env(server, tmp_path, DSH_AI_POLICY="explain", JPY_SESSION_NAME=str(notebook))
     with start_kernel(tmp_path, "dsh", env=env) as kernel:
         fe = Frontend(kernel)
-        assert "explain (DSH_AI_POLICY; the notebook asks for full; the stricter wins)" in status(fe)
+        assert "explain (DSH_AI_POLICY; the notebook asks for full; the stricter wins)" in status(
+            fe
+        )
         assert fe.run("Fit the model.").status == "ok"
         assert "python" not in tool_names(server.requests[0].json)
     ((_sid, policy, _user, _parent),) = sessions(tmp_path / "store")
@@ -200,9 +202,7 @@ def test_a_notebook_saved_while_the_kernel_runs_takes_effect_at_its_next_chat_ce
         assert ex.status == "error" and ex.content["ename"] == "AI_POLICY_OFF", ex.content
         assert "the notebook's metadata" in ex.content["evalue"]
         assert len(server.requests) == 2
-    (first, policy1, _u1, parent1), (_second, policy2, _u2, parent2) = sessions(
-        tmp_path / "store"
-    )
+    (first, policy1, _u1, parent1), (_second, policy2, _u2, parent2) = sessions(tmp_path / "store")
     assert (policy1, parent1) == ("full", None)
     assert (policy2, parent2) == ("explain", first)
 
@@ -217,7 +217,9 @@ def test_a_metadata_value_that_is_not_a_policy_refuses_chat(
         fe = Frontend(kernel)
         ex = fe.run("Give me the answers.")
         assert ex.status == "error" and ex.content["ename"] == "AI_POLICY_INVALID", ex.content
-        assert "'strict'" in ex.content["evalue"] and "metadata.dsh.ai_policy" in ex.content["evalue"]
+        assert (
+            "'strict'" in ex.content["evalue"] and "metadata.dsh.ai_policy" in ex.content["evalue"]
+        )
         assert fe.python("print(2 + 2)").strip() == "4"
         assert "ai policy: off — " in status(fe)
     assert server.requests == []
