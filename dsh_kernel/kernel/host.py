@@ -136,7 +136,7 @@ class AgentHost:
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
         self.windows = ContextWindows(configured=self.settings.context_window)
-        self.toolset = ToolSet()
+        self.toolset = ToolSet(after=self.policy.apply)
         """``%agent tools``: kept for every session of this kernel."""
         self._open_store()
         self.agent = self._build_agent()

@@ -28,6 +28,8 @@ class ToolSet:
 
     off: set[str] = field(default_factory=lambda: set[str]())
     form: ToolSchemaForm = "auto"
+    after: Callable[[Agent], object] | None = None
+    """Run after every ``apply``: the AI policy's own filter, recomputed over this choice."""
     _undo: Callable[[], None] | None = None
 
     def apply(self, agent: Agent) -> None:
@@ -38,6 +40,8 @@ class ToolSet:
         if self.off:
             self._undo = agent.registry.restrict(deny=self.off)
         agent.tool_schemas = self.form
+        if self.after is not None:
+            self.after(agent)
 
     def command(self, agent: Agent, args: list[str]) -> str | None:
         """Carry out ``%agent tools <args>``; ``None`` for the bare listing."""

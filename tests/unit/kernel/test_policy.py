@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_kernel.errors import UsageError
+from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.ids import CallId
 from dsh_kernel.kernel.course import CourseSettings, course_settings
 from dsh_kernel.kernel.host import AgentHost
@@ -19,6 +19,7 @@ from dsh_kernel.kernel.policy import (
     NOTEBOOK_ORIGIN,
     NotebookPolicy,
     PolicyGate,
+    before_chat,
     notebook_file,
     read_notebook_policy,
 )
@@ -153,8 +154,13 @@ def test_status_text_says_where_the_policy_came_from(tmp_path: Path) -> None:
 # --- what a policy does to the host's agent -------------------------------------------------------
 
 
-def host(tmp_path: Path, policy: str, monkeypatch: pytest.MonkeyPatch) -> AgentHost:
-    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+def host(
+    tmp_path: Path, policy: str, monkeypatch: pytest.MonkeyPatch, notebook: Path | None = None
+) -> AgentHost:
+    if notebook is None:
+        monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    else:
+        monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
     monkeypatch.setenv("JUPYTERHUB_USER", "ana")
     return AgentHost(
         HostSettings(
@@ -202,6 +208,42 @@ def test_off_offers_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     h = host(tmp_path, "off", monkeypatch)
     assert h.agent.registry.names() == ()
     assert h.agent.session.header.ai_policy == "off"
+
+
+def test_a_tool_switched_back_on_stays_withheld_when_the_policy_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text(nb_text({}), encoding="utf-8")
+    h = host(tmp_path, "full", monkeypatch, notebook=nb)
+    agent = h.agent
+    h.toolset.command(agent, ["off", "python"])
+    h.toolset.command(agent, ["off", "inspect"])
+    nb.write_text(nb_text({"dsh": {"ai_policy": "explain"}}), encoding="utf-8")
+    line = h.toolset.command(agent, ["on", "inspect"])  # read-only: offered again
+    assert line is not None and "inspect" in agent.registry.names() and "withheld" not in line
+    line = h.toolset.command(agent, ["on", "python"])
+    assert line is not None and "python stays withheld by the AI policy" in line
+    assert "python" not in agent.registry.names()
+
+
+def test_a_session_with_no_turns_takes_a_new_policy_on_its_header(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text(nb_text({}), encoding="utf-8")
+    h = host(tmp_path, "full", monkeypatch, notebook=nb)
+    sid = h.agent.session.id
+    assert h.agent.session.header.ai_policy == "full"
+    nb.write_text(nb_text({"dsh": {"ai_policy": "explain"}}), encoding="utf-8")
+    assert before_chat(h) is None  # nothing of the session is stored yet: no fork, no line
+    assert (h.agent.session.id, h.agent.session.header.ai_policy) == (sid, "explain")
+    assert "python" not in h.agent.registry.names()
+    assert EXPLAIN_GUIDE in h.agent.system_prompt.render()
+    nb.write_text(nb_text({"dsh": {"ai_policy": "off"}}), encoding="utf-8")
+    with pytest.raises(DshError) as err:
+        before_chat(h)
+    assert err.value.code == "AI_POLICY_OFF" and "the notebook's metadata" in err.value.message
 
 
 # --- a fork's header ------------------------------------------------------------------------------
