@@ -24,9 +24,7 @@ message seldom waits for it (``kernel.context_window`` has ``%agent context``). 
 is the host's setting too (``DSH_COMPACTION``, ``c.DshKernel.compaction``, ``%agent compact on|off``):
 every agent it builds gets it (``kernel.compact``).
 
-The AI policy in force (``kernel.policy``: the course's configuration, or the notebook's stricter
-metadata) decides which of those tools each agent is offered and adds its system prompt section;
-every new session's header records it.
+The AI policy in force (``kernel.policy``) decides which tools each agent is offered; headers record it.
 
 Sessions know their notebook: a new session's header carries the path jupyter-server gives the kernel
 in ``JPY_SESSION_NAME`` (``notebook_path``), so the store can find a notebook's sessions again.

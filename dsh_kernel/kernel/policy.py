@@ -162,7 +162,7 @@ class NotebookPolicy:
 
     def read(self) -> _Reading:
         if self.name is None:
-            return _Reading(stamp=None, note="the kernel was not told its notebook")
+            return _Reading(stamp=None)  # no server told the kernel its notebook: nothing to add
         path = notebook_file(self.name, self.cwd)
         if path is None:
             return _Reading(stamp=None, note=f"the notebook file {self.name} was not found")
@@ -221,7 +221,11 @@ class PolicyGate:
                 note=reading.note,
             )
         return PolicyInForce(
-            policy=configured, origin=origin, configured=configured, notebook=asked
+            policy=configured,
+            origin=origin,
+            configured=configured,
+            notebook=asked,
+            note=reading.note,
         )
 
     def install(self, agent: Agent) -> None:
@@ -257,10 +261,8 @@ class PolicyGate:
         defn = agent.registry.get(call.name)
         if policy == "explain" and defn is not None and defn.read_only:
             return None
-        return (
-            f"the course's AI policy is {policy}: the tool {call.name!r} is not allowed "
-            "(explain allows read-only tools only)"
-        )
+        allowed = "read-only tools only" if policy == "explain" else "no tools"
+        return f"the course's AI policy is {policy} ({allowed}): {call.name!r} is not allowed"
 
 
 # --- the kernel's checks ----------------------------------------------------------------------

@@ -223,3 +223,28 @@ def test_a_metadata_value_that_is_not_a_policy_refuses_chat(
         assert fe.python("print(2 + 2)").strip() == "4"
         assert "ai policy: off — " in status(fe)
     assert server.requests == []
+
+
+def test_a_session_resumed_under_a_stricter_policy_goes_on_in_a_fork_under_it(
+    server: SseServer, tmp_path: Path
+) -> None:
+    store = tmp_path / "store"
+    server.script(sc.text("Recorded under full."))
+    with start_kernel(tmp_path / "k1", "dsh", env=provider_env(server, tmp_path), store=store) as k:
+        fe = Frontend(k)
+        assert fe.run("Hello.").status == "ok"
+        recorded = fe.python("print(get_ipython().kernel.host.agent.session.id)").strip()
+    server.script(sc.text("Now I only explain."))
+    env = provider_env(server, tmp_path, DSH_AI_POLICY="explain")
+    with start_kernel(tmp_path / "k2", "dsh", env=env, store=store) as k:
+        fe = Frontend(k)
+        assert fe.run(f"%agent resume {recorded[:8]}").status == "ok"
+        ex = fe.run("Go on.")
+        assert ex.status == "ok", ex.content
+        assert f"session {recorded[:8]} was full" in ex.stdout
+        (request,) = server.requests
+        assert "python" not in tool_names(request.json)
+        assert "Recorded under full." in json.dumps(request.json["messages"])
+    rows = {sid: (policy, parent) for sid, policy, _user, parent in sessions(store)}
+    assert rows.pop(recorded) == ("full", None)
+    assert list(rows.values()) == [("explain", recorded)]

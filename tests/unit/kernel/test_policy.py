@@ -100,6 +100,8 @@ def test_the_file_is_read_again_only_when_it_changed(tmp_path: Path) -> None:
     nb.unlink()
     gone = reader.read()
     assert gone.policy is None and "was not found" in gone.note
+    course = course_settings(ai_policy="explain", env={})
+    assert "was not found" in PolicyGate(course, str(nb), tmp_path).in_force().text()
     assert NotebookPolicy(None, tmp_path).read().policy is None
 
 
