@@ -45,7 +45,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Final, cast
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from dsh_kernel.agent.prompt import PromptSection
 from dsh_kernel.errors import DshError, UsageError
@@ -60,7 +60,7 @@ from dsh_kernel.tools.types import ToolCall, ToolDefinition
 
 if TYPE_CHECKING:
     from dsh_kernel.agent.agent import Agent
-    from dsh_kernel.kernel.host import AgentHost
+    from dsh_kernel.session.log import Session
 
 _log = logging.getLogger(__name__)
 
@@ -268,7 +268,20 @@ class PolicyGate:
 # --- the kernel's checks ----------------------------------------------------------------------
 
 
-def refuse_if_off(host: AgentHost, *, advise: bool = False) -> PolicyInForce:
+class PolicyHost(Protocol):
+    """What the checks use of ``kernel.host.AgentHost`` (which imports this module)."""
+
+    policy: PolicyGate
+    agent: Agent
+    provider_note: str
+
+    @property
+    def journal(self) -> object | None: ...
+
+    def new_session(self, session: Session | None = None) -> Agent: ...
+
+
+def refuse_if_off(host: PolicyHost, *, advise: bool = False) -> PolicyInForce:
     """Raise ``AI_POLICY_OFF`` (or ``AI_POLICY_INVALID``) when the policy in force does not let
     anything talk to the model; else return it. ``advise``: the line says what still works (for an
     ``%agent`` command, whose error carries no advice of its own)."""
@@ -287,7 +300,7 @@ def refuse_if_off(host: AgentHost, *, advise: bool = False) -> PolicyInForce:
     raise DshError(f"{message}; {advice(code)}" if advise else message, code=code)
 
 
-def before_chat(host: AgentHost) -> str | None:
+def before_chat(host: PolicyHost) -> str | None:
     """Before a chat cell sends anything: refuse it under ``off``; settle the session's header on
     the policy in force (module docstring); offer the agent the policy's tools. Returns the line
     to print when the session was forked for a new policy."""
@@ -297,7 +310,7 @@ def before_chat(host: AgentHost) -> str | None:
     return line
 
 
-def check_offered(host: AgentHost, tools: Sequence[ToolDefinition]) -> None:
+def check_offered(host: PolicyHost, tools: Sequence[ToolDefinition]) -> None:
     """Under ``explain``, refuse a chat cell whose ``&`fn``` offers a tool that is not read-only."""
     if host.agent.session.header.ai_policy != "explain":
         return
@@ -311,7 +324,7 @@ def check_offered(host: AgentHost, tools: Sequence[ToolDefinition]) -> None:
         )
 
 
-def _settle(host: AgentHost, now: PolicyInForce) -> str | None:
+def _settle(host: PolicyHost, now: PolicyInForce) -> str | None:
     agent = host.agent
     session = agent.session
     recorded = session.header.ai_policy
