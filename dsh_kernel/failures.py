@@ -58,6 +58,13 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
         "REPLAY_EXHAUSTED": "the recording has no more answers; switch to a live provider",
         "STORE": "the session journal could not be written; check that the store directory "
         "(`DSH_STORE`) is writable and has free space",
+        "AI_POLICY_OFF": "use `%%python` cells (or the DSH Python kernel) and `%%sql` cells, "
+        "which still work; `%agent status` shows where the policy comes from (docs/course.md)",
+        "AI_POLICY_EXPLAIN": "under explain the agent is offered read-only tools only: offer a "
+        "function declared `@tool(read_only=True)`, or leave the &`…` out",
+        "AI_POLICY_INVALID": "set the notebook's `metadata.dsh.ai_policy` to full, explain or off "
+        "(JupyterLab: the property inspector's Advanced Tools) and save it; Python and SQL cells "
+        "still work",
     }
 )
 """Advice by code: a lowercase clause saying what to do (``advice_sentence`` makes it a sentence)."""
