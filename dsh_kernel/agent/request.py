@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from dsh_kernel.agent.budget import fit_request
+from dsh_kernel.agent.meter import prepared_header
 from dsh_kernel.agent.window import ContextWindow
 from dsh_kernel.errors import InvariantError
 from dsh_kernel.llm.provider import PreparedCall
@@ -90,12 +91,7 @@ class RequestLog:
         )
         if gate is not None:
             prepared = gate(prepared)
-        header = EpochHeader(
-            config=prepared.config,
-            adapter_defaults=prepared.adapter_defaults,
-            system=system or None,
-            tools=tools,
-        ).canonical()
+        header = prepared_header(prepared, system=system, tools=tools)
         append = self._session.append
         if not self._written:
             reason = "initial" if self._last is None else "resume"

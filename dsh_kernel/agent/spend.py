@@ -40,13 +40,12 @@ from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
 from dsh_kernel.agent.budget import MIN_ANSWER_TOKENS
-from dsh_kernel.agent.meter import measure
+from dsh_kernel.agent.meter import measure, prepared_header
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.catalogue import CATALOGUE
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, ModelInfo, ToolSchema
 from dsh_kernel.session.daily_usage import DailyUsage, Route, utc_day
-from dsh_kernel.session.derive import EpochHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.usage import UsageTotals
 
@@ -173,12 +172,7 @@ def request_input_tokens(
     session: Session, prepared: PreparedCall, *, system: str, tools: tuple[ToolSchema, ...]
 ) -> int:
     """The meter's reading of the next request's input (``agent.meter.measure``)."""
-    header = EpochHeader(
-        config=prepared.config,
-        adapter_defaults=prepared.adapter_defaults,
-        system=system or None,
-        tools=tools,
-    ).canonical()
+    header = prepared_header(prepared, system=system, tools=tools)
     return measure(session, header=header).total_tokens
 
 
