@@ -43,6 +43,11 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
         "earlier turns with `%agent compact`, start a new session with `%agent new`, fork an "
         "earlier turn with `%agent fork <turn>`, or, if the model's window is bigger, set it with "
         "`%agent context <tokens>`",
+        "BUDGET_EXCEEDED": "the daily budget is per user and per UTC day, across all your "
+        "sessions, and starts again at midnight UTC; `%agent status` shows what is left — only the "
+        "setting named can raise it",
+        "BUDGET_UNPRICED": "switch to a model with a known price (`%agent model …`), or ask whoever "
+        "sets the budget for one in tokens (`DSH_BUDGET_TOKENS`) instead",
         "INVALID_REQUEST": "the provider refused the request; `%%sql SELECT * FROM errors` shows "
         "the details",
         "UNSUPPORTED_REASONING_EFFORT": "choose an effort the model takes: `%agent reasoning` lists "
@@ -53,6 +58,13 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
         "REPLAY_EXHAUSTED": "the recording has no more answers; switch to a live provider",
         "STORE": "the session journal could not be written; check that the store directory "
         "(`DSH_STORE`) is writable and has free space",
+        "AI_POLICY_OFF": "use `%%python` cells (or the DSH Python kernel) and `%%sql` cells, "
+        "which still work; `%agent status` shows where the policy comes from (docs/course.md)",
+        "AI_POLICY_EXPLAIN": "under explain the agent is offered read-only tools only: offer a "
+        "function declared `@tool(read_only=True)`, or leave the &`…` out",
+        "AI_POLICY_INVALID": "set the notebook's `metadata.dsh.ai_policy` to full, explain or off "
+        "(JupyterLab: the property inspector's Advanced Tools) and save it; Python and SQL cells "
+        "still work",
     }
 )
 """Advice by code: a lowercase clause saying what to do (``advice_sentence`` makes it a sentence)."""

@@ -54,6 +54,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -199,8 +200,11 @@ class ScriptedProvider(_RecordingProvider):
         info: ModelInfo | None = None,
     ) -> None:
         super().__init__(id=id, info=info)
-        self._script: list[ScriptEntry] = list(script)
+        self._script: deque[ScriptEntry] = deque(script)
+        """The entries not played yet (a played one is let go: a long script holds no chunks it
+        already streamed)."""
         self._next = 0
+        """How many entries were played."""
 
     def push(self, *entries: ScriptEntry) -> None:
         """Append entries to the end of the script."""
@@ -209,7 +213,7 @@ class ScriptedProvider(_RecordingProvider):
     @property
     def remaining(self) -> int:
         """How many entries have not been consumed yet."""
-        return len(self._script) - self._next
+        return len(self._script)
 
     def assert_consumed(self) -> None:
         """Fail the test unless every script entry was used."""
@@ -223,11 +227,9 @@ class ScriptedProvider(_RecordingProvider):
     def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         """Record ``request`` and stream the next entry. Raises ``UsageError`` when exhausted."""
         self.requests.append(request)
-        if self._next >= len(self._script):
-            raise UsageError(
-                f"ScriptedProvider: script exhausted after {len(self._script)} requests"
-            )
-        entry = self._script[self._next]
+        if not self._script:
+            raise UsageError(f"ScriptedProvider: script exhausted after {self._next} requests")
+        entry = self._script.popleft()
         self._next += 1
         return self._play(entry, request)
 

@@ -5,7 +5,8 @@ in the inbox and, when they wake the agent, start its driver task (``agent.drive
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the model
 owes nothing. Beside each step: the request (``agent.request``), the answer (``agent.response``),
 tools and approvals (``agent.tool_calls``), the context window (``agent.window``, ``agent.budget``),
-the passback and retry policies (``agent.passback``, ``agent.retry``).
+the spending budget (``agent.spend``), the passback and retry policies (``agent.passback``,
+``agent.retry``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
 ``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
@@ -54,6 +55,7 @@ from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.prompt import RuntimeContext, SystemPrompt
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
+from dsh_kernel.agent.spend import SpendGate
 from dsh_kernel.agent.step_request import StepRequests
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
 from dsh_kernel.agent.window import ContextWindows
@@ -121,6 +123,7 @@ class Agent:
         check_invariants: bool | None = None,
         context_windows: ContextWindows | None = None,
         compaction: CompactionSettings | None = None,
+        spend: SpendGate | None = None,
     ) -> None:
         self.providers: dict[str, Provider] = {provider.id: provider}
         self.provider = provider
@@ -132,6 +135,7 @@ class Agent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.windows = context_windows or ContextWindows()  # each route's window (agent.window)
+        self.spend = spend  # the spending budget each request is held to (agent.spend)
         self.tool_schemas: ToolSchemaForm = "auto"
         """``full``, ``lean`` or ``auto`` (``dsh_kernel.tools.lean.lean_for``)."""
         self.images: bool | None = None

@@ -40,14 +40,14 @@ from dataclasses import replace
 from typing import Final
 
 from dsh_kernel.agent.compaction_range import PLUGIN
-from dsh_kernel.agent.meter import TokenMeasurement, measure, message_tokens
+from dsh_kernel.agent.meter import TokenMeasurement, measure, message_tokens, prepared_header
 from dsh_kernel.agent.window import ContextWindow
 from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, Message, PluginSource, TextBlock, ToolSchema
-from dsh_kernel.session.derive import EpochHeader, project_event
+from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import ContextWarning, payload_of
@@ -100,12 +100,7 @@ def fit_request(
     docstring)."""
     if window is None:
         return prepared
-    header = EpochHeader(
-        config=prepared.config,
-        adapter_defaults=prepared.adapter_defaults,
-        system=system or None,
-        tools=tools,
-    ).canonical()
+    header = prepared_header(prepared, system=system, tools=tools)
     m = measure(session, header=header, context_window=window.tokens)
     size = m.total_tokens
     how = "measured" if m.baseline == "usage" else "estimated"

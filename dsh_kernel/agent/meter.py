@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 from dsh_kernel.llm.codec import tool_schema_to_json
+from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import (
     ContentBlock,
     ImageBlock,
@@ -40,6 +41,7 @@ from dsh_kernel.llm.types import (
     TextBlock,
     ToolCallBlock,
     ToolResultBlock,
+    ToolSchema,
     UnknownBlock,
 )
 from dsh_kernel.session.derive import EpochHeader, header_equals
@@ -203,6 +205,19 @@ def _reading(session: Session) -> _Reading:
         reading = _READINGS[session] = _Reading()
     reading.catch_up(session)
     return reading
+
+
+def prepared_header(
+    prepared: PreparedCall, *, system: str, tools: tuple[ToolSchema, ...]
+) -> EpochHeader:
+    """The canonical header a request of ``prepared`` with ``system`` and ``tools`` is logged with
+    (what the meter, the context window's fit and the spending gate measure)."""
+    return EpochHeader(
+        config=prepared.config,
+        adapter_defaults=prepared.adapter_defaults,
+        system=system or None,
+        tools=tools,
+    ).canonical()
 
 
 def measure(

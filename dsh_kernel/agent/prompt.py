@@ -114,6 +114,12 @@ class RuntimeContext:
 
     def __init__(self) -> None:
         self.providers: list[ContextProvider] = []
+        self._seen: tuple[int, Message, int, Message | None, list[JsonValue] | None] | None = None
+        """``(n, history[n - 1], j, history[j], sections)`` of the last ``project``: the newest
+        snapshot in ``history[:n]`` was ``history[j]``, with ``sections`` (``j`` is -1 when there
+        was none). The next call reads only what came after, when ``history[n - 1]`` and
+        ``history[j]`` are still the same messages there (a compaction that replaced earlier
+        messages moves or removes them, and the history is read again)."""
 
     def add(self, provider: ContextProvider) -> Callable[[], None]:
         self.providers.append(provider)
@@ -123,16 +129,30 @@ class RuntimeContext:
         out = [c for c in (p() for p in self.providers) if c is not None and c.text]
         return sorted(out, key=lambda c: (c.order, c.name))
 
+    def _newest_snapshot(self, history: Sequence[Message]) -> list[JsonValue] | None:
+        """The sections of the newest snapshot in ``history`` (``None``: there is none), reading
+        only the messages the last call did not (``_seen``): a long session is not walked again at
+        every step."""
+        start, at, last = 0, -1, None
+        seen = self._seen
+        if seen is not None:
+            n, tail, j, snapshot, sections = seen
+            if n <= len(history) and history[n - 1] is tail and (j < 0 or history[j] is snapshot):
+                start, at, last = n, j, sections
+        for i in range(len(history) - 1, start - 1, -1):
+            found = _snapshot_sections(history[i])
+            if found is not None:
+                at, last = i, found
+                break
+        if history:
+            self._seen = (len(history), history[-1], at, history[at] if at >= 0 else None, last)
+        return last
+
     def project(self, history: Sequence[Message]) -> Message | None:
         """The snapshot message to enter with this step, or ``None`` if nothing changed."""
         current = self.render()
         sections: list[JsonValue] = [{"name": c.name, "text": c.text} for c in current]
-        last: list[JsonValue] | None = None
-        for m in reversed(history):
-            found = _snapshot_sections(m)
-            if found is not None:
-                last = found
-                break
+        last = self._newest_snapshot(history)
         if last is None and not sections:
             return None
         if last == sections:

@@ -12,8 +12,9 @@ route, its context window and where the window came from: ``contextWindowSource`
 discovered / catalogue / default, ``contextWindowFrom`` the server lookup that reported it) at the
 first request of each turn and whenever it changes, so every turn's own events say its window (its
 footer and notices are drawn from them). A header equal to the last one writes nothing. Before either, the call is fitted to the
-window (``agent.budget.fit_request``: the warning, the refusal, the output cap), so the header logged
-is the one sent — a per-request output cap included.
+window (``agent.budget.fit_request``: the warning, the refusal, the output cap) and to the spending
+budget (``agent.spend``: the refusal, the cap lowered to what is left), so the header logged is the
+one sent — a per-request output cap included.
 
 ``assert_reconstruction(session, request)`` rebuilds the request from the log alone — the latest
 logged header, and the messages projected afresh from the surface events (on purpose not
@@ -23,9 +24,11 @@ from the request about to be sent (its ``purpose`` aside).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from dsh_kernel.agent.budget import fit_request
+from dsh_kernel.agent.meter import prepared_header
 from dsh_kernel.agent.window import ContextWindow
 from dsh_kernel.errors import InvariantError
 from dsh_kernel.llm.provider import PreparedCall
@@ -76,20 +79,19 @@ class RequestLog:
         window: ContextWindow | None,
         system: str,
         tools: tuple[ToolSchema, ...],
+        gate: Callable[[PreparedCall], PreparedCall] | None = None,
     ) -> EpochHeader:
-        """Fit the next request (of the session's open turn and step) to ``window`` and log its
-        envelope where it changed; returns its header. Raises ``LlmError(CONTEXT_WINDOW_EXCEEDED)``
-        for a request that cannot fit (nothing is logged then)."""
+        """Fit the next request (of the session's open turn and step) to ``window``, then pass it
+        through ``gate`` (the spending budget, ``agent.spend``), and log its envelope where it
+        changed; returns its header. Raises ``LlmError(CONTEXT_WINDOW_EXCEEDED)`` for a request
+        that cannot fit, or the gate's refusal (nothing is logged then)."""
         turn, step = self._session.open_turn or 0, self._session.open_step or 0
         prepared = fit_request(
             self._session, prepared, window, system=system, tools=tools, turn=turn, step=step
         )
-        header = EpochHeader(
-            config=prepared.config,
-            adapter_defaults=prepared.adapter_defaults,
-            system=system or None,
-            tools=tools,
-        ).canonical()
+        if gate is not None:
+            prepared = gate(prepared)
+        header = prepared_header(prepared, system=system, tools=tools)
         append = self._session.append
         if not self._written:
             reason = "initial" if self._last is None else "resume"

@@ -9,7 +9,8 @@ the *route*. Then:
 1. **pressure** — ``Compaction.relieve``: the history is compacted first when the request would
    pass the threshold of the window;
 2. **the envelope** — ``RequestLog.record`` fits the call to the window (warning, refusal, output
-   cap) and logs ``request/header`` / ``request/context`` where they changed;
+   cap), then to the spending budget (``agent.spend``: refusal, the cap lowered to what is left),
+   and logs ``request/header`` / ``request/context`` where they changed;
 3. **overflow** — a refusal for size (``CONTEXT_WINDOW_EXCEEDED``) compacts as far as possible and
    fits again, once per step (``compact_overflow``, which the step loop also calls when the *server*
    reported the overflow, before it retries the same step);
@@ -23,6 +24,7 @@ reasoning``) and the request must see the current ones.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
@@ -32,10 +34,11 @@ from dsh_kernel.agent.hooks import AgentHooks, RequestPayload
 from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.prompt import SystemPrompt
 from dsh_kernel.agent.request import RequestLog, assert_reconstruction, generate_request
+from dsh_kernel.agent.spend import SpendGate, request_input_tokens
 from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.provider import PreparedCall, Provider
-from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, LlmFailure
+from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, LlmFailure, ToolSchema
 from dsh_kernel.session.images import attach_image_data
 from dsh_kernel.session.log import Session
 from dsh_kernel.tools.lean import ToolSchemaForm, lean_for
@@ -61,6 +64,7 @@ class AgentSettings(Protocol):
     hooks: AgentHooks
     system_prompt: SystemPrompt
     compaction: Compaction
+    spend: SpendGate | None
 
 
 class StepRequests:
@@ -100,16 +104,31 @@ class StepRequests:
         route, prepared = await self._prepare(turn, step, system, signal)
         self._route = route
         await agent.compaction.relieve(route, turn=turn)
+        gate = self._gate(system, route.tools)
         try:
-            header = self._log.record(prepared, route.window, system, route.tools)
+            header = self._log.record(prepared, route.window, system, route.tools, gate)
         except LlmError as exc:
             if not await self.compact_overflow(exc.failure, turn):
                 raise
-            header = self._log.record(prepared, route.window, system, route.tools)
+            header = self._log.record(prepared, route.window, system, route.tools, gate)
         request = generate_request(header, tuple(session.derive_messages()), session.id)
         if agent.check_invariants:
             assert_reconstruction(session, request)
         return attach_image_data(request, session)
+
+    def _gate(
+        self, system: str, tools: tuple[ToolSchema, ...]
+    ) -> Callable[[PreparedCall], PreparedCall] | None:
+        """The spending budget's check of a request (``agent.spend``), or ``None`` without one."""
+        spend, session = self._agent.spend, self._agent.session
+        if spend is None:
+            return None
+
+        def gate(prepared: PreparedCall) -> PreparedCall:
+            tokens = request_input_tokens(session, prepared, system=system, tools=tools)
+            return spend.fit(prepared, tokens)
+
+        return gate
 
     async def compact_overflow(self, failure: LlmFailure, turn: int) -> bool:
         """After a request did not fit: compact as much as possible, once per step; whether the
@@ -157,6 +176,11 @@ class StepRequests:
         tools = agent.registry.schemas(lean=lean_for(agent.tool_schemas, window))
         prepared = agent.passback.mark(provider.prepare_call(config))
         route = Route(
-            provider=provider, config=prepared.config, window=window, system=system, tools=tools
+            provider=provider,
+            config=prepared.config,
+            window=window,
+            system=system,
+            tools=tools,
+            spend=agent.spend,
         )
         return route, prepared

@@ -5,9 +5,11 @@
 conversation's own system prompt and tools (so the provider's prefix cache is reused), the range's
 messages (images as their logged descriptions: the call never sends image bytes), then
 ``INSTRUCTION`` as the final user message. Only the answer's text is kept (its reasoning and any tool
-call are dropped). The reduction (``compaction_range.reduce_range``) stands in — and the result says
-why in ``failure`` — when the call fails, is cut off, answers no text, does not shrink the range, or
-would not itself fit the window (tried with the tools first, then without them). A provider that
+call are dropped). The call is held to the spending budget like any request (``route.spend``,
+``agent.spend``: its cap lowered to what is left). The reduction (``compaction_range.reduce_range``)
+stands in — and the result says why in ``failure`` — when the call fails, is cut off, answers no
+text, does not shrink the range, would not itself fit the window (tried with the tools first, then
+without them), or the budget refuses it (``BUDGET_EXCEEDED``: nothing is sent). A provider that
 declares ``summarizes = False`` is never called.
 
 ``summary_room(route, cap)`` is how much history one call can be sent (the window less the system
@@ -17,7 +19,7 @@ prompt, the instruction and the summary's cap), so the caller picks a range that
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final, Literal, TypeAlias
 
 from dsh_kernel.agent.compaction_range import (
@@ -27,7 +29,9 @@ from dsh_kernel.agent.compaction_range import (
     text_tokens,
 )
 from dsh_kernel.agent.meter import header_tokens, message_tokens
+from dsh_kernel.agent.spend import SpendGate
 from dsh_kernel.agent.window import ContextWindow
+from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
@@ -78,6 +82,8 @@ class Route:
     window: ContextWindow | None
     system: str
     tools: tuple[ToolSchema, ...]
+    spend: SpendGate | None = None
+    """The spending budget the summary call is held to, like any request (``agent.spend``)."""
 
 
 @dataclass(slots=True)
@@ -127,13 +133,19 @@ async def summarise(
         why = "this model does not write summaries"
         return Summary(reduce_range(session, seqs, budget, why), "reduction")
     answer: Summary | None = None
+    failure: LlmFailure | None = None
     request = _request(session, route, seqs, budget)
     if request is None:
-        failure: LlmFailure | None = LlmFailure(
+        failure = LlmFailure(
             code="CONTEXT_WINDOW_EXCEEDED",
             message="the summary request itself would not fit the context window",
         )
-    else:
+    elif route.spend is not None:
+        try:
+            request = _within_budget(route.spend, request)
+        except LlmError as exc:
+            failure, request = exc.failure, None
+    if request is not None:
         answer = await _call(route.provider, request)
         failure = answer.failure
         if failure is None and message_tokens(checkpoint_message(answer.text)) >= shadowed:
@@ -187,6 +199,21 @@ def _request(
             purpose="compaction",
         )
     return None
+
+
+def _within_budget(spend: SpendGate, request: GenerateRequest) -> GenerateRequest:
+    """``request`` with its cap lowered to what the spending budget leaves (at least
+    ``MIN_SUMMARY_TOKENS``), or the budget's ``LlmError``."""
+    header = EpochHeader(
+        config=LlmCallConfig(provider=request.provider, model=request.model),
+        system=request.system,
+        tools=request.tools,
+    )
+    tokens = header_tokens(header) + sum(message_tokens(m) for m in request.messages)
+    cap = spend.cap(
+        request.provider, request.model, tokens, request.max_tokens, least=MIN_SUMMARY_TOKENS
+    )
+    return request if cap == request.max_tokens else replace(request, max_tokens=cap)
 
 
 async def _call(provider: Provider, request: GenerateRequest) -> Summary:

@@ -24,6 +24,8 @@ message seldom waits for it (``kernel.context_window`` has ``%agent context``). 
 is the host's setting too (``DSH_COMPACTION``, ``c.DshKernel.compaction``, ``%agent compact on|off``):
 every agent it builds gets it (``kernel.compact``).
 
+The AI policy in force (``kernel.policy``) decides which tools each agent is offered; headers record it.
+
 Sessions know their notebook: a new session's header carries the path jupyter-server gives the kernel
 in ``JPY_SESSION_NAME`` (``notebook_path``), so the store can find a notebook's sessions again.
 
@@ -42,6 +44,7 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
 from dsh_kernel.abort import USER_CANCEL
@@ -52,7 +55,9 @@ from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
+from dsh_kernel.kernel.budgets import KernelBudgets
 from dsh_kernel.kernel.course import current_user
+from dsh_kernel.kernel.policy import PolicyGate
 from dsh_kernel.kernel.settings import (
     HostSettings,
     base_url_owner,
@@ -125,12 +130,15 @@ class AgentHost:
         self.journal: JournalWriter | None = None
         self.provider_note = ""
         self.notebook = notebook_path()
+        self.policy = PolicyGate(self.settings.course, self.notebook, Path.cwd())
+        """The AI policy in force: the configuration's, or the notebook's stricter (``kernel.policy``)."""
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
         self.windows = ContextWindows(configured=self.settings.context_window)
-        self.toolset = ToolSet()
+        self.toolset = ToolSet(after=self.policy.apply)
         """``%agent tools``: kept for every session of this kernel."""
         self._open_store()
+        self.budgets = KernelBudgets(self.settings.course, self.store, self.user_price)
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
         """The provider chosen at start: the configured model is its model (``switch_provider``)."""
@@ -157,7 +165,7 @@ class AgentHost:
                     cwd=os.getcwd(),
                     notebook=self.notebook,
                     user=current_user(),
-                    ai_policy=self.settings.course.ai_policy,
+                    ai_policy=self.policy.in_force().policy,
                 )
             )
         agent = Agent(
@@ -172,6 +180,7 @@ class AgentHost:
             compaction=CompactionSettings(auto=self.settings.compaction),
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
+        agent.spend = self.budgets.gate(agent)  # the course's budgets (kernel.budgets)
         if self.settings.reasoning:
             try:
                 agent.set_reasoning(self.settings.reasoning)
@@ -188,6 +197,7 @@ class AgentHost:
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
         self.toolset.apply(agent)
+        self.policy.install(agent)
         self._attach_journal(agent)
         self.windows.forget_failures()
         self.windows.prefetch(agent.provider, agent.model)
@@ -361,6 +371,10 @@ class AgentHost:
         if p is None:
             return None
         return priced(p.model_info(model), self._user_prices().get((provider, model)))
+
+    def user_price(self, provider: str, model: str) -> UserPrice | None:
+        """The price set with ``set_price`` for ``model`` of ``provider``, if any."""
+        return self._user_prices().get((provider, model))
 
     def _user_prices(self) -> dict[tuple[str, str], UserPrice]:
         """The ``prices`` table, re-read after a ``set_price`` in this process (kept on a failure)."""

@@ -305,10 +305,15 @@ class DshKernel(IPythonKernel):
         return {"status": "error", "execution_count": count, **content}
 
     async def _execute_chat(self, cell: Cell, count: int, silent: bool) -> dict[str, Any]:
+        from dsh_kernel.kernel.policy import before_chat, check_offered
         from dsh_kernel.kernel.viewing import open_view
         from dsh_kernel.session.turn import turn_end
 
         host = self.host
+        # The AI policy (``kernel.policy``): AI_POLICY_OFF, or a new session for a new policy.
+        notice = before_chat(host) if cell.body.strip() else None
+        if notice is not None and not silent:
+            print(notice)
         agent = host.agent
         assert self.shell is not None
         from dsh_kernel.kernel.prompt import PromptError, expand_prompt
@@ -321,6 +326,7 @@ class DshKernel(IPythonKernel):
             return self.error_reply(count, "INVALID_PROMPT", str(exc))
         if prompt is None:
             return self.ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
+        check_offered(host, prompt.tools)  # explain: no &`fn` that is not read-only
         disposers: list[Callable[[], None]] = []
         try:
             disposers = [agent.registry.register(d) for d in prompt.tools]
@@ -365,8 +371,10 @@ class DshKernel(IPythonKernel):
         import asyncio
 
         from dsh_kernel.kernel.compact import compact_cell
+        from dsh_kernel.kernel.policy import refuse_if_off
         from dsh_kernel.llm.secrets import redact
 
+        refuse_if_off(self.host)
         task = asyncio.ensure_future(compact_cell(self.host))
         interrupted: list[bool] = []
 

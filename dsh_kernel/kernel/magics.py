@@ -53,7 +53,8 @@ _HINTS = {
 HELP = """\
 %agent — control the notebook agent
 
-  %agent status                  provider, model, session, tokens, images, approval policy, store
+  %agent status                  provider, model, session, tokens, images, approval policy, store,
+                                 the AI policy in force and where it came from
   %agent model <id|provider:id>  switch the model (and provider) for the next request
   %agent provider <name>         switch provider: deepseek, openai, anthropic, openai-compatible, offline
   %agent reasoning [<effort>|default]
@@ -160,6 +161,7 @@ class AgentMagics(Magics):
         host = self._host()
         agent = host.agent
         turns = agent.session.last_turn
+        policy = host.policy.apply(agent).text()  # re-read: the tools line shows what it allows
         lines = [
             f"provider: {host.provider_note}",
             f"model:    {agent.provider.id}:{agent.model}",
@@ -174,7 +176,11 @@ class AgentMagics(Magics):
             f"tools:    {', '.join(agent.registry.names()) or 'none'}; "
             f"descriptions {host.toolset.form_text(agent)}",
             f"store:    {host.store_description()}",
+            f"ai policy: {policy}",
         ]
+        budget = host.budgets.status_text()
+        if budget:
+            lines.append(f"budget:   {budget}")
         if host.store_warning:
             lines.append(f"warning:  {host.store_warning}")
         return "\n".join(lines)
@@ -346,18 +352,28 @@ class AgentMagics(Magics):
             raise UsageError(
                 "usage: %agent fork <turn> (a new session with turns 1..turn of this one)"
             )
+        from dsh_kernel.kernel.course import current_user
+
         host = self._host()
         old = host.agent.session
-        session = fork(old.header, list(old.events), int(args[0]))
+        session = fork(
+            old.header,
+            list(old.events),
+            int(args[0]),
+            user=current_user(),
+            ai_policy=host.policy.in_force().policy,
+        )
         agent = host.new_session(session)
         return f"forked session {agent.session.id} from {old.id} at turn {args[0]}"
 
     def _cmd_replay(self, args: list[str]) -> str:
+        from dsh_kernel.kernel.policy import refuse_if_off
         from dsh_kernel.store.replay import ReplayProvider
 
         if len(args) != 1:
             raise UsageError("usage: %agent replay <session-id>")
         host = self._host()
+        refuse_if_off(host, advise=True)
         store = self._store()
         recorded = store.resolve_id(args[0])
         provider = ReplayProvider.from_store(store, recorded)

@@ -5,7 +5,9 @@
 the form of the tool list (``dsh_kernel.tools.lean``: ``auto`` sends the lean form when the model's
 context window is under ``LEAN_BELOW`` tokens). The choice belongs to the kernel, not to one session:
 ``%agent new``, ``resume`` and ``fork`` keep it (``apply`` re-applies it to each new agent). What the
-model was offered is in every request's logged header, so the log shows the choice's effect.
+model was offered is in every request's logged header, so the log shows the choice's effect. The
+AI policy (``kernel.policy``) filters on top of this choice: a tool switched on that the policy
+withholds stays withheld, and the line says so.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class ToolSet:
 
     off: set[str] = field(default_factory=lambda: set[str]())
     form: ToolSchemaForm = "auto"
+    after: Callable[[Agent], object] | None = None
+    """Run after every ``apply``: the AI policy's own filter, recomputed over this choice."""
     _undo: Callable[[], None] | None = None
 
     def apply(self, agent: Agent) -> None:
@@ -36,6 +40,8 @@ class ToolSet:
         if self.off:
             self._undo = agent.registry.restrict(deny=self.off)
         agent.tool_schemas = self.form
+        if self.after is not None:
+            self.after(agent)
 
     def command(self, agent: Agent, args: list[str]) -> str | None:
         """Carry out ``%agent tools <args>``; ``None`` for the bare listing."""
@@ -62,7 +68,13 @@ class ToolSet:
                 )
             self.off.discard(name)
         self.apply(agent)
-        return f"tool {name} {switch}; the agent is offered: {', '.join(agent.registry.names()) or 'no tools'}"
+        withheld = (
+            f" ({name} stays withheld by the AI policy in force: `%agent status` says which)"
+            if switch == "on" and agent.registry.get(name) is None
+            else ""
+        )
+        offered = ", ".join(agent.registry.names()) or "no tools"
+        return f"tool {name} {switch}; the agent is offered: {offered}{withheld}"
 
     def form_text(self, agent: Agent) -> str:
         """``lean (auto: window 4,096 < 16,384 tokens)``, ``full``, …"""

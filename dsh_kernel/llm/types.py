@@ -210,6 +210,9 @@ LLM_FAILURE_CODES: frozenset[str] = frozenset(
         "UNSUPPORTED_CONTENT",
         "NO_ADAPTER",
         "DUPLICATE_ADAPTER",
+        # the agent's own refusals before a request is sent
+        "BUDGET_EXCEEDED",
+        "BUDGET_UNPRICED",
         # fallback
         "UNKNOWN",
     }

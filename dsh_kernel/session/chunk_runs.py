@@ -170,17 +170,7 @@ def plain_delta(data: dict[str, object]) -> tuple[int, int, str, int, str] | Non
     keys = iter(chunk)
     if next(keys) != "type" or next(keys) != "index":
         return None
-    kind, index, text = chunk.get("type"), chunk.get("index"), chunk.get("text")
-    if (
-        (kind != "text-delta" and kind != "reasoning-delta")
-        or type(index) is not int
-        or type(text) is not str
-        or not (-_SAFE_INT <= turn <= _SAFE_INT)
-        or not (-_SAFE_INT <= step <= _SAFE_INT)
-        or not (-_SAFE_INT <= index <= _SAFE_INT)
-    ):
-        return None
-    return turn, step, "text-delta" if kind == "text-delta" else "reasoning-delta", index, text
+    return _parts(turn, step, chunk.get("type"), chunk.get("index"), chunk.get("text"))
 
 
 def delta_parts(turn: int, step: int, chunk: StreamChunk) -> tuple[int, int, str, int, str] | None:
@@ -188,9 +178,17 @@ def delta_parts(turn: int, step: int, chunk: StreamChunk) -> tuple[int, int, str
     reasoning delta whose values JSON carries exactly; else ``None``."""
     if chunk.type != "text-delta" and chunk.type != "reasoning-delta":
         return None
-    index, text = chunk.index, chunk.text
+    return _parts(turn, step, chunk.type, chunk.index, chunk.text)
+
+
+def _parts(
+    turn: object, step: object, kind: object, index: object, text: object
+) -> tuple[int, int, str, int, str] | None:
+    """``(turn, step, kind, index, text)`` when they are a text or reasoning delta's, every
+    integer one JSON carries exactly; else ``None``."""
     if (
-        type(turn) is not int
+        (kind != "text-delta" and kind != "reasoning-delta")
+        or type(turn) is not int
         or type(step) is not int
         or type(index) is not int
         or type(text) is not str
@@ -199,7 +197,7 @@ def delta_parts(turn: int, step: int, chunk: StreamChunk) -> tuple[int, int, str
         or not (-_SAFE_INT <= index <= _SAFE_INT)
     ):
         return None
-    return turn, step, chunk.type, index, text
+    return turn, step, "text-delta" if kind == "text-delta" else "reasoning-delta", index, text
 
 
 def add_delta(

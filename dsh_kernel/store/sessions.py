@@ -165,11 +165,14 @@ def fork(
     new_id: str | None = None,
     clock: Clock | None = None,
     cwd: str | None = None,
+    user: str | None = None,
+    ai_policy: str | None = None,
 ) -> Session:
     """A new session seeded with ``events`` up to and including the ``turn/end`` of ``turn``.
 
     ``turn=0`` forks before the first turn (only the events before any ``turn/start``). Raises
-    ``UsageError`` when the turn does not exist or has not ended.
+    ``UsageError`` when the turn does not exist or has not ended. The child's ``user`` and
+    ``ai_policy`` are the parent's unless given (the kernel gives the current ones).
     """
     if turn < 0:
         raise UsageError(f"fork: turn must be >= 0, got {turn}")
@@ -198,6 +201,8 @@ def fork(
         notebook=header.notebook,
         parent_session=header.id,
         seed_length=len(prefix),
+        user=user if user is not None else header.user,
+        ai_policy=ai_policy if ai_policy is not None else header.ai_policy,
     )
     return Session(header=child, seed=prefix, clock=clock)
 

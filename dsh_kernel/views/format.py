@@ -85,9 +85,14 @@ def cost(model: TurnModel, info: ModelInfo | None) -> float | None:
 
 
 def footer_parts(
-    model: TurnModel, *, session_id: str | None = None, info: ModelInfo | None = None
+    model: TurnModel,
+    *,
+    session_id: str | None = None,
+    info: ModelInfo | None = None,
+    budget: str | None = None,
 ) -> list[str]:
-    """The footer's parts, in order: route, reasoning effort, tokens, context, cost, times, session."""
+    """The footer's parts, in order: route, reasoning effort, tokens, context, cost, the daily
+    budget left (``budget``, as the kernel passes it in: ``kernel.budgets``), times, session."""
     parts: list[str] = []
     if model.model is not None:
         name = f"{model.provider}:{model.model}" if model.provider else model.model
@@ -119,6 +124,8 @@ def footer_parts(
         parts.append(f"${price:.4f}" if price < 1 else f"${price:.2f}")
     elif u.requests and info is not None and info.label is None:
         parts.append("price unknown")  # never $0 for a model without a price
+    if budget:
+        parts.append(budget)
     if replayed(model):  # neither times nor the session id: see ``views.replayed``
         return [*parts, "replayed"]
     if model.ttft_ms is not None:

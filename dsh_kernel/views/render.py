@@ -216,6 +216,7 @@ def render_markdown(
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
     images: TurnImages | None = None,
+    budget: str | None = None,
 ) -> str:
     """The finished turn ``model`` as Markdown (what a saved notebook's ``text/markdown`` holds)."""
     images = images or NO_IMAGES
@@ -249,7 +250,7 @@ def render_markdown(
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
         line = f"> {icon} **{escape_inline_markdown(notice.title)}**"
         blocks.append(line + (f"\n>\n> {notice.hint}" if notice.hint else ""))
-    footer = footer_parts(model, session_id=session_id, info=model_info)
+    footer = footer_parts(model, session_id=session_id, info=model_info, budget=budget)
     if footer:
         blocks.append("<sub>" + escape(" · ".join(footer)) + "</sub>")
     return "\n\n".join(blocks) + "\n"
@@ -327,6 +328,7 @@ def render_html(
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
     images: TurnImages | None = None,
+    budget: str | None = None,
 ) -> str:
     """The finished turn ``model`` as HTML (what a saved notebook's ``text/html`` holds)."""
     images = images or NO_IMAGES
@@ -371,7 +373,7 @@ def render_html(
             f"<div{attrs('dsh-end', f'dsh-{notice.level}')}><p>{icon} "
             f"<strong>{escape(notice.title)}</strong></p>{hint}</div>"
         )
-    footer = footer_parts(model, session_id=session_id, info=model_info)
+    footer = footer_parts(model, session_id=session_id, info=model_info, budget=budget)
     if footer:
         blocks.append(f"<div{attrs('dsh-footer')}>{escape(' · '.join(footer))}</div>")
     return '<div class="dsh-turn-static">\n' + "\n".join(blocks) + "\n</div>"
@@ -385,6 +387,7 @@ def static_bundle(
     model_info: ModelInfo | None = None,
     include_prompt: bool = False,
     images: TurnImages | None = None,
+    budget: str | None = None,
 ) -> dict[str, str]:
     """The display bundle a finished turn leaves in the notebook."""
     return {
@@ -395,6 +398,7 @@ def static_bundle(
             model_info=model_info,
             include_prompt=include_prompt,
             images=images,
+            budget=budget,
         ),
         "text/html": render_html(
             model,
@@ -403,5 +407,6 @@ def static_bundle(
             model_info=model_info,
             include_prompt=include_prompt,
             images=images,
+            budget=budget,
         ),
     }

@@ -162,7 +162,8 @@ class TurnView:
     redraw rate. ``session_id``, ``tools`` (name → ``ToolDefinition``, for presenters) and
     ``model_info`` (``(provider, model)`` → ``ModelInfo``, for the context window and prices) feed
     the cards and the footer; ``reasoning_effort`` is the effort in force as the turn starts (for
-    the footer, until the turn logs a request header of its own). ``images_in_force``: whether the
+    the footer, until the turn logs a request header of its own). ``budget(fresh)``: the daily budget's
+    footer part (``kernel.budgets``). ``images_in_force``: whether the
     request header in force as the turn starts sends images (``views.images.route_takes_images``
     of the log), and ``image_data`` the session's image index (``Session.image_data``), for what
     the images line says and draws. ``max_rate_hz``: redraws per second while streaming.
@@ -181,12 +182,14 @@ class TurnView:
         images_in_force: bool | None = None,
         image_data: ImageDataLookup | None = None,
         max_rate_hz: float = 20.0,
+        budget: Callable[[bool], str | None] | None = None,
     ) -> None:
         self.controls = controls or ViewControls()
         self.message_id = message_id
         self.session_id = session_id
         self._tools = tools
         self._model_info = model_info
+        self._budget = budget
         self._clock = clock
         self._interval = 1.0 / max_rate_hz
         self._fold = TurnFold(message_id=message_id, reasoning_effort=reasoning_effort)
@@ -361,6 +364,16 @@ class TurnView:
             _log.warning("model_info lookup failed", exc_info=True)
             return None
 
+    def _left(self, fresh: bool) -> str | None:
+        """The daily budget's part of the footer (``fresh``: read now, not the latest reading)."""
+        if self._budget is None:
+            return None
+        try:
+            return self._budget(fresh)
+        except Exception:
+            _log.warning("budget lookup failed", exc_info=True)
+            return None
+
     def flush(self, *, final: bool = False) -> TurnModel:
         """Redraw every widget from the current model (the timer calls this; so does ``finish``)."""
         if self._handle is not None:
@@ -385,7 +398,9 @@ class TurnView:
                 f"{hint}</div>"
             )
         _ipw.set_visible(self.end, notice is not None)
-        parts = footer_parts(model, session_id=self.session_id, info=self._info(model))
+        parts = footer_parts(
+            model, session_id=self.session_id, info=self._info(model), budget=self._left(final)
+        )
         if model.state != "ended" and not final:
             parts.insert(0, "working…")
         self.footer.value = escape(" · ".join(parts))
@@ -440,4 +455,5 @@ class TurnView:
             session_id=self.session_id,
             model_info=self._info(model),
             images=self._seen_images,
+            budget=self._left(False),
         )

@@ -51,6 +51,7 @@ DATA_FILES = {
     "dsh_kernel/store/sql/0003_backfill.sql",
     "dsh_kernel/store/sql/0006_compaction.sql",
     "dsh_kernel/store/sql/0006_backfill.sql",
+    "dsh_kernel/store/sql/0007_course.sql",
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import pytest
@@ -13,6 +14,7 @@ from dsh_kernel.agent.inbox import Inbox
 from dsh_kernel.agent.retry import RetryPolicy
 from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import new_message_id, new_session_id
+from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.llm.types import LlmFailure, Message, TextBlock, TokenUsage, UserSource
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
@@ -424,6 +426,56 @@ async def test_runtime_context_snapshot_only_when_changed() -> None:
     assert len(snapshots) == 2
     # the system prompt stayed byte-stable
     assert len({r.system for r in provider.requests}) == 1
+
+
+class CountingHistory(Sequence[Message]):
+    """A history that counts the messages read from it."""
+
+    def __init__(self, messages: Iterable[Message]) -> None:
+        self.messages = list(messages)
+        self.reads = 0
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __getitem__(self, i: Any) -> Any:
+        self.reads += 1
+        return self.messages[i]
+
+
+def _msg(text: str, *, snapshot: list[JsonValue] | None = None) -> Message:
+    from dsh_kernel.agent.prompt import RUNTIME_CONTEXT_PLUGIN
+    from dsh_kernel.llm.types import PluginSource
+
+    source = (
+        PluginSource(plugin=RUNTIME_CONTEXT_PLUGIN, form={"kind": "snapshot", "sections": snapshot})
+        if snapshot is not None
+        else UserSource()
+    )
+    return Message(id=new_message_id(), role="user", content=(TextBlock(text=text),), source=source)
+
+
+def test_the_newest_snapshot_is_found_without_walking_the_history_again() -> None:
+    # Issue 16 item 5: a step of a long session reads only what came after the last step's read.
+    from dsh_kernel.agent.prompt import PromptContext, RuntimeContext
+
+    ctx = RuntimeContext()
+    value = {"text": "x = 1"}
+    ctx.add(lambda: PromptContext(name="variables", order=0, text=value["text"]))
+    sections: list[JsonValue] = [{"name": "variables", "text": "x = 1"}]
+    snap = _msg("<runtime-context/>", snapshot=sections)
+    history = CountingHistory([_msg("a"), snap, *(_msg(f"m{i}") for i in range(500))])
+    assert ctx.project(history) is None  # unchanged since the snapshot 500 messages back
+    history.messages.extend(_msg(f"n{i}") for i in range(3))
+    history.reads = 0
+    assert ctx.project(history) is None
+    assert history.reads <= 10  # the three new messages and the two checks, not 505
+
+    # A compaction that replaced the snapshot in place (one node for one): it is read again, and
+    # the snapshot re-sent, since the model no longer has it.
+    history.messages[1] = _msg("<compacted-summary>…</compacted-summary>")
+    again = ctx.project(history)
+    assert again is not None and "x = 1" in again.text()
 
 
 async def test_unknown_template_variable_is_a_turn_error() -> None:

@@ -1,0 +1,149 @@
+"""A course's daily budgets through real kernels and the loopback server (issue 17, item 1).
+
+A token budget (``DSH_BUDGET_TOKENS``) and a dollar budget (``DSH_BUDGET_USD``, the loopback
+playing DeepSeek so its catalogued model has a list price) each let a turn through with its output
+cap lowered to what is left, then stop the next turn **before any byte is sent** — the server
+receives no request — with ``BUDGET_EXCEEDED``, what was used, the limit, and who sets it. Neither
+``%agent new`` nor a restart (a second kernel on the same store and user) resets the count; another
+user's count is their own; a price set in the notebook cannot lower what the budget counts; a
+dollar budget on a model with no price refuses with one line. ``%agent status`` and the footer
+show what is left.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from tests.kernel.conftest import provider_env
+from tests.support.kernel import Execution, Kernel, start_kernel
+from tests.support.sse_server import SseServer, sse_reply
+from tests.support.wire_transcripts import chat_chunk, sse
+
+ADMIN = "set by your course's administrator"
+
+
+def reply(text: str, usage: dict[str, int]) -> Any:
+    return sse_reply(
+        sse(
+            chat_chunk({"role": "assistant", "content": ""}),
+            chat_chunk({"content": text}),
+            chat_chunk({}, finish_reason="stop"),
+            {"id": "chatcmpl-B", "choices": [], "usage": usage},
+            "[DONE]",
+        )
+    )
+
+
+def footer(ex: Execution) -> str:
+    return ex.data("text/markdown")[-1].strip().splitlines()[-1]
+
+
+def status_line(k: Kernel) -> str:
+    out = k.execute("%agent status").stdout
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("budget:")]
+    return line
+
+
+def refused(k: Kernel, server: SseServer, text: str, code: str = "BUDGET_EXCEEDED") -> str:
+    """Run a chat cell that the budget must stop; return its error line. Nothing reaches the
+    server."""
+    server.script(reply("never sent", {"prompt_tokens": 1, "completion_tokens": 1}))
+    ex = k.execute(text)
+    assert ex.status == "error", ex.content
+    assert ex.content["ename"] == code, ex.content
+    assert server.requests == []  # not a byte of a model request was sent
+    evalue = str(ex.content["evalue"])
+    assert "\n" not in evalue
+    return evalue
+
+
+def budget_hits(k: Kernel) -> dict[str, int]:
+    """Turns that ended ``BUDGET_EXCEEDED``, by user, from SQL's ``errors`` view."""
+    k.python("get_ipython().kernel.host.flush()")
+    ex = k.execute(
+        '%%sql _hits <<\nSELECT "user", count(*) AS n FROM errors JOIN sessions USING (session_id)'
+        " WHERE code = 'BUDGET_EXCEEDED' GROUP BY \"user\""
+    )
+    assert ex.status == "ok", ex.content
+    rows = json.loads(k.python("print(_hits.to_json(orient='records'))"))
+    return {r["user"]: r["n"] for r in rows}
+
+
+def test_a_token_budget_stops_the_turn_before_sending_and_nothing_resets_it(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "store"
+    with SseServer() as server:
+
+        def env(name: str, user: str) -> dict[str, str]:
+            return provider_env(
+                server, tmp_path / name, DSH_BUDGET_TOKENS="20000", JUPYTERHUB_USER=user
+            )
+
+        with start_kernel(tmp_path / "k1", env=env("k1", "ada"), store=store) as k:
+            server.script(reply("Hello.", {"prompt_tokens": 5_000, "completion_tokens": 15_000}))
+            ex = k.execute("Say hello.")
+            assert ex.status == "ok", ex.content
+            (request,) = server.requests
+            cap = request.json["max_tokens"]  # lowered to what the budget left
+            assert 15_000 < cap < 20_000, cap
+            assert "budget left today 0 tokens" in footer(ex)
+            line = status_line(k)
+            assert "20,000 of 20,000 tokens used today (UTC), 0 left (DSH_BUDGET_TOKENS)" in line
+            assert ADMIN in line
+            evalue = refused(k, server, "Say more.")
+            assert "20,000 of today's 20,000 tokens used (UTC day), 0 left" in evalue
+            assert f"the limit is DSH_BUDGET_TOKENS, {ADMIN}" in evalue
+            k.execute("%agent new")
+            refused(k, server, "A new session.")
+            assert budget_hits(k) == {"ada": 2}  # the errors view counts them (the report does)
+        with start_kernel(tmp_path / "k2", env=env("k2", "ada"), store=store) as k2:
+            evalue = refused(k2, server, "After a restart.")
+            assert "20,000 of today's 20,000 tokens used" in evalue
+        with start_kernel(tmp_path / "k3", env=env("k3", "bob"), store=store) as k3:
+            assert "0 of 20,000 tokens used today" in status_line(k3)
+
+
+def test_a_dollar_budget_counts_at_the_list_price_and_a_notebook_price_cannot_lower_it(
+    tmp_path: Path,
+) -> None:
+    usage = {  # DeepSeek's usage shape: 0.3M cache hits, 0.3M misses, 0.1M out: $0.1059
+        "prompt_tokens": 600_000,
+        "prompt_cache_hit_tokens": 300_000,
+        "prompt_cache_miss_tokens": 300_000,
+        "completion_tokens": 100_000,
+    }
+    with SseServer() as server:
+        env = {
+            "DSH_PROVIDER": "deepseek",
+            "DEEPSEEK_BASE_URL": server.url,
+            "DEEPSEEK_API_KEY": "sk-budget-test-key",
+            "IPYTHONDIR": str(tmp_path / "ipython"),
+            "DSH_BUDGET_USD": "0.10",
+            "JUPYTERHUB_USER": "ada",
+        }
+        with start_kernel(tmp_path, "dsh", env=env) as k:
+            assert "$0.0000 of $0.1000 spent today (UTC), $0.1000 left" in status_line(k)
+            server.script(reply("Hello.", usage))
+            ex = k.execute("Say hello.")
+            assert ex.status == "ok", ex.content
+            assert len(server.requests) == 1
+            assert "budget left today $0.0000" in footer(ex)
+            assert "$0.1059 of $0.1000 spent today (UTC), $0.0000 left (DSH_BUDGET_USD)" in (
+                status_line(k)
+            )
+            evalue = refused(k, server, "Say more.")
+            assert "$0.1059 of today's $0.1000 spent (UTC day)" in evalue
+            assert f"the limit is DSH_BUDGET_USD, {ADMIN}" in evalue
+            k.python(
+                "from dsh_kernel.store import Store, set_price\n"
+                "set_price(Store.default(), provider='deepseek', model='deepseek-flash', "
+                "input_per_mtok=0, output_per_mtok=0)"
+            )
+            assert "$0.1059 of today's $0.1000 spent" in refused(k, server, "Now it is free?")
+            k.execute("%agent model deepseek:deepseek-unlisted-x")
+            evalue = refused(k, server, "Hello.", "BUDGET_UNPRICED")
+            assert "deepseek:deepseek-unlisted-x has no known price" in evalue
+            assert f"(DSH_BUDGET_USD, {ADMIN})" in evalue
