@@ -21,9 +21,10 @@ How it counts (the report says the same in its notes):
   one where none had is unknown;
 * **budget hits** — turns that ended with ``BUDGET_EXCEEDED``;
 * **policy hits** — what the log holds of the AI policy: errors whose code starts with
-  ``AI_POLICY``, and tool calls denied in a session under ``explain`` or ``off`` (the policy's
-  guard). A chat cell refused under ``off`` never starts a turn, so the log — and the report — has
-  no trace of it.
+  ``AI_POLICY``, and tool calls refused in a session under ``explain`` or ``off`` — ``DENIED`` (the
+  policy's guard) or ``UNKNOWN_TOOL`` (a tool the policy withheld, called anyway; a model calling a
+  tool that does not exist there counts too). A chat cell refused under ``off`` never starts a
+  turn, so the log — and the report — has no trace of it.
 
 Failures are one line each: a path that is no export (``NOT_AN_EXPORT``), an export written before
 the views a report reads were exported (``EXPORT_TOO_OLD``: export it again), a file DuckDB cannot
@@ -273,7 +274,7 @@ def _load(con: duckdb.DuckDBPyConnection, exports: Sequence[Export]) -> None:
         er AS (
             SELECT e.session_id, count(*) AS errors,
                    count(*) FILTER (starts_with(coalesce(e.code, ''), '{POLICY_PREFIX}')
-                       OR (e.source = 'tool' AND e.code = 'DENIED'
+                       OR (e.source = 'tool' AND e.code IN ('DENIED', 'UNKNOWN_TOOL')
                            AND s.ai_policy IN ('explain', 'off'))) AS policy_hits
             FROM errors e JOIN s USING (session_id) GROUP BY e.session_id)
         SELECT s.student, s.nb AS notebook, s.session_id, s.created, s.last_active,

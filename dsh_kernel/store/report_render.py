@@ -47,7 +47,8 @@ NOTES = (
     "Errors count every failure (turns, model requests, tool calls); budget hits are the turns "
     "that ended BUDGET_EXCEEDED.",
     "Policy hits are what the log holds of the AI policy: errors coded AI_POLICY_…, and tool calls "
-    "denied under explain or off. A chat cell refused under off starts no turn and is not logged.",
+    "refused (DENIED, UNKNOWN_TOOL) under explain or off. A chat cell refused under off starts no "
+    "turn and is not logged.",
 )
 
 

@@ -9,11 +9,11 @@ the code in a namespace of its own, and a read-only ``inspect``), the registry's
 store are the real ones. The model is priced with ``set_price`` so the costs are real sums.
 
 * **alice** (``full``): two notebooks; a python call that fails (a ``NameError``) and is fixed.
-* **bob** (``explain``): the agent reads with ``inspect``; asked to run code, its ``python`` call is
-  denied (``DENIED``) by a registry guard saying the course's policy is explain, as the kernel's
-  policy guard denies it; a later turn ends ``BUDGET_EXCEEDED``, the turn end a budget stop leaves
-  in the log (here the scripted provider raises that failure; the kernel's budget check stops the
-  request before it is sent).
+* **bob** (``explain``, a daily budget of 3,000 tokens): the agent reads with ``inspect``; asked to
+  run code, its ``python`` call is denied (``DENIED``) by a registry guard saying the course's
+  policy is explain, as the kernel's policy guard denies it; the third turn's request would pass the
+  budget, so the agent's ``SpendGate`` (``dsh_kernel.agent.spend``) sends nothing and the turn ends
+  ``BUDGET_EXCEEDED``.
 * **chen**: sessions from a kernel that recorded no user (the header's ``user`` is NULL), so the
   report names the student by the export folder; two days, so ``--since`` has something to cut.
 
@@ -34,15 +34,17 @@ import re
 import shutil
 import sys
 import uuid
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.retry import RetryPolicy
-from dsh_kernel.errors import LlmError, ToolError
+from dsh_kernel.agent.spend import Budget, SpendGate, session_usage
+from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.types import LlmFailure, TokenUsage
+from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.ingest import set_price
@@ -82,6 +84,8 @@ class Student:
     user: str | None
     policy: str | None
     sessions: tuple[Recorded, ...]
+    budget_tokens: int | None = None
+    """A daily token budget (``DSH_BUDGET_TOKENS``), held by the agent's real ``SpendGate``."""
 
 
 def _py(code: str, call_id: str, inp: int, out: int) -> ScriptEntry:
@@ -130,6 +134,7 @@ STUDENTS: tuple[Student, ...] = (
         folder="bob",
         user="bob",
         policy="explain",
+        budget_tokens=3_000,
         sessions=(
             Recorded(
                 notebook="hw1-regression.ipynb",
@@ -152,12 +157,7 @@ STUDENTS: tuple[Student, ...] = (
                         "I can't run code in this course; try plotting `ys` against `xs` first.",
                         usage=_usage(520, 26, 440),
                     ),
-                    LlmError(
-                        LlmFailure(
-                            code="BUDGET_EXCEEDED",
-                            message="the daily budget of 2,000 tokens is used up",
-                        )
-                    ),
+                    # the third prompt's request is never sent: the budget is spent
                 ),
             ),
         ),
@@ -247,7 +247,9 @@ def _explain_guard(call: ToolCall, args: JsonValue) -> str | None:
     return f"the course's AI policy is explain: the tool {call.name!r} is not allowed"
 
 
-async def _record(store: Store, student: Student, n: int, rec: Recorded) -> Path:
+async def _record(
+    store: Store, student: Student, n: int, rec: Recorded, tools: Collection[str] | None = None
+) -> Path:
     clock = _clock(rec.start)
     sid = str(uuid.uuid5(NS, f"{student.folder}/session/{n}"))
     header = SessionHeader(
@@ -265,12 +267,21 @@ async def _record(store: Store, student: Student, n: int, rec: Recorded) -> Path
     agent = Agent(
         provider=provider,
         model=MODEL,
-        tools=_tools(namespace),
+        tools=[t for t in _tools(namespace) if tools is None or t.name in tools],
         session=Session(header=header, clock=clock),
         clock=clock,
         retry_policy=RetryPolicy(mode="off"),
         approval_policy=ApprovalPolicy("auto"),
     )
+    if student.budget_tokens is not None:
+        agent.spend = SpendGate(
+            Budget(
+                tokens=student.budget_tokens,
+                tokens_setting="DSH_BUDGET_TOKENS",
+                owner="your course's administrator",
+            ),
+            usage=session_usage(agent.session, clock=clock),
+        )
     if student.policy == "explain":
         agent.registry.guard(_explain_guard)
     writer = attach_journal(agent, store)
@@ -296,10 +307,11 @@ def _fix_ids(journal: Path, student: str, session_id: str) -> None:
     journal.write_text(_UUID.sub(named, text), encoding="utf-8")
 
 
-def record_store(student: Student, store: Store) -> Store:
-    """Record ``student``'s sessions into ``store`` and price its model."""
+def record_store(student: Student, store: Store, *, tools: Collection[str] | None = None) -> Store:
+    """Record ``student``'s sessions into ``store`` and price its model; ``tools``: the names of the
+    tools offered (default: both), as a policy withholds the others."""
     for n, rec in enumerate(student.sessions):
-        journal = asyncio.run(_record(store, student, n, rec))
+        journal = asyncio.run(_record(store, student, n, rec, tools))
         _fix_ids(journal, student.folder, journal.stem)
     set_price(store, provider=PROVIDER, model=MODEL, **PRICE)
     return store

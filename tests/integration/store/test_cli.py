@@ -15,6 +15,7 @@ import duckdb
 import pytest
 
 from dsh_kernel.store.layout import Store
+from dsh_kernel.testing import text_response, tool_call_response
 from tests.support.course_sample import (
     SAMPLE,
     STUDENTS,
@@ -257,6 +258,35 @@ def test_student_text_cannot_inject_markup(tmp_path: Path) -> None:
     assert "<script" not in page and "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt; | *x*" in page
     assert "onerror=alert(2)&gt;" in page
+
+
+def test_policy_hits_count_the_refused_tool_calls_under_explain(tmp_path: Path) -> None:
+    """Under explain the kernel withholds the tools that change things: a call to one is answered
+    UNKNOWN_TOOL. The same call under full is a model's mistake, not a policy hit."""
+    script = (
+        tool_call_response("python", {"code": "1"}, call_id="d-1"),
+        text_response("I may only read here."),
+    )
+    for folder, policy, hits in (("dee", "explain", "1"), ("eli", "full", "0")):
+        student = Student(
+            folder=folder,
+            user=folder,
+            policy=policy,
+            sessions=(
+                Recorded(
+                    notebook="hw.ipynb",
+                    start="2026-11-06 10:00",
+                    prompts=("run it",),
+                    script=script,
+                ),
+            ),
+        )
+        store = record_store(student, Store.at(tmp_path / "stores" / folder), tools=("inspect",))
+        assert dsh("export", "--parquet", tmp_path / folder, "--store", store.root).returncode == 0
+        md = dsh("report", tmp_path / folder).stdout
+        (row,) = table(md, "Per student")
+        assert (row[0], row[7], row[9]) == (folder, "1", hits)
+        assert [folder, "UNKNOWN\\_TOOL", "1"] in table(md, "Errors by code")
 
 
 def test_a_session_in_two_exports_is_counted_once(stores: dict[str, Path], tmp_path: Path) -> None:
