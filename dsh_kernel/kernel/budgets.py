@@ -27,7 +27,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
 from dsh_kernel.agent.spend import Budget, SpendGate, catalogue_price
-from dsh_kernel.kernel.course import CourseSettings, current_user
+from dsh_kernel.kernel.course import CourseSettings
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.store.ledger import DailyLedger
 from dsh_kernel.store.prices import UserPrice
@@ -97,7 +97,7 @@ class KernelBudgets:
         user_price: Callable[[str, str], UserPrice | None],
     ) -> None:
         self.budget = course_budget(course)
-        self.ledger = DailyLedger(store, current_user())
+        self.ledger = DailyLedger(store, course.user)
         self._user_price = user_price
         self._agent: Agent | None = None
 

@@ -29,8 +29,15 @@ AiPolicy: TypeAlias = Literal["full", "explain", "off"]
 POLICIES: Final[tuple[AiPolicy, ...]] = ("full", "explain", "off")
 """From the loosest to the strictest."""
 
-COURSE_VARIABLES: Final = ("DSH_AI_POLICY", "DSH_BUDGET_TOKENS", "DSH_BUDGET_USD")
-"""The environment variables of a course's settings (read once, at kernel start)."""
+COURSE_VARIABLES: Final = (
+    "DSH_AI_POLICY",
+    "DSH_BUDGET_TOKENS",
+    "DSH_BUDGET_USD",
+    "JUPYTERHUB_USER",
+    "USER",
+)
+"""The environment variables of a course's settings and of who the user is (read once, at kernel
+start: a notebook that sets ``os.environ['USER']`` does not become another student)."""
 
 
 def parse_ai_policy(raw: str, where: str = "") -> AiPolicy | None:
@@ -100,6 +107,11 @@ class CourseSettings:
     origin: Mapping[str, str] = field(default_factory=dict[str, str])
     """Where each setting in force came from, by field name: ``"DSH_BUDGET_TOKENS"`` or
     ``"c.DshKernel.budget_tokens"`` (for the line that says who can change it)."""
+    user: str | None = None
+    """Who the kernel's sessions are for (``current_user`` of the environment at kernel start)."""
+    problem: str | None = None
+    """A setting that did not parse (its one line): the policy in force is then ``off`` — chat is
+    refused with this line; Python, SQL and ``%agent status`` work (``course_settings_or_off``)."""
 
 
 def course_settings(
@@ -160,7 +172,26 @@ def course_settings(
         budget_tokens=int(tokens) if tokens is not None else None,
         budget_usd=float(usd) if usd is not None else None,
         origin=origin,
+        user=current_user(env),
     )
+
+
+def course_settings_or_off(
+    *, ai_policy: str = "", budget_tokens: str = "", budget_usd: str = "", env: Mapping[str, str]
+) -> CourseSettings:
+    """``course_settings``, or, when a setting does not parse, the policy ``off`` with the
+    ``problem`` named: a course's restriction fails closed, for chat cells only."""
+    try:
+        return course_settings(
+            ai_policy=ai_policy, budget_tokens=budget_tokens, budget_usd=budget_usd, env=env
+        )
+    except UsageError as exc:
+        return CourseSettings(
+            ai_policy="off",
+            origin={"ai_policy": "the kernel's configuration"},
+            user=current_user(env),
+            problem=exc.message,
+        )
 
 
 def current_user(env: Mapping[str, str] | None = None) -> str | None:

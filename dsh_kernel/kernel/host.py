@@ -56,7 +56,6 @@ from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
 from dsh_kernel.kernel.budgets import KernelBudgets
-from dsh_kernel.kernel.course import current_user
 from dsh_kernel.kernel.policy import PolicyGate
 from dsh_kernel.kernel.settings import (
     HostSettings,
@@ -88,13 +87,6 @@ if TYPE_CHECKING:
     from dsh_kernel.views.turn import TurnView
 
 _log = logging.getLogger(__name__)
-
-NOTEBOOK_GUIDE = (
-    "You work inside the user's Jupyter notebook. The `python` tool runs code in the notebook's "
-    "own namespace: variables you create stay there for the user, and you can use theirs. "
-    "Prefer short, inspectable steps. The user sees your answer rendered as Markdown and every tool "
-    "call as a card."
-)
 
 
 def _hidden_names(shell: object) -> frozenset[str]:
@@ -164,7 +156,7 @@ class AgentHost:
                     created_at=wall_clock_ms(),
                     cwd=os.getcwd(),
                     notebook=self.notebook,
-                    user=current_user(),
+                    user=self.settings.course.user,
                     ai_policy=self.policy.in_force().policy,
                 )
             )
@@ -192,7 +184,8 @@ class AgentHost:
                         f"c.DshKernel.reasoning): {exc.failure.message}",
                     )
                 ) from exc
-        agent.system_prompt.add(PromptSection(name="notebook", order=50, text=NOTEBOOK_GUIDE))
+        guide = self.policy.notebook_guide
+        agent.system_prompt.add(PromptSection(name="notebook", order=50, text=lambda: guide(agent)))
         agent.runtime_context.add(self._variables_context)
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)

@@ -188,7 +188,7 @@ class DshKernel(IPythonKernel):
     @property
     def host(self) -> AgentHost:
         if self._host is None:
-            from dsh_kernel.kernel.course import course_settings
+            from dsh_kernel.kernel.course import course_settings_or_off
             from dsh_kernel.kernel.host import AgentHost
             from dsh_kernel.kernel.settings import (
                 HostSettings,
@@ -217,7 +217,7 @@ class DshKernel(IPythonKernel):
                         self.image_max_side, self.images_per_call, self.image_max_bytes
                     ),
                     compaction=self.compaction,
-                    course=course_settings(
+                    course=course_settings_or_off(
                         ai_policy=self.ai_policy,
                         budget_tokens=_text(self.budget_tokens),
                         budget_usd=_text(self.budget_usd),

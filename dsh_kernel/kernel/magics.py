@@ -352,15 +352,13 @@ class AgentMagics(Magics):
             raise UsageError(
                 "usage: %agent fork <turn> (a new session with turns 1..turn of this one)"
             )
-        from dsh_kernel.kernel.course import current_user
-
         host = self._host()
         old = host.agent.session
         session = fork(
             old.header,
             list(old.events),
             int(args[0]),
-            user=current_user(),
+            user=host.settings.course.user,
             ai_policy=host.policy.in_force().policy,
         )
         agent = host.new_session(session)

@@ -52,7 +52,6 @@ from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.kernel.course import (
     AiPolicy,
     CourseSettings,
-    current_user,
     parse_ai_policy,
     stricter,
 )
@@ -65,6 +64,17 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 NOTEBOOK_ORIGIN: Final = "the notebook's metadata"
+
+NOTEBOOK_GUIDE: Final = (
+    "You work inside the user's Jupyter notebook. The `python` tool runs code in the notebook's "
+    "own namespace: variables you create stay there for the user, and you can use theirs. "
+    "Prefer short, inspectable steps. The user sees your answer rendered as Markdown and every tool "
+    "call as a card."
+)
+NOTEBOOK_GUIDE_NO_CODE: Final = (
+    "You work inside the user's Jupyter notebook; you run no code in it. The user sees your answer "
+    "rendered as Markdown and every tool call as a card."
+)
 
 EXPLAIN_GUIDE: Final = (
     "The course's AI policy for this notebook is **explain**: you are a tutor, not a solver. You "
@@ -203,6 +213,10 @@ class PolicyGate:
     def in_force(self) -> PolicyInForce:
         configured = self.course.ai_policy
         origin = self.course.origin.get("ai_policy", "the default")
+        if self.course.problem is not None:  # a setting that did not parse: closed, for chat
+            return PolicyInForce(
+                policy="off", origin=origin, configured="off", invalid=self.course.problem
+            )
         reading = self.notebook.read()
         if reading.invalid is not None:
             return PolicyInForce(
@@ -250,6 +264,13 @@ class PolicyGate:
             self._undo = agent.registry.restrict(deny=changing)
         return now
 
+    def notebook_guide(self, agent: Agent) -> str:
+        """The system prompt's notebook section: ``NOTEBOOK_GUIDE``, or, when the policy offers no
+        ``python`` tool, the same without it (a model told of a tool it lacks calls it)."""
+        if agent.session.header.ai_policy in (None, "full"):
+            return NOTEBOOK_GUIDE
+        return NOTEBOOK_GUIDE_NO_CODE
+
     def _guide(self, agent: Agent) -> str:
         header = agent.session.header
         return EXPLAIN_GUIDE if header.ai_policy == "explain" else ""
@@ -290,7 +311,8 @@ def refuse_if_off(host: PolicyHost, *, advise: bool = False) -> PolicyInForce:
     now = host.policy.in_force()
     code = "AI_POLICY_INVALID" if now.invalid is not None else "AI_POLICY_OFF"
     if now.invalid is not None:
-        message = f"{now.invalid}; until the notebook is fixed, chat is refused"
+        fixed = "the notebook" if now.origin == NOTEBOOK_ORIGIN else "the kernel's configuration"
+        message = f"{now.invalid}; until {fixed} is fixed, chat is refused"
     elif now.policy == "off":
         message = (
             f"the course has AI switched off for this notebook (AI policy off, from {now.origin})"
@@ -331,7 +353,7 @@ def _settle(host: PolicyHost, now: PolicyInForce) -> str | None:
     if recorded == now.policy or (recorded is None and now.policy == "full"):
         return None
     if session.last_turn == 0 and host.journal is None:  # nothing of it is stored yet
-        session.header = replace(session.header, ai_policy=now.policy, user=current_user())
+        session.header = replace(session.header, ai_policy=now.policy, user=host.policy.course.user)
         return None
     from dsh_kernel.store.sessions import fork
 
@@ -342,7 +364,7 @@ def _settle(host: PolicyHost, now: PolicyInForce) -> str | None:
             list(session.events),
             session.last_turn,
             cwd=os.getcwd(),
-            user=current_user(),
+            user=host.policy.course.user,
             ai_policy=now.policy,
         )
     except UsageError:  # its last turn never ended: start afresh rather than send under the old

@@ -62,6 +62,13 @@ class ToolSet:
             self.off.add(name)
         else:
             if name not in self.off:
+                policy = agent.session.header.ai_policy
+                if agent.registry.get(name) is None and policy in ("explain", "off"):
+                    raise UsageError(
+                        f"tool {name!r} is not switched off: the AI policy in force ({policy}) "
+                        "withholds it, and `%agent tools` cannot bring it back (`%agent status` "
+                        "says where the policy comes from)"
+                    )
                 raise UsageError(
                     f"tool {name!r} is not switched off"
                     + (f"; off: {', '.join(sorted(self.off))}" if self.off else "")

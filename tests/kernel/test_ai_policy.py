@@ -111,6 +111,7 @@ def test_explain_sends_read_only_tools_and_a_guide_and_runs_no_code(
         assert "python" not in tool_names(first)
         assert {"inspect", "sql"} <= set(tool_names(first))
         assert "guide rather than solve" in system_text(first)
+        assert "The `python` tool runs" not in system_text(first)  # not told of a tool it lacks
         # The call to the withheld tool was answered as unknown; no code ran.
         results = [m for m in second["messages"] if m["role"] == "tool"]
         assert results and "python" in str(results[0]["content"])
@@ -135,6 +136,10 @@ def test_explain_sends_read_only_tools_and_a_guide_and_runs_no_code(
         assert "peek" in tool_names(server.requests[0].json)
         assert "python" not in tool_names(server.requests[0].json)
         assert "ai policy: explain (DSH_AI_POLICY)" in status(fe)
+        ex = fe.run("%agent tools on python")
+        assert ex.status == "error" and "AI policy in force (explain) withholds it" in str(
+            ex.content["evalue"]
+        ), ex.content
     ((_sid, policy, user, _parent),) = sessions(tmp_path / "store")
     assert (policy, user) == ("explain", "ana")
 
@@ -248,3 +253,40 @@ def test_a_session_resumed_under_a_stricter_policy_goes_on_in_a_fork_under_it(
     rows = {sid: (policy, parent) for sid, policy, _user, parent in sessions(store)}
     assert rows.pop(recorded) == ("full", None)
     assert list(rows.values()) == [("explain", recorded)]
+
+
+def test_the_user_is_who_started_the_kernel_not_who_the_notebook_says(
+    server: SseServer, tmp_path: Path
+) -> None:
+    # A notebook that sets os.environ["USER"] does not become another student (whose budget
+    # and report rows would be their own).
+    server.script(sc.text("One."), sc.text("Two."))
+    env = provider_env(server, tmp_path, USER="bob", JUPYTERHUB_USER="")
+    with start_kernel(tmp_path, "dsh", env=env) as kernel:
+        fe = Frontend(kernel)
+        assert fe.run("Hello?").status == "ok"
+        fe.python(
+            "import os\nos.environ['USER'] = 'mallory'\nos.environ['JUPYTERHUB_USER'] = 'eve'"
+        )
+        assert fe.run("%agent new").status == "ok"
+        assert fe.run("Hello again?").status == "ok"
+    users = [user for _sid, _policy, user, _parent in sessions(tmp_path / "store")]
+    assert users == ["bob", "bob"]
+
+
+def test_a_course_setting_that_does_not_parse_refuses_chat_only(
+    server: SseServer, tmp_path: Path
+) -> None:
+    server.script()
+    env = provider_env(server, tmp_path, DSH_BUDGET_TOKENS="lots")
+    with start_kernel(tmp_path, "dsh", env=env) as kernel:
+        fe = Frontend(kernel)
+        ex = fe.run("Explain the chart, please.")
+        assert ex.status == "error" and ex.content["ename"] == "AI_POLICY_INVALID", ex.content
+        line = ex.content["evalue"]
+        assert "DSH_BUDGET_TOKENS='lots'" in line and "configuration is fixed" in line, line
+        assert fe.python("print(6 * 7)").strip() == "42"
+        ex = fe.run("%%sql\nSELECT 6 * 7 AS answer")
+        assert ex.status == "ok", ex.content
+        assert "DSH_BUDGET_TOKENS='lots'" in status(fe)
+    assert server.requests == []

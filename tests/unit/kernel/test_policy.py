@@ -163,12 +163,15 @@ def host(
         monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
     else:
         monkeypatch.setenv("JPY_SESSION_NAME", str(notebook))
-    monkeypatch.setenv("JUPYTERHUB_USER", "ana")
     return AgentHost(
         HostSettings(
             provider="offline",
             store=str(tmp_path / "store"),
-            course=CourseSettings(ai_policy=policy, origin={"ai_policy": "DSH_AI_POLICY"}),  # type: ignore[arg-type]
+            course=CourseSettings(
+                ai_policy=policy,  # type: ignore[arg-type]
+                origin={"ai_policy": "DSH_AI_POLICY"},
+                user="ana",  # who started the kernel (kernel.course: read once, at start)
+            ),
         ),
         namespace={},
         keys=KeyStore(),
