@@ -142,8 +142,8 @@ def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None
     which = "" if since is None else f" active since {since.isoformat()}"
     print(
         f"exported {n} session{'s' * (n != 1)}{which} from {store.root} to {written} "
-        "(events/ partitioned by date and session; sessions, turns, tool_calls, errors, usage as "
-        "Parquet)"
+        "(events/ partitioned by date and session; sessions, turns, tool_calls, errors, usage, "
+        "images, image_data and compactions as Parquet files beside it)"
     )
 
 
