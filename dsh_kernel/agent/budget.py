@@ -132,9 +132,15 @@ def fit_request(
     cap = prepared.config.max_tokens
     if cap is not None and cap <= room:
         return prepared
-    filled = cap is None or "maxTokens" in prepared.adapter_defaults
+    return with_cap(prepared, room)
+
+
+def with_cap(prepared: PreparedCall, cap: int | None) -> PreparedCall:
+    """``prepared`` with output cap ``cap``; a cap the adapter filled in (none was asked for)
+    stays marked as the adapter's, so the logged request says who chose it."""
+    filled = prepared.config.max_tokens is None or "maxTokens" in prepared.adapter_defaults
     return PreparedCall(
-        config=replace(prepared.config, max_tokens=room),
+        config=replace(prepared.config, max_tokens=cap),
         adapter_defaults=prepared.adapter_defaults | {"maxTokens"}
         if filled
         else prepared.adapter_defaults,

@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
-from dsh_kernel.agent.budget import MIN_ANSWER_TOKENS
+from dsh_kernel.agent.budget import MIN_ANSWER_TOKENS, with_cap
 from dsh_kernel.agent.meter import measure, prepared_header
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.catalogue import CATALOGUE
@@ -224,14 +224,7 @@ class SpendGate:
         )
         if cap == prepared.config.max_tokens:
             return prepared
-        was = prepared.config.max_tokens
-        filled = was is None or "maxTokens" in prepared.adapter_defaults
-        return PreparedCall(
-            config=replace(prepared.config, max_tokens=cap),
-            adapter_defaults=prepared.adapter_defaults | {"maxTokens"}
-            if filled
-            else prepared.adapter_defaults,
-        )
+        return with_cap(prepared, cap)
 
     def cap(
         self, provider: str, model: str, input_tokens: int, cap: int | None, *, least: int = 0
