@@ -3,13 +3,18 @@
 # Every target sets up what it needs on its own, from nothing: `make test` on a fresh clone builds
 # `.venv`, installs the project with the `dev` extra and both kernelspecs, then runs the suite;
 # `make run` installs only what a user needs (the project and the `lab` extra) and opens JupyterLab.
-# Each extra has its own setup stamp in `.venv`, redone only when pyproject.toml changes, so a second
-# run is fast and the `make run` setup never stands in for the `make test` one.
+# Each extra has its own setup stamp in `.venv`, redone only when pyproject.toml or the notebook
+# extension's sources change, so a second run is fast and the `make run` setup never stands in for
+# the `make test` one. The editable install builds the notebook extension (widgets/) with npm once,
+# and again when widgets/src changes; its npm dependencies are installed exactly as locked (`npm ci`)
+# first. A source checkout needs Node ≥ 20.19 and npm; a wheel or sdist needs neither.
 VENV := .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.dsh-setup-lab
 DEV_STAMP := $(VENV)/.dsh-setup-dev
 BENCH_STAMP := $(VENV)/.dsh-setup-bench
+NODE_DEPS := widgets/node_modules/.package-lock.json
+WIDGET_SOURCES := $(wildcard widgets/src/*) widgets/package.json widgets/tsconfig.json
 
 .PHONY: help setup-run setup-dev run test stress test-local lint format typecheck bench clean
 
@@ -23,21 +28,28 @@ $(PY):
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 
-# One recipe for every extra: install the project editable with that extra, put both kernelspecs
-# into the venv (pointing at its own python), then stamp.
+# The notebook extension's npm dependencies, as package-lock.json pins them. The build hook's own
+# `npm install` then finds nothing to change.
+$(NODE_DEPS): widgets/package-lock.json
+	npm --prefix widgets ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# One recipe for every extra: install the project editable with that extra (its build hook builds
+# the notebook extension when widgets/src is newer than the build), put both kernelspecs into the
+# venv (pointing at its own python), then stamp.
 define setup
 	$(PY) -m pip install -q -e '.[$(1)]'
 	$(PY) -m dsh_kernel install --sys-prefix >/dev/null
 	touch $@
 endef
 
-$(RUN_STAMP): pyproject.toml | $(PY)
+$(RUN_STAMP): pyproject.toml $(WIDGET_SOURCES) | $(PY) $(NODE_DEPS)
 	$(call setup,lab)
 
-$(DEV_STAMP): pyproject.toml | $(PY)
+$(DEV_STAMP): pyproject.toml $(WIDGET_SOURCES) | $(PY) $(NODE_DEPS)
 	$(call setup,dev)
 
-$(BENCH_STAMP): pyproject.toml | $(PY)
+$(BENCH_STAMP): pyproject.toml $(WIDGET_SOURCES) | $(PY) $(NODE_DEPS)
 	$(call setup,dev$(comma)bench)
 
 comma := ,
@@ -88,5 +100,6 @@ bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/overflow.py
 	$(PY) benchmarks/images.py
 
-clean: ## remove .venv, build outputs and caches
+clean: ## remove .venv, build outputs and caches (the notebook extension's node_modules and build too)
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache artifacts
+	rm -rf widgets/node_modules widgets/lib widgets/labextension

@@ -1,11 +1,13 @@
 """The README's setup command, ``make run``, run for real: it sets the project up in ``.venv`` (an
-editable install with JupyterLab, the kernelspecs into the venv) and serves ``notebooks/`` in
-JupyterLab with both kernelspecs listed. Lab is stopped (by its process group) once checked."""
+editable install with JupyterLab, the kernelspecs into the venv, the notebook extension built) and
+serves ``notebooks/`` in JupyterLab with both kernelspecs listed and the extension loaded. Lab is
+stopped (by its process group) once checked."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -78,6 +80,13 @@ def test_make_run_sets_up_and_opens_the_notebooks_with_both_kernelspecs(tmp_path
             "data",
         } <= names
         assert (ROOT / ".venv" / ".dsh-setup-lab").exists()
+        # The notebook extension the editable install built is one Lab loads (its page config).
+        with urllib.request.urlopen(f"{base}/lab?token={TOKEN}", timeout=10) as r:
+            page = r.read().decode()
+        found = re.search(r'<script id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S)
+        assert found, page[:500]
+        config = json.loads(found.group(1))
+        assert "dsh-kernel" in {e["name"] for e in config["federated_extensions"]}
     finally:
         os.killpg(proc.pid, signal.SIGTERM)  # make and the Lab it started: their own session
         try:

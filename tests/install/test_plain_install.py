@@ -55,6 +55,20 @@ DATA_FILES = {
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 
+LABEXTENSION = ROOT / "widgets" / "labextension"
+
+
+def labextension_files() -> set[str]:
+    """The prebuilt notebook extension (issue 18), as shared-data: every file npm built into
+    ``widgets/labextension`` (its bundle names carry content hashes, so they are read, not listed)
+    and ``install.json``. A wheel with a file missing, or an extra one, fails the equality below."""
+    built = {p.relative_to(LABEXTENSION).as_posix() for p in LABEXTENSION.rglob("*") if p.is_file()}
+    assert {"package.json", "static/style.js"} <= built, f"not built: {sorted(built)}"
+    assert any(f.startswith("static/remoteEntry.") for f in built), sorted(built)
+    prefix = "share/jupyter/labextensions/dsh-kernel/"
+    return {prefix + f for f in built} | {prefix + "install.json"}
+
+
 NOTEBOOKS = {
     "01-quickstart.ipynb": {"DSH_APPROVAL": "auto"},
     "02-sql-over-sessions.ipynb": {},
@@ -134,10 +148,17 @@ def installed_files(prefix: Path) -> set[str]:
 def test_a_plain_install_ships_every_data_file_and_no_developer_tools(plain_env: Path) -> None:
     files = installed_files(plain_env)
     data = {f for f in files if not f.endswith((".py", ".pyc")) and ".dist-info/" not in f}
-    assert data == DATA_FILES
+    assert data == DATA_FILES | labextension_files()
     spec = json.loads((plain_env / "share/jupyter/kernels/dsh/kernel.json").read_text())
     assert spec["argv"][:3] == ["python", "-m", "dsh_kernel"]
     assert spec["display_name"] == "DSH Agent"
+    # The notebook extension is where JupyterLab and Notebook 7 look for prebuilt extensions, with
+    # the entry point its metadata names, and says which Python package installed it.
+    ext = plain_env / "share/jupyter/labextensions/dsh-kernel"
+    meta = json.loads((ext / "package.json").read_text())
+    assert meta["name"] == "dsh-kernel"
+    assert (ext / meta["jupyterlab"]["_build"]["load"]).is_file()
+    assert json.loads((ext / "install.json").read_text())["packageName"] == "dsh-kernel"
     # The core dependencies are there; the dev and lab extras are not.
     probe = "import importlib.util as u; print([m for m in %r if u.find_spec(m)])"
     wanted = ("pandas", "matplotlib", "duckdb", "ipywidgets", "pytest", "jupyterlab", "playwright")

@@ -48,6 +48,17 @@ KERNEL_IDLE_JS = """() => {
   return !!k && k.status === 'idle' && k.connectionStatus === 'connected';
 }"""
 
+MODEL_CELLS_JS = """() => {
+  const w = window.jupyterapp.shell.currentWidget;
+  return w.content.model.sharedModel.cells.map((c) => ({
+    id: c.id, cell_type: c.cell_type, source: c.getSource(), metadata: c.getMetadata()}));
+}"""
+
+COMM_STATE_JS = """() => {
+  const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;
+  return (w && w.node.dataset.dshNotebookComm) || null;
+}"""
+
 
 def missing_requirements() -> list[str]:
     """What this machine lacks to run the browser tier (empty when all is there)."""
@@ -187,6 +198,22 @@ class LabPage:
 
     def wait_kernel_idle(self) -> None:
         self.page.wait_for_function(KERNEL_IDLE_JS, timeout=self.timeout_ms)
+
+    def model_cells(self) -> list[dict[str, Any]]:
+        """The open notebook's cells as its model holds them (what the user sees, saved or not):
+        id, cell_type, source, metadata."""
+        return self.page.evaluate(MODEL_CELLS_JS)
+
+    def comm_state(self) -> str | None:
+        """The notebook extension's ``dsh.notebook`` comm state on the open panel (``open``,
+        ``closed``, ``none`` for a kernel that is not a dsh kernel), or None without the
+        extension."""
+        return self.page.evaluate(COMM_STATE_JS)
+
+    def wait_comm_state(self, state: str) -> None:
+        self.page.wait_for_function(
+            f"() => ({COMM_STATE_JS})() === {json.dumps(state)}", timeout=self.timeout_ms
+        )
 
     @property
     def cells(self) -> Any:

@@ -1,0 +1,286 @@
+"""The notebook extension (issue 18, docs/dev/notebook-comm.md) in a real JupyterLab, headless Chromium.
+
+One Lab serves the module; each test opens its own notebook (so its own kernel). The model is the
+loopback server, scripted per test; everything else is real: the prebuilt extension the editable
+install put into the virtualenv, the kernel's ``dsh.notebook`` target and tools, Lab's notebook
+model, its undo, the run of a cell.
+
+* The extension opens its comm on a ``dsh`` kernel — the kernel records the ``hello`` (frontend,
+  version, path, protocol) — and again after a restart; it sends nothing to a ``python3`` kernel (no
+  comm there, no "No such comm target" in the server's log).
+* A chat cell whose model calls ``notebook_read`` then ``notebook_insert`` (approved with a click):
+  the model was sent the notebook's markdown and unexecuted cells; a new ``%%python`` cell with
+  exactly the source the kernel wrote appears right below the chat cell, marked as the agent's; one
+  undo removes it; redone and run, it runs, and the mark goes.
+* The anchor-gone case: the cell the model names was deleted by the user; nothing is inserted and
+  the model is told ``NOTEBOOK_ANCHOR_GONE``.
+
+Needs ``/usr/bin/chromium`` and the ``playwright`` and ``jupyterlab`` packages.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from tests.support import scenarios as sc
+from tests.support.lab import Lab, LabPage, browser, lab_server, missing_requirements
+from tests.support.sse_server import Recorded, SseServer
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "artifacts" / "browser"
+DSH_SPEC = {"name": "dsh", "display_name": "DSH Agent", "language": "python"}
+PY_SPEC = {"name": "python3", "display_name": "Python 3", "language": "python"}
+
+
+def frontends_probe(label: str) -> str:
+    """A cell printing the kernel's open ``dsh.notebook`` comms: frontend, version, path, protocol."""
+    return (
+        "%%python\n"
+        f"print('{label}', sorted((f.frontend, f.version, f.path, f.protocol)\n"
+        "      for f in get_ipython().kernel.notebook_comms.frontends.values()))"
+    )
+
+
+TARGETS_PROBE = (
+    "targets = sorted({c.target_name for c in get_ipython().kernel.comm_manager.comms.values()})\n"
+    "print('targets:', targets)"
+)
+
+
+@dataclass
+class Env:
+    lab: Lab
+    page: Any
+    server: SseServer
+    root: Path
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    missing = missing_requirements()
+    assert not missing, f"the browser tier needs: {', '.join(missing)}"
+    tmp = tmp_path_factory.mktemp("nbext")
+    root, work = tmp / "notebooks", tmp / "work"
+    root.mkdir()
+    work.mkdir()
+    with SseServer() as server:
+        kernel_env = {
+            "DSH_PROVIDER": "openai-compatible",
+            "DSH_BASE_URL": server.url,
+            "DSH_STORE": str(tmp / "store"),
+            "IPYTHONDIR": str(tmp / "ipython"),
+        }
+        with lab_server(root, work, kernel_env) as lab, browser(work) as page:
+            yield Env(lab=lab, page=page, server=server, root=root)
+
+
+def write(root: Path, name: str, spec: dict[str, str], cells: list[Any]) -> str:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = spec
+    nb.cells = cells
+    nbformat.write(nb, root / name)
+    return name
+
+
+def code(cell_id: str, source: str) -> Any:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = cell_id
+    return cell
+
+
+def markdown(cell_id: str, source: str) -> Any:
+    cell = nbformat.v4.new_markdown_cell(source)
+    cell.id = cell_id
+    return cell
+
+
+def tool_results(request: Recorded) -> list[str]:
+    """The tool results a model request carried, as text."""
+    out: list[str] = []
+    for message in request.json["messages"]:
+        if message["role"] == "tool":
+            content = message["content"]
+            out.append(content if isinstance(content, str) else json.dumps(content))
+    return out
+
+
+def output_text(nb: LabPage, n: int) -> str:
+    return nb.cells.nth(n).locator(".jp-OutputArea").inner_text()
+
+
+def wait_output(nb: LabPage, n: int, text: str) -> str:
+    nb.page.wait_for_function(
+        """([n, text]) => {
+          const cells = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Cell');
+          const out = cells[n] && cells[n].querySelector('.jp-OutputArea');
+          return !!out && out.innerText.includes(text);
+        }""",
+        arg=[n, text],
+        timeout=nb.timeout_ms,
+    )
+    return output_text(nb, n)
+
+
+def test_the_comm_opens_on_a_dsh_kernel_again_after_a_restart_and_never_on_python3(
+    env: Env,
+) -> None:
+    plain = write(env.root, "plain.ipynb", PY_SPEC, [code("p1", TARGETS_PROBE)])
+    nb = LabPage(env.page, env.lab, plain)
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("none")
+    nb.run_cell(0)
+    assert "targets: []" in wait_output(nb, 0, "targets:")
+
+    name = write(
+        env.root,
+        "comm.ipynb",
+        DSH_SPEC,
+        [code("c1", frontends_probe("before:")), code("c2", frontends_probe("after:"))],
+    )
+    nb = LabPage(env.page, env.lab, name)
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("open")
+    version = json.loads((ROOT / "widgets" / "package.json").read_text())["version"]
+    expected = f"[('jupyterlab', '{version}', 'comm.ipynb', 1)]"
+    nb.run_cell(0)
+    assert expected in wait_output(nb, 0, "before:")
+
+    # A restart disposes the connection's comms; the extension opens one new comm.
+    env.page.evaluate(  # resolves once the new process answered
+        "() => window.jupyterapp.shell.currentWidget.sessionContext.restartKernel()"
+    )
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("open")
+    nb.run_cell(1)
+    assert expected in wait_output(nb, 1, "after:")
+    assert "No such comm target" not in env.lab.log.read_text()
+
+
+def test_an_inserted_cell_appears_below_undoes_in_one_step_and_runs(env: Env) -> None:
+    name = write(
+        env.root,
+        "agent.ipynb",
+        DSH_SPEC,
+        [
+            markdown("intro", "# Sales notes\nRevenue figures come from the March export."),
+            code("ask", "Read my notebook, then add a cell that computes the answer."),
+            code("later", "%%python\ntotal = sum(range(10))"),
+        ],
+    )
+    new_code = "answer = 6 * 7\nprint(f'answer={answer}')"
+    env.server.script(
+        sc.tool_calls(("notebook_read", {})),
+        sc.tool_calls(
+            (
+                "notebook_insert",
+                {"after": "ask", "cells": [{"cell_type": "code", "source": new_code}]},
+            )
+        ),
+        sc.text("I added a cell below this one."),
+    )
+    nb = LabPage(env.page, env.lab, name)
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("open")
+    nb.run_cell(1)
+
+    allow = nb.button("Allow once")
+    allow.wait_for(state="visible", timeout=30_000)
+    assert "answer = 6 * 7" in env.page.locator(".dsh-card").last.inner_text()
+    allow.click()
+    nb.wait_text("I added a cell below this one.")
+    nb.wait_kernel_idle()
+
+    # The model was sent the notebook as the user sees it: markdown and the cell not yet run.
+    requests = env.server.requests
+    assert len(requests) == 3
+    (read,) = tool_results(requests[1])
+    for expected in ("Sales notes", "March export", "total = sum(range(10))", "later", "intro"):
+        assert expected in read, (expected, read)
+
+    # Exactly that source, right below the chat cell, with the agent's provenance, marked.
+    cells = nb.model_cells()
+    assert [c["id"] for c in cells][:2] == ["intro", "ask"]
+    assert [c["id"] for c in cells][3] == "later"
+    added = cells[2]
+    assert added["cell_type"] == "code"
+    assert added["source"] == "%%python\n" + new_code
+    assert added["metadata"]["dsh"]["by"] == "agent"
+    assert added["metadata"]["dsh"]["call_id"]
+    assert "reviewed" not in added["metadata"]["dsh"]
+    marked = nb.cells.nth(2)
+    assert "dsh-agent-cell" in (marked.get_attribute("class") or "")
+    assert marked.locator(".dsh-agent-label").inner_text() == "written by the agent"
+    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 1
+    nb.screenshot(ARTIFACTS / "notebook-insert.png")
+
+    # One undo (command mode) removes it; redo brings it back, still unreviewed.
+    env.page.keyboard.press("Escape")
+    env.page.keyboard.press("Control+z")
+    env.page.wait_for_function(
+        "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 3"
+    )
+    assert [c["id"] for c in nb.model_cells()] == ["intro", "ask", "later"]
+    env.page.keyboard.press("Shift+Z")
+    env.page.wait_for_function(
+        "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 4"
+    )
+    assert nb.model_cells()[2]["source"] == "%%python\n" + new_code
+    assert "dsh-agent-cell" in (nb.cells.nth(2).get_attribute("class") or "")
+
+    # Run as the user runs it: it works, and the cell is reviewed.
+    nb.run_cell(2)
+    assert "answer=42" in wait_output(nb, 2, "answer=42")
+    nb.wait_kernel_idle()
+    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 0
+    assert nb.model_cells()[2]["metadata"]["dsh"]["reviewed"] is True
+
+
+def test_an_insert_after_a_deleted_cell_inserts_nothing_and_says_so(env: Env) -> None:
+    name = write(
+        env.root,
+        "gone.ipynb",
+        DSH_SPEC,
+        [
+            code("ask", "Add a plot cell below the scratch cell."),
+            code("scratch", "%%python\n# scratch"),
+        ],
+    )
+    env.server.script(
+        sc.tool_calls(
+            (
+                "notebook_insert",
+                {"after": "scratch", "cells": [{"cell_type": "code", "source": "plot()"}]},
+            )
+        ),
+        sc.text("The scratch cell is gone."),
+    )
+    nb = LabPage(env.page, env.lab, name)
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("open")
+    # The user deletes the scratch cell (command mode, D D) before asking.
+    nb.cells.nth(1).locator(".jp-InputArea-editor").click()
+    env.page.keyboard.press("Escape")
+    env.page.keyboard.press("d")
+    env.page.keyboard.press("d")
+    env.page.wait_for_function(
+        "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 1"
+    )
+    nb.run_cell(0)
+    allow = nb.button("Allow once")
+    allow.wait_for(state="visible", timeout=30_000)
+    allow.click()
+    nb.wait_text("The scratch cell is gone.")
+    nb.wait_kernel_idle()
+
+    (result,) = tool_results(env.server.requests[1])
+    assert "NOTEBOOK_ANCHOR_GONE" in result, result
+    assert "no cell with id scratch" in result, result
+    assert [c["id"] for c in nb.model_cells()] == ["ask"]
+    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 0

@@ -1,0 +1,76 @@
+/**
+ * The short summary of a code cell's outputs that `read` sends (at most {@link MAX_SUMMARY}
+ * characters): an error's `ename: evalue` when there is one, else the start of the first text
+ * output with its kind (`stdout`, `text/plain`, …), else the kinds of the outputs; then how many
+ * outputs there are. The kernel shows it to the model as is, so it is plain and deterministic.
+ */
+
+import type * as nbformat from '@jupyterlab/nbformat';
+
+/** The most characters one cell's summary has. */
+export const MAX_SUMMARY = 300;
+
+/** The most characters of a text output quoted in a summary. */
+const QUOTE = 200;
+
+function text(value: nbformat.MultilineString | undefined): string {
+  if (value === undefined) {
+    return '';
+  }
+  return Array.isArray(value) ? value.join('') : value;
+}
+
+function quote(s: string): string {
+  const flat = s.replace(/\s+/g, ' ').trim();
+  return flat.length > QUOTE ? `${flat.slice(0, QUOTE)}…` : flat;
+}
+
+/** The kind of one output: `stdout`, `error`, or the MIME types of a rich output. */
+function kind(output: nbformat.IOutput): string {
+  switch (output.output_type) {
+    case 'stream':
+      return String(output.name);
+    case 'error':
+      return 'error';
+    case 'execute_result':
+    case 'display_data': {
+      const data = (output.data ?? {}) as nbformat.IMimeBundle;
+      return Object.keys(data).join('+') || output.output_type;
+    }
+    default:
+      return String(output.output_type);
+  }
+}
+
+/** The first line worth quoting: an error, else the first text an output carries. */
+function headline(outputs: readonly nbformat.IOutput[]): string | null {
+  for (const output of outputs) {
+    if (output.output_type === 'error') {
+      return `${String(output.ename)}: ${quote(String(output.evalue))}`;
+    }
+  }
+  for (const output of outputs) {
+    if (output.output_type === 'stream') {
+      return `${String(output.name)}: ${quote(text(output.text as nbformat.MultilineString))}`;
+    }
+    if (output.output_type === 'execute_result' || output.output_type === 'display_data') {
+      const data = (output.data ?? {}) as nbformat.IMimeBundle;
+      const plain = data['text/plain'] as nbformat.MultilineString | undefined;
+      if (plain !== undefined) {
+        return `text/plain: ${quote(text(plain))}`;
+      }
+    }
+  }
+  return null;
+}
+
+/** The summary of `outputs` (empty for none). */
+export function summarize(outputs: readonly nbformat.IOutput[]): string {
+  if (outputs.length === 0) {
+    return '';
+  }
+  const count = `(${outputs.length} output${outputs.length === 1 ? '' : 's'})`;
+  const head = headline(outputs) ?? [...new Set(outputs.map(kind))].join(', ');
+  const line = `${head} ${count}`;
+  return line.length > MAX_SUMMARY ? `${line.slice(0, MAX_SUMMARY - 1)}…` : line;
+}
