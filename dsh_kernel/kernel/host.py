@@ -3,8 +3,8 @@
 One host per kernel process. It chooses the provider (kernel configuration, then ``DSH_*``
 environment variables, then the first provider whose key is present, else the clearly labelled
 ``offline`` demo model), builds the agent with the notebook tools (``python``, ``inspect``,
-``ask_user``, ``sql``), attaches the session journal to the store, and carries out the ``%agent``
-commands that change the route (provider, model, reasoning effort, approval). Approvals and
+``ask_user``, ``sql``; ``notebook_read``/``notebook_insert`` from the kernel's ``desk``), attaches
+the session journal to the store, and carries out the ``%agent`` commands that change the route (provider, model, reasoning effort, approval). Approvals and
 questions go to the view of the cell that is running through ``kernel.bridge.ViewBridge`` (they fail
 closed; see there).
 
@@ -84,6 +84,7 @@ from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy
 from dsh_kernel.tools.builtin.ask_user import ask_user_tool
 
 if TYPE_CHECKING:
+    from dsh_kernel.kernel.notebook_tools import NotebookDesk
     from dsh_kernel.views.turn import TurnView
 
 _log = logging.getLogger(__name__)
@@ -107,8 +108,11 @@ class AgentHost:
         namespace: dict[str, object],
         shell: object | None = None,
         keys: KeyStore | None = None,
+        desk: NotebookDesk | None = None,
     ) -> None:
         self.settings = settings_from_env(settings)
+        self.desk = desk
+        """The notebook tools and the running cell they serve (``kernel.notebook_tools``)."""
         self._configured = self.settings
         """The configuration at start: where each base URL came from (``switch_provider``)."""
         self.namespace = namespace
@@ -310,6 +314,8 @@ class AgentHost:
         )
         agent.registry.register(inspect_tool(self.namespace))
         agent.registry.register(ask_user_tool(self.bridge.ask_user))
+        if self.desk is not None:
+            self.desk.install(agent)
         if self.store is not None:
             agent.registry.register(
                 sql_tool(

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, Enum, Float, Integer, Unicode
@@ -46,6 +46,7 @@ from dsh_kernel.kernel.interrupts import sigint_calls
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
     from dsh_kernel.kernel.host import AgentHost
+    from dsh_kernel.kernel.notebook_tools import NotebookDesk
 
 
 class DshKernel(IPythonKernel):
@@ -144,6 +145,13 @@ class DshKernel(IPythonKernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self._host: AgentHost | None = None
+        from dsh_kernel.kernel.notebook_comm import NotebookComms
+
+        self.notebook_comms = NotebookComms()
+        """The ``dsh.notebook`` comms of the frontends (``kernel.notebook_comm``), kept from start."""
+        manager = getattr(self, "comm_manager", None)
+        if manager is not None:
+            self.notebook_comms.register(manager)
         if self.default_cell == "chat" and self.shell is not None:
             # IPython runs (and records in its history) a %%python cell as typed; this drops the
             # routing line before IPython parses it (its own %%python magic runs a subprocess).
@@ -226,8 +234,21 @@ class DshKernel(IPythonKernel):
                 ),
                 namespace=user_namespace(self.shell),
                 shell=self.shell,
+                desk=self._desk(),
             )
         return self._host
+
+    def _desk(self) -> NotebookDesk:
+        from dsh_kernel.kernel.notebook_tools import NotebookDesk
+        from dsh_kernel.kernel.settings import notebook_path
+
+        assert self.shell is not None
+        return NotebookDesk(
+            self.notebook_comms,
+            namespace=user_namespace(self.shell),
+            notebook_name=notebook_path(),
+            python_cells=self.default_cell == "chat",
+        )
 
     def init_magics(self) -> None:
         from dsh_kernel.kernel.magics import AgentMagics
@@ -251,7 +272,9 @@ class DshKernel(IPythonKernel):
         if not getattr(self, "_dsh_magics", False):
             self._dsh_magics = True
             self.init_magics()
-        cell = classify(code, "python" if self.default_cell == "python" else "chat")
+        # A silent request is a frontend's own machinery (VS Code's start-up code, which sets
+        # __vsc_ipynb_file__; variable viewers), never a person's message: Python, unless %%chat.
+        cell = classify(code, "python" if self.default_cell == "python" or silent else "chat")
         what = "%agent compact" if cell.kind == "python" and is_compact_cell(code) else cell.kind
         if what == "python":
             return await super().do_execute(  # pyright: ignore[reportUnknownMemberType]
@@ -266,7 +289,7 @@ class DshKernel(IPythonKernel):
         count = self._count(code, store_history)
         try:
             if cell.kind == "chat":
-                return await self._execute_chat(cell, count, silent)
+                return await self._execute_chat(cell, count, silent, cell_id)
             if cell.kind == "sql":
                 return await self._execute_sql(cell, count)
             return await self._execute_compact(count)
@@ -293,18 +316,29 @@ class DshKernel(IPythonKernel):
             shell.execution_count += 1
         return count
 
-    def ok_reply(self, count: int) -> dict[str, Any]:
-        return {"status": "ok", "execution_count": count, "payload": [], "user_expressions": {}}
+    def ok_reply(self, count: int, payload: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        """``payload``: a chat cell's ``set_next_input`` (``kernel.notebook_tools``)."""
+        return {
+            "status": "ok",
+            "execution_count": count,
+            "payload": payload or [],
+            "user_expressions": {},
+        }
 
-    def error_reply(self, count: int, ename: str, evalue: str) -> dict[str, Any]:
+    def error_reply(
+        self, count: int, ename: str, evalue: str, payload: list[dict[str, Any]] | None = None
+    ) -> dict[str, Any]:
         from dsh_kernel.llm.secrets import redact
 
         evalue = redact(evalue)
         content = {"ename": ename, "evalue": evalue, "traceback": [f"{ename}: {evalue}"]}
         self.send_response(self.iopub_socket, "error", content)  # pyright: ignore[reportUnknownMemberType]
-        return {"status": "error", "execution_count": count, **content}
+        extra = {"payload": payload} if payload else {}
+        return {"status": "error", "execution_count": count, **content, **extra}
 
-    async def _execute_chat(self, cell: Cell, count: int, silent: bool) -> dict[str, Any]:
+    async def _execute_chat(
+        self, cell: Cell, count: int, silent: bool, cell_id: str | None = None
+    ) -> dict[str, Any]:
         from dsh_kernel.kernel.policy import before_chat, check_offered
         from dsh_kernel.kernel.viewing import open_view
         from dsh_kernel.session.turn import turn_end
@@ -337,6 +371,12 @@ class DshKernel(IPythonKernel):
                 count, "INVALID_PROMPT", f"cannot offer that function: {exc.message}"
             )
         view = open_view(host, prompt.message.id, silent=silent, kernel=self)
+        desk = host.desk
+        if (
+            desk is not None
+        ):  # the notebook tools serve this cell's frontend (kernel.notebook_tools)
+            desk.begin_cell(agent, session=self._client_session(), cell_id=cell_id)
+        payload: list[dict[str, Any]] = []
         try:
             agent.followup(prompt.message)
             with sigint_calls(lambda: agent.cancel(USER_CANCEL)):
@@ -346,11 +386,15 @@ class DshKernel(IPythonKernel):
                 dispose()
             host.view = None
             view.close()
+            if desk is not None:
+                payload = desk.end_cell()
         journal = host.journal
         if journal is not None and journal.last_error is not None:
             # The agent cannot fail a turn that already ended; its last flush did, so say so.
             err = journal.last_error
-            return self.error_reply(count, err.code, describe_failure(err.code, err.message))
+            return self.error_reply(
+                count, err.code, describe_failure(err.code, err.message), payload
+            )
         end = turn_end(agent.session.events, prompt.message.id) or {}
         kind = end.get("kind")
         if kind == "error":
@@ -359,12 +403,21 @@ class DshKernel(IPythonKernel):
             if isinstance(err, dict):
                 code = str(err.get("code") or "UNKNOWN")
                 message = str(err.get("message") or "")
-            return self.error_reply(count, code, describe_failure(code, message))
+            return self.error_reply(count, code, describe_failure(code, message), payload)
         if kind == "aborted":
             return self.error_reply(
-                count, "ABORTED", "the turn was stopped; what streamed so far is kept"
+                count, "ABORTED", "the turn was stopped; what streamed so far is kept", payload
             )
-        return self.ok_reply(count)
+        return self.ok_reply(count, payload)
+
+    def _client_session(self) -> str | None:
+        """The client session (header ``session``) of the running ``execute_request``."""
+        parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
+        header: object = parent.get("header")
+        session: object = (
+            cast("dict[str, object]", header).get("session") if isinstance(header, dict) else None
+        )
+        return session if isinstance(session, str) else None
 
     async def _execute_compact(self, count: int) -> dict[str, Any]:
         """The ``%agent compact`` cell (``kernel.compact``): its line, or its failure's."""

@@ -37,6 +37,8 @@ from typing import (
 
 from dsh_kernel.errors import UsageError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.session.notebook_payloads import NotebookInsert as NotebookInsert
+from dsh_kernel.session.notebook_payloads import NotebookInsertCell as NotebookInsertCell
 
 # --- turns and steps ------------------------------------------------------------------------------
 
@@ -422,6 +424,7 @@ EventType = Literal[
     "compaction/summary",
     "compaction/prune",
     "compaction/end",
+    "notebook/insert",
 ]
 """Every event type, in catalog order."""
 
@@ -456,6 +459,7 @@ PAYLOADS: dict[str, type] = {
     "compaction/summary": CompactionSummary,
     "compaction/prune": CompactionPrune,
     "compaction/end": CompactionEnd,
+    "notebook/insert": NotebookInsert,
 }
 """Tag → payload ``TypedDict``: the one source of the vocabulary."""
 
@@ -473,6 +477,7 @@ IN_TURN: frozenset[str] = frozenset(
         "approval/decided",
         "llm/retry",
         "llm/retry-started",
+        "notebook/insert",
     }
 )
 """Types that may only appear inside an open turn."""
@@ -568,6 +573,8 @@ def payload_of(event: HasData, type_: Literal["session/title"]) -> SessionTitle:
 def payload_of(event: HasData, type_: Literal["command/run"]) -> CommandRun: ...
 @overload
 def payload_of(event: HasData, type_: Literal["command/done"]) -> CommandDone: ...
+@overload
+def payload_of(event: HasData, type_: Literal["notebook/insert"]) -> NotebookInsert: ...
 def payload_of(event: HasData, type_: EventType) -> object:
     """``event.data`` typed as ``type_``'s payload (module docstring); ``UsageError`` when the
     event is of another type."""

@@ -158,3 +158,11 @@ def m0007_course(con: duckdb.DuckDBPyConnection) -> None:
     """A course (issue 17): `sessions.user` (who the session is for: `JUPYTERHUB_USER`, else `USER`)
     and `sessions.ai_policy` (the AI policy it was created under), from the session header."""
     run_sql_file(con, "0007_course.sql")
+
+
+@migration
+def m0008_notebook_edits(con: duckdb.DuckDBPyConnection) -> None:
+    """The notebook (issue 18): the `notebook_edits` view, one row per cell the agent inserted with
+    `notebook_insert` (notebook, anchor, source and its sha256, how it was applied, the new cell's
+    id), read from the `notebook/insert` events already in `t_events` (no backfill needed)."""
+    run_sql_file(con, "0008_notebook_edits.sql")

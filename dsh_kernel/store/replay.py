@@ -22,6 +22,12 @@ fails with ``REPLAY_EXHAUSTED``, so the compaction falls back to its determinist
 model then reports the recording's context window (its first ``request/context``) as its
 ``ModelInfo``, so the replayed agent compacts where the recording did.
 
+Tools that change the notebook are not applied again: ``notebook_edits`` (the recorded
+``notebook/insert`` payloads by call id) and ``tool_failures`` (the recorded failed results' code and
+message by call id) let ``notebook_insert`` answer a replayed call with what was recorded
+(``kernel.notebook_tools``), so its card shows the recorded insertion and the result's error flag
+matches the recording.
+
 ``assert_consumed()`` raises ``AssertionError`` unless every recorded attempt was played.
 """
 
@@ -30,6 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -48,7 +55,7 @@ from dsh_kernel.llm.types import (
 )
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
-from dsh_kernel.session.payloads import payload_of
+from dsh_kernel.session.payloads import ToolResult, payload_of
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
 
@@ -226,6 +233,16 @@ class ReplayProvider(BaseProvider):
         self.summaries = recorded_summaries(events, start_seq=start_seq)
         self._info = info if info is not None or not self.summaries else _recorded_window(events)
         self.attempts = recorded_attempts(events, start_seq=start_seq)
+        self.notebook_edits: dict[str, JsonObject] = {}
+        self.tool_failures: dict[str, tuple[str, str]] = {}
+        for ev in events:
+            if ev.seq < start_seq:
+                continue
+            if ev.type == "notebook/insert":
+                edit = payload_of(ev, "notebook/insert")
+                self.notebook_edits[edit["callId"]] = cast("JsonObject", dict(edit))
+            elif ev.type == "tool/result":
+                _recorded_failure(self.tool_failures, payload_of(ev, "tool/result"))
         self._next = 0
         self._next_summary = 0
         self.requests: list[GenerateRequest] = []
@@ -304,6 +321,25 @@ class ReplayProvider(BaseProvider):
                     "finished (it was cancelled or the kernel stopped)",
                 )
             )
+
+
+def _recorded_failure(into: dict[str, tuple[str, str]], result: ToolResult) -> None:
+    """Keep a failed result's code and text under its call id (``ReplayProvider.tool_failures``)."""
+    error = result.get("error")
+    message = result["message"]
+    content = message.get("content")
+    block = content[0] if isinstance(content, list) and content else None
+    if error is None or not isinstance(block, dict):
+        return
+    call_id = block.get("toolCallId")
+    inner = block.get("content")
+    text = (
+        "".join(str(x.get("text", "")) for x in inner if isinstance(x, dict))
+        if isinstance(inner, list)
+        else ""
+    )
+    if isinstance(call_id, str):
+        into[call_id] = (error["code"], text.removeprefix("Error: "))
 
 
 def _exhausted(recorded: str, what: str) -> LlmError:

@@ -52,6 +52,7 @@ DATA_FILES = {
     "dsh_kernel/store/sql/0006_compaction.sql",
     "dsh_kernel/store/sql/0006_backfill.sql",
     "dsh_kernel/store/sql/0007_course.sql",
+    "dsh_kernel/store/sql/0008_notebook_edits.sql",
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 

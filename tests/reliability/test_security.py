@@ -118,7 +118,7 @@ def test_read_only_tools_and_unapproved_code_cannot_widen_permissions(
     k, srv, _ = rig
     before = state(k)
     assert before["policy"]["default"] == "ask", before
-    assert before["tools"] == ["ask_user", "inspect", "python", "sql"], before
+    assert before["tools"] == ["ask_user", "inspect", "notebook_insert", "python", "sql"], before
     marker = tmp_path / "escalated"
     results = run_tools(
         k,

@@ -1,0 +1,242 @@
+"""The ``dsh.notebook`` comm: the kernel's end of the link to the notebook frontend (issue 18).
+
+The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. It owns
+
+* **the target**. ``NotebookComms.register(comm_manager)`` registers ``dsh.notebook`` (both kernels,
+  at start). The frontend extension opens one comm per notebook panel and kernel connection; the
+  kernel never opens one.
+* **the registry** of open comms, keyed by the client session (the ``session`` field of the
+  ``comm_open``'s header) that opened them. A ``comm_close`` (or a failed send) removes one.
+* **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
+  same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
+  ``kernel.notebook_tools``); more than one → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
+* **requests**. ``request(frontend, body)`` sends ``{"id", **body}`` as a ``comm_msg`` and waits
+  (on the kernel's loop, while the chat cell awaits: ipykernel 7 handles comm messages meanwhile)
+  for the one reply whose ``reply_to`` is that id, at most ``timeout_s`` seconds
+  (``NOTEBOOK_TIMEOUT``; nothing is assumed done). A comm closed while a request waits fails it at
+  once with ``NOTEBOOK_CLOSED``. A reply with ``ok: false`` raises its ``error.code`` (e.g.
+  ``NOTEBOOK_ANCHOR_GONE``) with the frontend's message. Replies nobody waits for (late, or for an
+  id we never sent) are dropped and logged.
+
+Every failure is a ``ToolError`` with a stable code, so the tool pipeline turns it into a result the
+model reads; nothing here can fail the kernel. A bad ``comm_open`` (no session, a ``hello`` that is
+not an object) is kept with what could be read: the protocol field is only recorded, because a
+frontend newer than this kernel still answers ``read`` and ``insert`` of protocol 1.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final, Protocol, cast
+
+from dsh_kernel.errors import ToolError
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
+
+_log = logging.getLogger(__name__)
+
+TARGET: Final = "dsh.notebook"
+PROTOCOL: Final = 1
+REPLY_TIMEOUT_S: Final = 10.0
+
+NOTEBOOK_AMBIGUOUS: Final = "NOTEBOOK_AMBIGUOUS"
+NOTEBOOK_TIMEOUT: Final = "NOTEBOOK_TIMEOUT"
+NOTEBOOK_CLOSED: Final = "NOTEBOOK_CLOSED"
+NOTEBOOK_INSERT_FAILED: Final = "NOTEBOOK_INSERT_FAILED"
+NOTEBOOK_BAD_REPLY: Final = "NOTEBOOK_BAD_REPLY"
+
+
+class CommLike(Protocol):
+    """What this module uses of an ipykernel ``Comm`` (``comm.base_comm.BaseComm``)."""
+
+    comm_id: str
+
+    def send(self, data: JsonValue = None) -> None: ...
+
+    def on_msg(self, callback: Callable[[dict[str, object]], None] | None) -> None: ...
+
+    def on_close(self, callback: Callable[[dict[str, object]], None] | None) -> None: ...
+
+
+class CommManagerLike(Protocol):
+    """What this module uses of ipykernel's ``CommManager``."""
+
+    def register_target(self, target_name: str, f: Callable[..., object]) -> None: ...
+
+
+@dataclass(slots=True, kw_only=True)
+class Frontend:
+    """One open ``dsh.notebook`` comm: the notebook panel of one client session."""
+
+    comm: CommLike
+    session: str
+    """The client session of its ``comm_open`` (header ``session``)."""
+    path: str | None = None
+    """The notebook's path relative to the server root, as its ``hello`` said."""
+    frontend: str = ""
+    version: str = ""
+    protocol: int | None = None
+    waiting: dict[str, asyncio.Future[JsonObject]] = field(
+        default_factory=lambda: dict[str, "asyncio.Future[JsonObject]"]()
+    )
+    """Requests sent on this comm that wait for their reply, by id."""
+
+    @property
+    def comm_id(self) -> str:
+        return self.comm.comm_id
+
+    def describe(self) -> str:
+        """``jupyterlab 0.1.0 (work/a.ipynb)``: for messages that name a frontend."""
+        name = " ".join(p for p in (self.frontend or "a frontend", self.version) if p)
+        return f"{name} ({self.path or 'path unknown'})"
+
+
+def _obj(value: object) -> dict[str, object]:
+    return cast("dict[str, object]", value) if isinstance(value, dict) else {}
+
+
+class NotebookComms:
+    """The registry and the requests (module docstring). One per kernel."""
+
+    def __init__(self, *, timeout_s: float = REPLY_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
+        self.frontends: dict[str, Frontend] = {}
+        """Open comms by comm id."""
+        self._ids = itertools.count(1)
+
+    # --- the target -----------------------------------------------------------------------------
+
+    def register(self, manager: CommManagerLike) -> None:
+        manager.register_target(TARGET, self.opened)
+
+    def opened(self, comm: CommLike, msg: dict[str, object]) -> None:
+        """The target's handler: keep the comm, keyed by the session that opened it."""
+        header = _obj(msg.get("header"))
+        hello = _obj(_obj(msg.get("content")).get("data"))
+        session = header.get("session")
+        path = hello.get("path")
+        protocol = hello.get("protocol")
+        fe = Frontend(
+            comm=comm,
+            session=session if isinstance(session, str) else "",
+            path=path if isinstance(path, str) and path else None,
+            frontend=str(hello.get("frontend") or ""),
+            version=str(hello.get("version") or ""),
+            protocol=protocol if isinstance(protocol, int) else None,
+        )
+        self.frontends[comm.comm_id] = fe
+        comm.on_msg(lambda m: self._message(fe, m))
+        comm.on_close(lambda _m: self.closed(fe))
+        _log.info("dsh.notebook: %s opened by session %s", fe.describe(), fe.session or "?")
+
+    def closed(self, fe: Frontend) -> None:
+        """``comm_close`` (or a comm that cannot be written): forget it; fail what waits on it."""
+        self.frontends.pop(fe.comm_id, None)
+        for future in list(fe.waiting.values()):
+            _settle(
+                future,
+                ToolError(
+                    f"the notebook frontend {fe.describe()} closed its connection before it "
+                    "answered (the notebook was closed, or its kernel changed); nothing is assumed "
+                    "done — read the notebook again before retrying",
+                    code=NOTEBOOK_CLOSED,
+                ),
+            )
+        fe.waiting.clear()
+
+    def _message(self, fe: Frontend, msg: dict[str, object]) -> None:
+        data = _obj(_obj(msg.get("content")).get("data"))
+        reply_to = data.get("reply_to")
+        future = fe.waiting.pop(reply_to, None) if isinstance(reply_to, str) else None
+        if future is None:
+            _log.warning("dsh.notebook: a message nobody waits for (reply_to=%r) dropped", reply_to)
+            return
+        _settle(future, cast("JsonObject", data))
+
+    # --- which frontend serves a cell -------------------------------------------------------------
+
+    def frontend_for(self, session: str | None) -> Frontend | None:
+        """The frontend of the client session ``session`` (module docstring): ``None`` when it has
+        none; ``NOTEBOOK_AMBIGUOUS`` when it has several."""
+        if not session:
+            return None
+        mine = [fe for fe in self.frontends.values() if fe.session == session]
+        if len(mine) > 1:
+            where = "; ".join(fe.describe() for fe in mine)
+            raise ToolError(
+                f"this cell's frontend has {len(mine)} notebook connections open to this kernel "
+                f"({where}), so the kernel cannot tell which notebook is meant and does not "
+                "guess; close the other notebook views of this kernel (or reload the page) and "
+                "run the cell again",
+                code=NOTEBOOK_AMBIGUOUS,
+            )
+        return mine[0] if mine else None
+
+    # --- requests ---------------------------------------------------------------------------------
+
+    async def request(self, fe: Frontend, body: JsonObject) -> JsonObject:
+        """Send ``body`` with a fresh id and return the frontend's ``ok`` reply (module docstring)."""
+        request_id = f"{body.get('request', 'r')}{next(self._ids)}"
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[JsonObject] = loop.create_future()
+        fe.waiting[request_id] = future
+        try:
+            fe.comm.send({"id": request_id, **body})
+        except Exception as exc:  # a closed socket, a comm already gone
+            fe.waiting.pop(request_id, None)
+            self.closed(fe)
+            raise ToolError(
+                f"could not send to the notebook frontend {fe.describe()} ({exc}); nothing was done",
+                code=NOTEBOOK_CLOSED,
+            ) from exc
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                reply = await future
+        except TimeoutError as exc:
+            raise ToolError(
+                f"the notebook frontend {fe.describe()} did not answer the {body.get('request')} "
+                f"request within {self.timeout_s:g} s; nothing is assumed done — read the "
+                "notebook before trying again",
+                code=NOTEBOOK_TIMEOUT,
+            ) from exc
+        finally:
+            fe.waiting.pop(request_id, None)
+        return _checked(fe, reply)
+
+
+def _settle(future: asyncio.Future[JsonObject], outcome: JsonObject | ToolError) -> None:
+    """Resolve ``future`` on its own loop (comm handlers run there in ipykernel 7; be safe anyway)."""
+
+    def apply() -> None:
+        if future.done():
+            return
+        if isinstance(outcome, ToolError):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)
+
+    loop = future.get_loop()
+    if loop.is_closed():
+        return
+    loop.call_soon_threadsafe(apply)
+
+
+def _checked(fe: Frontend, reply: JsonObject) -> JsonObject:
+    """The reply when ``ok``; its error (code and message) as a ``ToolError`` otherwise."""
+    if reply.get("ok") is True:
+        return reply
+    error = reply.get("error")
+    err = _obj(error)
+    code = err.get("code")
+    message = err.get("message")
+    if reply.get("ok") is not False or not isinstance(code, str) or not code:
+        raise ToolError(
+            f"the notebook frontend {fe.describe()} sent a reply this kernel cannot read "
+            f"(no ok/error): {str(reply)[:200]}",
+            code=NOTEBOOK_BAD_REPLY,
+        )
+    text = message if isinstance(message, str) and message else f"the frontend said {code}"
+    raise ToolError(text, code=code if code.isupper() else NOTEBOOK_INSERT_FAILED)

@@ -1,0 +1,455 @@
+"""The notebook tools through a real kernel (issue 18): ``notebook_read`` and ``notebook_insert``.
+
+The test acts as the frontend extension: it opens the ``dsh.notebook`` comm from the same
+``jupyter_client`` session that sends the chat cell's ``execute_request`` (a real client over the
+real protocol, as ``docs/dev/notebook-comm.md`` says) and answers the kernel's ``read`` and
+``insert`` requests from a notebook it keeps. The model is the loopback server. Covered: read,
+insert (event and ``notebook_edits`` row), the anchor gone, two comms of one session (ambiguous), a
+frontend that does not answer (timeout), no extension (the ``set_next_input`` payload in the reply,
+and the saved file read with its stale note), the ``explain``/``off`` policies, approval under
+``ask``, and the redactor over what is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.kernel.conftest import provider_env
+from tests.support import scenarios as sc
+from tests.support.frontend import Frontend, RunningCell
+from tests.support.kernel import Execution, start_kernel
+from tests.support.sse_server import SseServer
+
+SECRET = "sk-notebook-secret-0123456789abcdef"
+
+
+class Notebook:
+    """A notebook and the extension's end of its comm, served from the test."""
+
+    def __init__(self, fe: Frontend, cells: list[dict[str, Any]], path: str = "work/nb.ipynb"):
+        self.fe = fe
+        self.path = path
+        self.cells = cells
+        self.requests: list[dict[str, Any]] = []
+        self.answer = True
+        self.comm_id = self.open()
+        self._next = 0
+
+    def open(self) -> str:
+        comm_id = uuid.uuid4().hex
+        hello = {"protocol": 1, "path": self.path, "frontend": "test", "version": "0"}
+        kc = self.fe.kernel.kc
+        msg = kc.session.msg(
+            "comm_open", {"comm_id": comm_id, "target_name": "dsh.notebook", "data": hello}
+        )
+        kc.shell_channel.send(msg)
+        return comm_id
+
+    def close(self, comm_id: str | None = None) -> None:
+        kc = self.fe.kernel.kc
+        msg = kc.session.msg("comm_close", {"comm_id": comm_id or self.comm_id, "data": {}})
+        kc.shell_channel.send(msg)
+
+    def run(self, code: str, *, allow: bool = False, timeout: float = 60) -> Execution:
+        """Run a chat cell, answering the kernel's requests (and clicking Allow when ``allow``)."""
+        cell = self.fe.submit(code)
+        deadline = time.monotonic() + timeout
+        seen: set[str] = set()
+        while not cell.done:
+            assert time.monotonic() < deadline, f"cell did not finish: {code!r}"
+            self.fe.poll(0.02)
+            self._serve(cell, seen)
+            if allow and self.fe.buttons("Allow once"):
+                self.fe.click(self.fe.buttons("Allow once")[0])
+        return cell.finish()
+
+    def _serve(self, cell: RunningCell, seen: set[str]) -> None:
+        for m in cell.messages:
+            if m["msg_type"] != "comm_msg" or m["content"]["comm_id"] != self.comm_id:
+                continue
+            if m["header"]["msg_id"] in seen:
+                continue
+            seen.add(m["header"]["msg_id"])
+            request = m["content"]["data"]
+            self.requests.append(request)
+            if self.answer:
+                self.fe.send(self.comm_id, self.reply(request))
+
+    def reply(self, request: dict[str, Any]) -> dict[str, Any]:
+        rid = request["id"]
+        if request["request"] == "read":
+            return {
+                "reply_to": rid,
+                "ok": True,
+                "path": self.path,
+                "dirty": True,
+                "active_cell_id": self.cells[-1]["id"],
+                "cells": [
+                    {**c, "outputs": "", "execution_count": None, "metadata_dsh": c.get("dsh")}
+                    for c in self.cells
+                ],
+            }
+        ids = [c["id"] for c in self.cells]
+        if request["after"] not in ids:
+            return {
+                "reply_to": rid,
+                "ok": False,
+                "error": {
+                    "code": "NOTEBOOK_ANCHOR_GONE",
+                    "message": f"no cell with id {request['after']} in {self.path}",
+                },
+            }
+        at = ids.index(request["after"]) + 1
+        new = []
+        for c in request["cells"]:
+            self._next += 1
+            new.append(
+                {
+                    "id": f"new{self._next}",
+                    "cell_type": c["cell_type"],
+                    "source": c["source"],
+                    "dsh": c["metadata"]["dsh"],
+                }
+            )
+        self.cells[at:at] = new
+        return {"reply_to": rid, "ok": True, "inserted": [c["id"] for c in new]}
+
+
+def cells() -> list[dict[str, Any]]:
+    return [
+        {"id": "c1", "cell_type": "markdown", "source": "# Sales in March"},
+        {"id": "c2", "cell_type": "code", "source": f"%%python\nkey = '{SECRET}'"},
+        {"id": "c3", "cell_type": "code", "source": "%%python\ndf = load()  # not run yet"},
+    ]
+
+
+def tool_texts(server: SseServer, n: int) -> list[str]:
+    """The tool results request ``n`` carries after its last assistant message."""
+    messages = server.requests[n].json["messages"]
+    last = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    return [str(m["content"]) for m in messages[last + 1 :] if m["role"] == "tool"]
+
+
+def offered(server: SseServer) -> list[str]:
+    return [t["function"]["name"] for t in server.requests[0].json.get("tools", [])]
+
+
+def turn_events(fe: Frontend) -> list[dict[str, Any]]:
+    events = fe.events()
+    start = max(i for i, e in enumerate(events) if e["type"] == "turn/start")
+    return events[start:]
+
+
+@pytest.fixture(scope="module")
+def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Frontend, SseServer, Path]]:
+    tmp = tmp_path_factory.mktemp("notebook-tools")
+    saved = tmp / "saved.ipynb"
+    saved.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {"id": "s1", "cell_type": "markdown", "metadata": {}, "source": ["# Saved"]},
+                    {
+                        "id": "s2",
+                        "cell_type": "code",
+                        "metadata": {},
+                        "execution_count": 3,
+                        "source": [f"token = '{SECRET}'"],
+                        "outputs": [
+                            {
+                                "output_type": "execute_result",
+                                "execution_count": 3,
+                                "data": {"text/plain": "42"},
+                                "metadata": {},
+                            }
+                        ],
+                    },
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
+    with SseServer() as server:
+        env = provider_env(server, tmp, DSH_API_KEY=SECRET, JPY_SESSION_NAME=str(saved))
+        with start_kernel(tmp, "dsh", env=env) as kernel:
+            fe = Frontend(kernel)
+            assert fe.run("%agent approve auto").status == "ok"
+            yield fe, server, tmp
+
+
+def test_read_returns_the_live_cells_redacted(rig: tuple[Frontend, SseServer, Path]) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    try:
+        server.script(sc.tool_calls(("notebook_read", {})), sc.text("Read it."))
+        ex = nb.run("What is in my notebook?")
+        assert ex.status == "ok", ex.content
+        assert [r["request"] for r in nb.requests] == ["read"]
+        assert {"notebook_read", "notebook_insert"} <= set(offered(server))
+        [text] = tool_texts(server, 1)
+        assert "# Sales in March" in text and "df = load()  # not run yet" in text
+        assert "id c3" in text and "live from the notebook frontend" in text
+        assert SECRET not in text and "[redacted]" in text
+    finally:
+        nb.close()
+
+
+def test_insert_adds_python_cells_logs_them_and_the_view_has_a_row(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    try:
+        new = [
+            {"cell_type": "code", "source": "df.describe()"},
+            {"cell_type": "markdown", "source": "The mean is shown above."},
+        ]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c3"})), sc.text("Done.")
+        )
+        ex = nb.run("Add a summary cell.")
+        assert ex.status == "ok", ex.content
+        assert ex.content["payload"] == []  # the extension inserted: no set_next_input
+        [req] = nb.requests
+        assert req["request"] == "insert" and req["after"] == "c3"
+        assert [c["source"] for c in req["cells"]] == [
+            "%%python\ndf.describe()",
+            "The mean is shown above.",
+        ]
+        dsh = req["cells"][0]["metadata"]["dsh"]
+        assert dsh["by"] == "agent" and dsh["call_id"] == "call_0_notebook_insert"
+        assert [c["id"] for c in nb.cells] == ["c1", "c2", "c3", "new1", "new2"]
+        [text] = tool_texts(server, 1)
+        assert "inserted 2 cells below cell c3" in text and "new1, new2" in text
+        [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+        assert edit["applied"] == "extension" and edit["inserted"] == ["new1", "new2"]
+        assert edit["notebook"] == "work/nb.ipynb" and edit["after"] == "c3"
+        assert edit["cells"][0]["sha256"] == hashlib.sha256(b"%%python\ndf.describe()").hexdigest()
+        assert (
+            dsh["session"] == fe.python("print(get_ipython().kernel.host.agent.session.id)").strip()
+        )
+        q = fe.run(
+            "%%sql _edits <<\nSELECT position, cell_type, applied, cell_id, after_cell, notebook "
+            f"FROM notebook_edits WHERE session_id = '{dsh['session']}' ORDER BY position"
+        )
+        assert q.status == "ok", q.content
+        rows = json.loads(fe.python("print(_edits.to_json(orient='records'))"))
+        assert rows == [
+            {
+                "position": 0,
+                "cell_type": "code",
+                "applied": "extension",
+                "cell_id": "new1",
+                "after_cell": "c3",
+                "notebook": "work/nb.ipynb",
+            },
+            {
+                "position": 1,
+                "cell_type": "markdown",
+                "applied": "extension",
+                "cell_id": "new2",
+                "after_cell": "c3",
+                "notebook": "work/nb.ipynb",
+            },
+        ]
+    finally:
+        nb.close()
+
+
+def test_anchor_gone_inserts_nothing_and_logs_nothing(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    try:
+        new = [{"cell_type": "code", "source": "x = 1"}]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "gone"})), sc.text("Hm.")
+        )
+        ex = nb.run("Add a cell.")
+        assert ex.status == "ok", ex.content
+        [text] = tool_texts(server, 1)
+        assert "no cell with id gone" in text
+        assert [c["id"] for c in nb.cells] == ["c1", "c2", "c3"]
+        events = turn_events(fe)
+        assert not [e for e in events if e["type"] == "notebook/insert"]
+        [result] = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert result["error"]["code"] == "NOTEBOOK_ANCHOR_GONE"
+    finally:
+        nb.close()
+
+
+def test_two_comms_of_one_session_are_refused_as_ambiguous(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    second = nb.open()
+    try:
+        server.script(sc.tool_calls(("notebook_read", {})), sc.text("Cannot tell."))
+        ex = nb.run("Read my notebook.")
+        assert ex.status == "ok", ex.content
+        assert nb.requests == []  # nothing was asked of either
+        [text] = tool_texts(server, 1)
+        assert "NOTEBOOK_AMBIGUOUS" in json.dumps(turn_events(fe))
+        assert "2 notebook connections" in text
+    finally:
+        nb.close()
+        nb.close(second)
+
+
+def test_a_frontend_that_does_not_answer_times_out(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.python("get_ipython().kernel.notebook_comms.timeout_s = 0.5")
+    nb = Notebook(fe, cells())
+    nb.answer = False
+    try:
+        new = [{"cell_type": "code", "source": "x = 1"}]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("Slow.")
+        )
+        ex = nb.run("Add a cell.")
+        assert ex.status == "ok", ex.content
+        [text] = tool_texts(server, 1)
+        assert "did not answer the insert request within 0.5 s" in text
+        events = turn_events(fe)
+        assert not [e for e in events if e["type"] == "notebook/insert"]
+        [result] = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert result["error"]["code"] == "NOTEBOOK_TIMEOUT"
+    finally:
+        nb.close()
+        fe.python("get_ipython().kernel.notebook_comms.timeout_s = 10.0")
+
+
+def test_without_the_extension_insert_uses_set_next_input_and_read_the_stale_file(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    new = [
+        {"cell_type": "code", "source": "df.plot()"},
+        {"cell_type": "markdown", "source": "A plot."},
+    ]
+    server.script(
+        sc.tool_calls(("notebook_read", {}), ("notebook_insert", {"cells": new})),
+        sc.text("Here."),
+    )
+    ex = fe.run("Plot it.")
+    assert ex.status == "ok", ex.content
+    assert ex.content["payload"] == [
+        {"source": "set_next_input", "text": "%%python\ndf.plot()", "replace": False}
+    ]
+    read, inserted = tool_texts(server, 1)
+    assert "# Saved" in read and "MAY BE STALE" in read and "[outputs: text/plain: 42" in read
+    assert SECRET not in read
+    assert "set_next_input" in inserted and "cannot know whether" in inserted
+    [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+    assert edit["applied"] == "set_next_input" and edit["inserted"] == []
+    assert [c["source"] for c in edit["cells"]] == ["%%python\ndf.plot()", "A plot."]
+
+
+def test_under_ask_insert_waits_for_the_click_and_the_card_shows_the_cells(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    assert fe.run("%agent approve ask").status == "ok"
+    nb = Notebook(fe, cells())
+    try:
+        new = [{"cell_type": "code", "source": "asked = True"}]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c2"})), sc.text("Ok.")
+        )
+        ex = nb.run("Add it.", allow=True)
+        assert ex.status == "ok", ex.content
+        decided = [e["data"] for e in turn_events(fe) if e["type"] == "approval/decided"]
+        assert [d["outcome"] for d in decided] == ["allowed-once"]
+        assert [c["id"] for c in nb.cells][:3] == ["c1", "c2", "new1"]
+        html = ex.of_type("update_display_data")[-1]["content"]["data"]["text/html"]
+        assert "asked = True" in html and "add 1 cell to the notebook after cell c2" in html
+    finally:
+        nb.close()
+        assert fe.run("%agent approve auto").status == "ok"
+
+
+@pytest.mark.parametrize("policy", ["explain", "off"])
+def test_explain_and_off_allow_no_insertion(tmp_path: Path, policy: str) -> None:
+    with SseServer() as server:
+        env = provider_env(server, tmp_path, DSH_AI_POLICY=policy, DSH_APPROVAL="auto")
+        with start_kernel(tmp_path, "dsh", env=env) as kernel:
+            fe = Frontend(kernel)
+            nb = Notebook(fe, cells())
+            new = [{"cell_type": "code", "source": "x = 1"}]
+            server.script(
+                sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("No.")
+            )
+            ex = nb.run("Add a cell.")
+            assert nb.requests == []
+            if policy == "off":
+                assert ex.status == "error" and ex.content["ename"] == "AI_POLICY_OFF"
+                return
+            assert ex.status == "ok", ex.content
+            assert "notebook_insert" not in offered(server)
+            assert "notebook_read" in offered(server)  # read-only: explain offers it
+            assert "UNKNOWN_TOOL" in json.dumps(turn_events(fe))
+            assert nb.cells == cells()
+
+
+def test_with_no_notebook_known_read_is_not_offered_until_vs_code_names_its_file(
+    tmp_path: Path,
+) -> None:
+    saved = tmp_path / "vsc.ipynb"
+    saved.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [{"id": "v1", "cell_type": "markdown", "metadata": {}, "source": "# V"}],
+            }
+        ),
+        encoding="utf-8",
+    )
+    with SseServer() as server:
+        env = provider_env(server, tmp_path, DSH_APPROVAL="auto")
+        with start_kernel(tmp_path, "dsh", env=env) as kernel:
+            server.script(sc.text("Hi."))
+            assert kernel.execute("Hello.").status == "ok"
+            assert "notebook_read" not in offered(server)
+            assert "notebook_insert" in offered(server)
+            # VS Code's start-up code: a silent request of plain Python (not a chat message).
+            kernel.kc.execute(f"__vsc_ipynb_file__ = {str(saved)!r}", silent=True)
+            time.sleep(0.5)
+            server.script(sc.tool_calls(("notebook_read", {})), sc.text("Read."))
+            ex = kernel.execute("Read it.")
+            assert ex.status == "ok", ex.content
+            assert "notebook_read" in offered(server)
+            [text] = tool_texts(server, 1)
+            assert "# V" in text and "MAY BE STALE" in text and str(saved) in text
+
+
+def test_kernel_is_dsh_python_code_cells_have_no_python_magic(tmp_path: Path) -> None:
+    with SseServer() as server:
+        env = provider_env(server, tmp_path, DSH_APPROVAL="auto")
+        with start_kernel(tmp_path, "dsh-python", env=env) as kernel:
+            fe = Frontend(kernel)
+            nb = Notebook(fe, cells())
+            new = [{"cell_type": "code", "source": "%%python\ny = 2"}]
+            server.script(
+                sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("Ok.")
+            )
+            ex = nb.run("%%chat\nAdd a cell.")
+            assert ex.status == "ok", ex.content
+            [req] = nb.requests
+            assert [c["source"] for c in req["cells"]] == ["y = 2"]
