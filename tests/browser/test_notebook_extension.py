@@ -220,9 +220,10 @@ def test_an_inserted_cell_appears_below_undoes_in_one_step_and_runs(env: Env) ->
     assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 1
     nb.screenshot(ARTIFACTS / "notebook-insert.png")
 
-    # One undo (command mode) removes it; redo brings it back, still unreviewed.
-    env.page.keyboard.press("Escape")
-    env.page.keyboard.press("Control+z")
+    # One undo (Z in command mode: Edit › Undo Cell Operation) removes it; redo (Shift+Z) brings
+    # it back, still unreviewed.
+    nb.cells.nth(3).locator(".jp-InputPrompt").click()  # select a cell: command mode, focused
+    env.page.keyboard.press("z")
     env.page.wait_for_function(
         "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 3"
     )
@@ -279,8 +280,14 @@ def test_an_insert_after_a_deleted_cell_inserts_nothing_and_says_so(env: Env) ->
     nb.wait_text("The scratch cell is gone.")
     nb.wait_kernel_idle()
 
+    # The model reads the frontend's message; the card names the code.
     (result,) = tool_results(env.server.requests[1])
-    assert "NOTEBOOK_ANCHOR_GONE" in result, result
-    assert "no cell with id scratch" in result, result
-    assert [c["id"] for c in nb.model_cells()] == ["ask"]
+    assert "no cell with id scratch in gone.ipynb" in result, result
+    card = env.page.locator(".dsh-card").last.inner_text()
+    nb.screenshot(ARTIFACTS / "notebook-anchor-gone.png")
+    assert "NOTEBOOK_ANCHOR_GONE" in card, card
+    # Nothing was inserted (Shift+Enter on the last cell added the empty one below it, as Lab does).
+    cells = nb.model_cells()
+    assert cells[0]["id"] == "ask"
+    assert [(c["source"], "dsh" in c["metadata"]) for c in cells[1:]] == [("", False)]
     assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 0

@@ -64,15 +64,33 @@ function markReviewed(model: ICellModel): void {
 /** Keeps the marks of one notebook panel in step with its cells. */
 export class AgentMarks {
   private readonly watched = new WeakSet<ICellModel>();
+  private pending = false;
 
   constructor(private readonly panel: NotebookPanel) {
     const notebook = panel.content;
-    notebook.modelContentChanged.connect(this.sync, this);
+    notebook.modelContentChanged.connect(this.schedule, this);
     NotebookActions.executionScheduled.connect(this.onRun, this);
     panel.disposed.connect(() => {
       NotebookActions.executionScheduled.disconnect(this.onRun, this);
     });
     this.sync();
+  }
+
+  /**
+   * Syncs once the notebook has made the widgets of new cells: the model's change is signalled
+   * before the notebook widget has handled it, so a sync at once would miss a cell just inserted.
+   */
+  private schedule(): void {
+    if (this.pending) {
+      return;
+    }
+    this.pending = true;
+    setTimeout(() => {
+      this.pending = false;
+      if (!this.panel.isDisposed) {
+        this.sync();
+      }
+    }, 0);
   }
 
   /** Marks every unreviewed agent cell of the panel and unmarks the rest. */
