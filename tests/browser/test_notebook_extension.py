@@ -9,11 +9,12 @@ model, its undo, the run of a cell.
   version, path, protocol) — and again after a restart; it sends nothing to a ``python3`` kernel (no
   comm there, no "No such comm target" in the server's log).
 * A chat cell whose model calls ``notebook_read`` then ``notebook_insert`` (approved with a click):
-  the model was sent the notebook's markdown and unexecuted cells; a new ``%%python`` cell with
-  exactly the source the kernel wrote appears right below the chat cell, marked as the agent's; one
-  undo removes it; redone and run, it runs, and the mark goes.
+  the model was sent the notebook's markdown, a run cell's count and output summary, and the cells
+  not yet run; a new ``%%python`` cell with exactly the source the kernel wrote and a markdown cell
+  appear right below the chat cell, marked as the agent's; one undo removes both; redone, the code
+  cell runs when the user runs it, and its mark goes (the markdown cell's stays).
 * The anchor-gone case: the cell the model names was deleted by the user; nothing is inserted and
-  the model is told ``NOTEBOOK_ANCHOR_GONE``.
+  the model is told so (the card names ``NOTEBOOK_ANCHOR_GONE``).
 
 Needs ``/usr/bin/chromium`` and the ``playwright`` and ``jupyterlab`` packages.
 """
@@ -95,6 +96,14 @@ def code(cell_id: str, source: str) -> Any:
     return cell
 
 
+def ran(cell_id: str, source: str, *, count: int, stdout: str) -> Any:
+    """A code cell saved with its execution count and one stdout output."""
+    cell = code(cell_id, source)
+    cell.execution_count = count
+    cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=stdout)]
+    return cell
+
+
 def markdown(cell_id: str, source: str) -> Any:
     cell = nbformat.v4.new_markdown_cell(source)
     cell.id = cell_id
@@ -171,16 +180,22 @@ def test_an_inserted_cell_appears_below_undoes_in_one_step_and_runs(env: Env) ->
         [
             markdown("intro", "# Sales notes\nRevenue figures come from the March export."),
             code("ask", "Read my notebook, then add a cell that computes the answer."),
+            ran("done", "%%python\nprint('rows: 120')", count=3, stdout="rows: 120\n"),
             code("later", "%%python\ntotal = sum(range(10))"),
         ],
     )
     new_code = "answer = 6 * 7\nprint(f'answer={answer}')"
+    new_note = "The cell above prints the answer."
+    new_cells = [
+        {"cell_type": "code", "source": new_code},
+        {"cell_type": "markdown", "source": new_note},
+    ]
     env.server.script(
         sc.tool_calls(("notebook_read", {})),
         sc.tool_calls(
             (
                 "notebook_insert",
-                {"after": "ask", "cells": [{"cell_type": "code", "source": new_code}]},
+                {"after": "ask", "cells": new_cells},
             )
         ),
         sc.text("I added a cell below this one."),
@@ -200,47 +215,62 @@ def test_an_inserted_cell_appears_below_undoes_in_one_step_and_runs(env: Env) ->
     # The model was sent the notebook as the user sees it: markdown and the cell not yet run.
     requests = env.server.requests
     assert len(requests) == 3
+    # The model was sent the notebook as the user sees it: the markdown, a cell run earlier with its
+    # count and output summary, the cell not yet run, and which cell the user is on.
     (read,) = tool_results(requests[1])
-    for expected in ("Sales notes", "March export", "total = sum(range(10))", "later", "intro"):
+    for expected in (
+        "live from the notebook frontend",
+        "id intro · markdown",
+        "# Sales notes\nRevenue figures come from the March export.",
+        "id done · code [3]",
+        "[outputs: stdout: rows: 120 (1 output)]",
+        "id later · code\n%%python\ntotal = sum(range(10))",
+        "The user's active cell: ",
+    ):
         assert expected in read, (expected, read)
 
     # Exactly that source, right below the chat cell, with the agent's provenance, marked.
     cells = nb.model_cells()
     assert [c["id"] for c in cells][:2] == ["intro", "ask"]
-    assert [c["id"] for c in cells][3] == "later"
-    added = cells[2]
-    assert added["cell_type"] == "code"
-    assert added["source"] == "%%python\n" + new_code
-    assert added["metadata"]["dsh"]["by"] == "agent"
-    assert added["metadata"]["dsh"]["call_id"]
-    assert "reviewed" not in added["metadata"]["dsh"]
-    marked = nb.cells.nth(2)
-    assert "dsh-agent-cell" in (marked.get_attribute("class") or "")
-    assert marked.locator(".dsh-agent-label").inner_text() == "written by the agent"
-    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 1
+    assert [c["id"] for c in cells][4:] == ["done", "later"]
+    added, note = cells[2], cells[3]
+    assert (added["cell_type"], added["source"]) == ("code", "%%python\n" + new_code)
+    assert (note["cell_type"], note["source"]) == ("markdown", new_note)
+    for cell in (added, note):
+        assert cell["metadata"]["dsh"]["by"] == "agent"
+        assert cell["metadata"]["dsh"]["call_id"]
+        assert "reviewed" not in cell["metadata"]["dsh"]
+    for n in (2, 3):
+        marked = nb.cells.nth(n)
+        assert "dsh-agent-cell" in (marked.get_attribute("class") or "")
+        assert marked.locator(".dsh-agent-label").inner_text() == "written by the agent"
+    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 2
     nb.screenshot(ARTIFACTS / "notebook-insert.png")
 
-    # One undo (Z in command mode: Edit › Undo Cell Operation) removes it; redo (Shift+Z) brings
-    # it back, still unreviewed.
-    nb.cells.nth(3).locator(".jp-InputPrompt").click()  # select a cell: command mode, focused
+    # One undo (Z in command mode: Edit › Undo Cell Operation) removes both; redo (Shift+Z) brings
+    # them back, still unreviewed.
+    nb.cells.nth(5).locator(".jp-InputPrompt").click()  # select a cell: command mode, focused
     env.page.keyboard.press("z")
-    env.page.wait_for_function(
-        "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 3"
-    )
-    assert [c["id"] for c in nb.model_cells()] == ["intro", "ask", "later"]
-    env.page.keyboard.press("Shift+Z")
     env.page.wait_for_function(
         "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 4"
     )
-    assert nb.model_cells()[2]["source"] == "%%python\n" + new_code
-    assert "dsh-agent-cell" in (nb.cells.nth(2).get_attribute("class") or "")
+    assert [c["id"] for c in nb.model_cells()] == ["intro", "ask", "done", "later"]
+    env.page.keyboard.press("Shift+Z")
+    env.page.wait_for_function(
+        "() => document.querySelectorAll('.jp-Notebook .jp-Cell').length === 6"
+    )
+    assert [c["source"] for c in nb.model_cells()[2:4]] == ["%%python\n" + new_code, new_note]
+    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 2
 
-    # Run as the user runs it: it works, and the cell is reviewed.
+    # Run as the user runs it: it works, and that cell is reviewed (the note is not, yet).
     nb.run_cell(2)
     assert "answer=42" in wait_output(nb, 2, "answer=42")
     nb.wait_kernel_idle()
-    assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 0
-    assert nb.model_cells()[2]["metadata"]["dsh"]["reviewed"] is True
+    cells = nb.model_cells()
+    assert cells[2]["metadata"]["dsh"]["reviewed"] is True
+    assert "reviewed" not in cells[3]["metadata"]["dsh"]
+    assert "dsh-agent-cell" not in (nb.cells.nth(2).get_attribute("class") or "")
+    assert "dsh-agent-cell" in (nb.cells.nth(3).get_attribute("class") or "")
 
 
 def test_an_insert_after_a_deleted_cell_inserts_nothing_and_says_so(env: Env) -> None:

@@ -37,7 +37,7 @@ export function answer(panel: NotebookPanel, data: PartialJSONObject): PartialJS
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     return failure(
-      data.request === 'insert' ? 'NOTEBOOK_INSERT_FAILED' : 'NOTEBOOK_UNKNOWN_REQUEST',
+      data.request === 'insert' ? 'NOTEBOOK_INSERT_FAILED' : 'NOTEBOOK_READ_FAILED',
       `the notebook extension failed: ${message}`
     );
   }

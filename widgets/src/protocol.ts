@@ -46,6 +46,7 @@ export interface INewCell {
 export type ErrorCode =
   | 'NOTEBOOK_ANCHOR_GONE'
   | 'NOTEBOOK_INSERT_FAILED'
+  | 'NOTEBOOK_READ_FAILED'
   | 'NOTEBOOK_UNKNOWN_REQUEST';
 
 /** A failed reply's body (without `reply_to`). */
