@@ -29,6 +29,7 @@ PUBLIC_VIEWS = (
     "requests",
     "usage",
     "compactions",
+    "notebook_edits",
     "approvals",
     "code_runs",
     "errors",

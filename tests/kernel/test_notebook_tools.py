@@ -58,9 +58,12 @@ class Notebook:
         msg = kc.session.msg("comm_close", {"comm_id": comm_id or self.comm_id, "data": {}})
         kc.shell_channel.send(msg)
 
-    def run(self, code: str, *, allow: bool = False, timeout: float = 60) -> Execution:
-        """Run a chat cell, answering the kernel's requests (and clicking Allow when ``allow``)."""
-        cell = self.fe.submit(code)
+    def run(
+        self, code: str, *, allow: bool = False, cell_id: str | None = None, timeout: float = 60
+    ) -> Execution:
+        """Run a chat cell (with ``cell_id`` in its metadata, as JupyterLab sends it), answering
+        the kernel's requests (and clicking Allow when ``allow``)."""
+        cell = self.fe.submit(code) if cell_id is None else CellWithId(self.fe, code, cell_id)
         deadline = time.monotonic() + timeout
         seen: set[str] = set()
         while not cell.done:
@@ -453,3 +456,73 @@ def test_kernel_is_dsh_python_code_cells_have_no_python_magic(tmp_path: Path) ->
             assert ex.status == "ok", ex.content
             [req] = nb.requests
             assert [c["source"] for c in req["cells"]] == ["y = 2"]
+
+
+class CellWithId(RunningCell):
+    """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata."""
+
+    def __init__(self, frontend: Frontend, code: str, cell_id: str) -> None:
+        self.frontend, self.code, self.submitted = frontend, code, time.monotonic()
+        kc = frontend.kernel.kc
+        content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}}
+        msg = kc.session.msg("execute_request", content)
+        msg["metadata"] = {"cellId": cell_id}
+        kc.shell_channel.send(msg)
+        self.msg_id = msg["header"]["msg_id"]
+
+
+def test_by_default_cells_go_below_the_chat_cell_then_below_each_other(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    try:
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": [{"cell_type": "code", "source": "a"}]})),
+            sc.tool_calls(("notebook_insert", {"cells": [{"cell_type": "code", "source": "b"}]})),
+            sc.text("Two cells."),
+        )
+        ex = nb.run("Add a, then b.", cell_id="c2")
+        assert ex.status == "ok", ex.content
+        assert [r["after"] for r in nb.requests] == ["c2", "new1"]
+        assert [c["id"] for c in nb.cells] == ["c1", "c2", "new1", "new2", "c3"]
+    finally:
+        nb.close()
+
+
+def test_replay_shows_the_recorded_insertion_and_inserts_nothing(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    assert fe.run("%agent new").status == "ok"
+    assert fe.run("%agent approve auto").status == "ok"
+    nb = Notebook(fe, cells())
+    try:
+        new = [{"cell_type": "markdown", "source": "Recorded note."}]
+        server.script(
+            sc.tool_calls(
+                ("notebook_insert", {"cells": new, "after": "c1"}),
+                ("notebook_insert", {"cells": new, "after": "gone"}),
+            ),
+            sc.text("Noted."),
+        )
+        assert nb.run("Add a note.").status == "ok"
+        assert len(nb.requests) == 2 and len(nb.cells) == 4
+        recorded = fe.python("print(get_ipython().kernel.host.agent.session.id)").strip()
+        assert fe.run(f"%agent replay {recorded}").status == "ok"
+        assert fe.run("%agent approve auto").status == "ok"
+        nb.requests.clear()
+        ex = nb.run("Add a note.")
+        assert ex.status == "ok", ex.content  # not REPLAY_DIVERGED: the same results, same errors
+        assert nb.requests == [] and len(nb.cells) == 4
+        events = turn_events(fe)
+        assert not [e for e in events if e["type"] == "notebook/insert"]
+        results = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert "error" not in results[0] and results[1]["error"]["code"] == "NOTEBOOK_ANCHOR_GONE"
+        assert results[0]["meta"]["replayed"] is True
+        html = ex.of_type("update_display_data")[-1]["content"]["data"]["text/html"]
+        assert "Recorded note." in html and "replayed: as recorded, not inserted again" in html
+    finally:
+        nb.close()
+        assert fe.run("%agent new").status == "ok"
+        assert fe.run("%agent approve auto").status == "ok"

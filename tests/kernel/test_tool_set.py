@@ -65,7 +65,13 @@ def test_a_tool_switched_off_is_not_offered_and_stays_off_in_a_new_session(
     rig: tuple[Kernel, SseServer],
 ) -> None:
     k, server = rig
-    assert sorted(names(offered(k, server))) == ["ask_user", "inspect", "notebook_insert", "python", "sql"]
+    assert sorted(names(offered(k, server))) == [
+        "ask_user",
+        "inspect",
+        "notebook_insert",
+        "python",
+        "sql",
+    ]
     out = command(k, "%agent tools off sql")
     assert "tool sql off" in out and "sql" not in out.split("offered:")[1]
     assert "sql" not in names(offered(k, server))

@@ -7,6 +7,8 @@ from pathlib import Path
 import pandas as pd
 
 from dsh_kernel import Agent, tool
+from dsh_kernel.kernel.notebook_comm import NotebookComms
+from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.store.ingest import set_price
 from dsh_kernel.store.layout import Store
@@ -68,11 +70,34 @@ async def record_documented_sessions(store: Store) -> tuple[Recorded, Agent, Age
     )
     await chat(other, "publish x")
     w1.close()
+    await record_notebook_session(store)
     pictures, images = await record_image_session(store)  # before the rich one, the latest
     images.close()
     agent, writer = await record_rich_session(store)
     writer.close()
     return compacted, other, pictures, agent
+
+
+async def record_notebook_session(store: Store) -> None:
+    """A session whose agent adds two cells with the kernel's ``notebook_insert``, with no notebook
+    extension connected (the ``set_next_input`` path)."""
+    desk = NotebookDesk(NotebookComms(), namespace={}, notebook_name=None, python_cells=True)
+    cells = [
+        {"cell_type": "code", "source": "df.describe()"},
+        {"cell_type": "markdown", "source": "The summary."},
+    ]
+    agent, _, writer = make_agent(
+        store,
+        [
+            tool_call_response("notebook_insert", {"cells": cells}, call_id="c-nb", usage=usage()),
+            text_response("added", usage=usage()),
+        ],
+    )
+    desk.install(agent)
+    desk.cell = RunningCell(session=None, cell_id="chat-cell")
+    await chat(agent, "add a summary cell")
+    assert desk.end_cell()[0]["text"] == "%%python\ndf.describe()"
+    writer.close()
 
 
 def owners() -> pd.DataFrame:
@@ -137,6 +162,13 @@ async def test_every_documented_query(store: Store) -> None:
     assert compacted.column("turn") == [3, None, 4, 5]
     assert compacted.column("problem") == [None, "RATE_LIMIT", "ABORTED", None]
     assert compacted.column("cost")[0] is not None and compacted.column("cost")[1:] == [None] * 3
+
+    [edits] = results["The agent's cells in the notebook"]
+    assert edits.column("call_id") == ["c-nb", "c-nb"] and edits.column("position") == [0, 1]
+    assert edits.column("applied") == ["set_next_input", "card"]
+    assert edits.column("after_cell") == ["chat-cell", "chat-cell"]
+    assert edits.column("source") == ["%%python\ndf.describe()", "The summary."]
+    assert edits.column("cell_id") == [None, None]
 
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected"]

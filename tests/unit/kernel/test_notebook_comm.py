@@ -1,0 +1,273 @@
+"""The ``dsh.notebook`` comm's registry and requests, and ``notebook_read``'s reading, without a kernel.
+
+The comm is the Jupyter edge, so it is played here by ``Wire``, which records what the kernel sends
+and lets a test answer as the frontend would (the kernel tier, ``tests/kernel/test_notebook_tools.py``,
+runs the same paths over a real kernel and ``jupyter_client``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from dsh_kernel.abort import AbortController
+from dsh_kernel.errors import ToolArgsError, ToolError
+from dsh_kernel.ids import CallId
+from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.kernel.notebook_cells import (
+    MAX_CELLS,
+    NotebookCell,
+    Snapshot,
+    fallback_file,
+    render,
+    snapshot_from_file,
+    summarize_outputs,
+)
+from dsh_kernel.kernel.notebook_comm import TARGET, NotebookComms
+from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
+from dsh_kernel.llm.secrets import REDACTOR
+from dsh_kernel.tools.types import ToolContext, ToolDefinition
+
+SECRET = "sk-unit-notebook-secret-42424242"
+
+
+class Wire:
+    """A comm as ipykernel hands it to a target: sends are recorded; ``answer`` plays the frontend."""
+
+    def __init__(self, comm_id: str, *, broken: bool = False) -> None:
+        self.comm_id = comm_id
+        self.sent: list[JsonValue] = []
+        self.broken = broken
+        self._on_msg: Callable[[dict[str, object]], None] | None = None
+        self._on_close: Callable[[dict[str, object]], None] | None = None
+
+    def send(self, data: JsonValue = None) -> None:
+        if self.broken:
+            raise OSError("socket closed")
+        self.sent.append(data)
+
+    def on_msg(self, callback: Callable[[dict[str, object]], None] | None) -> None:
+        self._on_msg = callback
+
+    def on_close(self, callback: Callable[[dict[str, object]], None] | None) -> None:
+        self._on_close = callback
+
+    def answer(self, data: dict[str, object]) -> None:
+        assert self._on_msg is not None
+        self._on_msg({"content": {"comm_id": self.comm_id, "data": data}})
+
+    def close(self) -> None:
+        assert self._on_close is not None
+        self._on_close({})
+
+
+class Manager:
+    def __init__(self) -> None:
+        self.targets: dict[str, Callable[..., object]] = {}
+
+    def register_target(self, target_name: str, f: Callable[..., object]) -> None:
+        self.targets[target_name] = f
+
+
+def open_comm(comms: NotebookComms, session: str, path: str = "a.ipynb", **kw: bool) -> Wire:
+    wire = Wire(f"comm-{len(comms.frontends)}-{session}", **kw)
+    hello = {"protocol": 1, "path": path, "frontend": "jupyterlab", "version": "0.1.0"}
+    comms.opened(wire, {"header": {"session": session}, "content": {"data": hello}})
+    return wire
+
+
+def test_the_target_is_registered_and_comms_are_kept_by_client_session() -> None:
+    comms = NotebookComms()
+    manager = Manager()
+    comms.register(manager)
+    assert list(manager.targets) == [TARGET] == ["dsh.notebook"]
+    open_comm(comms, "lab-1", "work/a.ipynb")
+    open_comm(comms, "lab-2", "work/b.ipynb")
+    fe = comms.frontend_for("lab-2")
+    assert fe is not None and fe.path == "work/b.ipynb" and fe.frontend == "jupyterlab"
+    assert comms.frontend_for("vscode") is None
+    assert comms.frontend_for(None) is None
+
+
+def test_two_comms_of_one_session_are_ambiguous_and_a_closed_one_is_forgotten() -> None:
+    comms = NotebookComms()
+    open_comm(comms, "lab", "work/a.ipynb")
+    second = open_comm(comms, "lab", "work/b.ipynb")
+    with pytest.raises(ToolError) as info:
+        comms.frontend_for("lab")
+    assert info.value.code == "NOTEBOOK_AMBIGUOUS"
+    assert "work/a.ipynb" in info.value.message and "work/b.ipynb" in info.value.message
+    second.close()
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.path == "work/a.ipynb"
+
+
+async def test_a_request_gets_its_own_reply_and_strays_are_dropped() -> None:
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    task = asyncio.ensure_future(comms.request(fe, {"request": "read"}))
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict) and sent["request"] == "read"
+    wire.answer({"reply_to": "nobody", "ok": True, "cells": []})  # not ours: dropped
+    await asyncio.sleep(0.01)
+    assert not task.done()
+    wire.answer({"reply_to": sent["id"], "ok": True, "cells": [], "path": "a.ipynb"})
+    reply = await task
+    assert reply["path"] == "a.ipynb" and fe.waiting == {}
+
+
+async def test_a_refusal_carries_the_frontend_code_and_message() -> None:
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    task = asyncio.ensure_future(comms.request(fe, {"request": "insert", "after": "c9"}))
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict)
+    error = {"code": "NOTEBOOK_ANCHOR_GONE", "message": "no cell with id c9 in a.ipynb"}
+    wire.answer({"reply_to": sent["id"], "ok": False, "error": error})
+    with pytest.raises(ToolError) as info:
+        await task
+    assert info.value.code == "NOTEBOOK_ANCHOR_GONE"
+    assert info.value.message == "no cell with id c9 in a.ipynb"
+
+
+async def test_no_answer_times_out_and_a_close_fails_the_wait_at_once() -> None:
+    comms = NotebookComms(timeout_s=0.05)
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    with pytest.raises(ToolError) as info:
+        await comms.request(fe, {"request": "read"})
+    assert info.value.code == "NOTEBOOK_TIMEOUT" and "0.05 s" in info.value.message
+    comms.timeout_s = 30
+    task = asyncio.ensure_future(comms.request(fe, {"request": "read"}))
+    await asyncio.sleep(0)
+    wire.close()
+    with pytest.raises(ToolError) as closed:
+        await asyncio.wait_for(task, 1)
+    assert closed.value.code == "NOTEBOOK_CLOSED"
+    assert comms.frontend_for("lab") is None
+
+
+async def test_a_comm_that_cannot_be_written_is_dropped() -> None:
+    comms = NotebookComms()
+    open_comm(comms, "lab", broken=True)
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    with pytest.raises(ToolError) as info:
+        await comms.request(fe, {"request": "read"})
+    assert info.value.code == "NOTEBOOK_CLOSED" and comms.frontends == {}
+
+
+async def test_a_reply_without_ok_is_a_bad_reply() -> None:
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    task = asyncio.ensure_future(comms.request(fe, {"request": "read"}))
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict)
+    wire.answer({"reply_to": sent["id"], "cells": "?"})
+    with pytest.raises(ToolError) as info:
+        await task
+    assert info.value.code == "NOTEBOOK_BAD_REPLY"
+
+
+# --- notebook_read ---------------------------------------------------------------------------------
+
+
+def read_tool(desk: NotebookDesk) -> ToolDefinition:
+    return desk._read_tool()
+
+
+def ctx() -> ToolContext:
+    return ToolContext(
+        call_id=CallId("call_1"), name="notebook_read", signal=AbortController().signal
+    )
+
+
+async def test_read_through_the_comm_is_redacted(tmp_path: Path) -> None:
+    REDACTOR.add(SECRET)
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab", "work/a.ipynb")
+    desk = NotebookDesk(comms, namespace={}, notebook_name=None, python_cells=True, cwd=tmp_path)
+    desk.cell = RunningCell(session="lab", cell_id="c2")
+    result = read_tool(desk).execute({}, ctx())
+    assert asyncio.iscoroutine(result)
+    task = asyncio.ensure_future(result)
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict)
+    cells = [
+        {"id": "c1", "cell_type": "markdown", "source": "# Title", "outputs": ""},
+        {"id": "c2", "cell_type": "code", "source": f"key = '{SECRET}'", "outputs": ""},
+    ]
+    wire.answer({"reply_to": sent["id"], "ok": True, "path": "work/a.ipynb", "cells": cells})
+    text = await task
+    assert isinstance(text, str)
+    assert "# Title" in text and "id c2" in text and SECRET not in text and "[redacted]" in text
+
+
+def test_saved_outputs_are_summarised_in_300_characters() -> None:
+    assert summarize_outputs([]) == ""
+    err = [{"output_type": "error", "ename": "KeyError", "evalue": "'x'", "traceback": []}]
+    assert summarize_outputs(err) == "KeyError: 'x'"
+    value = [{"output_type": "execute_result", "data": {"text/plain": "42"}, "metadata": {}}]
+    assert summarize_outputs(value) == "text/plain: 42 (1 output)"
+    long = [{"output_type": "stream", "name": "stdout", "text": "y" * 1000}]
+    assert len(summarize_outputs(long)) == 300
+
+
+def snap(n: int) -> Snapshot:
+    cells = tuple(
+        NotebookCell(id=f"c{i}", cell_type="code", source=f"x{i}") for i in range(1, n + 1)
+    )
+    return Snapshot(origin="frontend", path="a.ipynb", cells=cells)
+
+
+def test_a_range_is_checked_and_a_long_notebook_is_read_in_parts() -> None:
+    text = render(snap(3), 2, 3)
+    assert "--- cell 2 · id c2" in text and "--- cell 1 " not in text
+    with pytest.raises(ToolArgsError) as info:
+        render(snap(3), 5, None)
+    assert "has 3 cells" in info.value.message
+    many = render(snap(MAX_CELLS + 5))
+    assert f"--- cell {MAX_CELLS} " in many and f"--- cell {MAX_CELLS + 1} " not in many
+    assert f"notebook_read with first={MAX_CELLS + 1}" in many
+
+
+def test_the_saved_file_is_found_and_a_broken_one_says_why(tmp_path: Path) -> None:
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text(
+        json.dumps({"cells": [{"id": "a", "cell_type": "markdown", "source": ["# A"]}]}),
+        encoding="utf-8",
+    )
+    assert fallback_file("nb.ipynb", {}, tmp_path) == nb
+    assert fallback_file(None, {"__vsc_ipynb_file__": str(nb)}, tmp_path) == nb
+    assert fallback_file("missing.ipynb", {}, tmp_path) is None
+    text = render(snapshot_from_file(nb))
+    assert "MAY BE STALE" in text and "# A" in text
+    nb.write_text("{not json", encoding="utf-8")
+    with pytest.raises(ToolError) as info:
+        snapshot_from_file(nb)
+    assert info.value.code == "NOTEBOOK_FILE_UNREADABLE" and str(nb) in info.value.message
+
+
+def test_code_cells_are_written_for_the_kernel_that_runs_them(tmp_path: Path) -> None:
+    comms = NotebookComms()
+    dsh = NotebookDesk(comms, namespace={}, notebook_name=None, python_cells=True, cwd=tmp_path)
+    plain = NotebookDesk(comms, namespace={}, notebook_name=None, python_cells=False, cwd=tmp_path)
+    assert dsh.code_source("x = 1") == "%%python\nx = 1"
+    assert dsh.code_source("%%sql\nSELECT 1") == "%%sql\nSELECT 1"
+    assert plain.code_source("x = 1") == "x = 1"
+    assert plain.code_source("%%python\nx = 1") == "x = 1"
