@@ -272,9 +272,11 @@ class DshKernel(IPythonKernel):
         if not getattr(self, "_dsh_magics", False):
             self._dsh_magics = True
             self.init_magics()
-        # A silent request is a frontend's own machinery (VS Code's start-up code, which sets
-        # __vsc_ipynb_file__; variable viewers), never a person's message: Python, unless %%chat.
-        cell = classify(code, "python" if self.default_cell == "python" or silent else "chat")
+        # A request that is silent or keeps no history is a frontend's own machinery, never a
+        # person's message: VS Code runs its start-up code (which sets __vsc_ipynb_file__) and its
+        # variable viewer with store_history=False. Python, unless it starts with %%chat.
+        machinery = silent or not store_history
+        cell = classify(code, "python" if self.default_cell == "python" or machinery else "chat")
         what = "%agent compact" if cell.kind == "python" and is_compact_cell(code) else cell.kind
         if what == "python":
             return await super().do_execute(  # pyright: ignore[reportUnknownMemberType]

@@ -10,6 +10,9 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
   ``kernel.notebook_tools``); more than one → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
+* **threads**. JupyterLab ≥ 4.4 sends comm messages on a kernel subshell (ipykernel 7), so the
+  handlers may run on another thread than the awaiting cell: a reply resolves its future with
+  ``call_soon_threadsafe`` and readers of the registry take a copy (``open``).
 * **requests**. ``request(frontend, body)`` sends ``{"id", **body}`` as a ``comm_msg`` and waits
   (on the kernel's loop, while the chat cell awaits: ipykernel 7 handles comm messages meanwhile)
   for the one reply whose ``reply_to`` is that id, at most ``timeout_s`` seconds
@@ -158,12 +161,17 @@ class NotebookComms:
 
     # --- which frontend serves a cell -------------------------------------------------------------
 
+    def open(self) -> list[Frontend]:
+        """The open comms, copied: JupyterLab ≥ 4.4 may send comm messages on a kernel subshell,
+        so ``opened``/``closed`` can run on another thread than the cell that reads this."""
+        return list(self.frontends.copy().values())
+
     def frontend_for(self, session: str | None) -> Frontend | None:
         """The frontend of the client session ``session`` (module docstring): ``None`` when it has
         none; ``NOTEBOOK_AMBIGUOUS`` when it has several."""
         if not session:
             return None
-        mine = [fe for fe in self.frontends.values() if fe.session == session]
+        mine = [fe for fe in self.open() if fe.session == session]
         if len(mine) > 1:
             where = "; ".join(fe.describe() for fe in mine)
             raise ToolError(

@@ -143,7 +143,7 @@ class NotebookDesk:
 
     def read_available(self) -> bool:
         session = self.cell.session if self.cell is not None else None
-        if session and any(fe.session == session for fe in self.comms.frontends.values()):
+        if session and any(fe.session == session for fe in self.comms.open()):
             return True
         return self.saved_file() is not None
 

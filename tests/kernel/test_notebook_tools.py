@@ -431,9 +431,13 @@ def test_with_no_notebook_known_read_is_not_offered_until_vs_code_names_its_file
             assert kernel.execute("Hello.").status == "ok"
             assert "notebook_read" not in offered(server)
             assert "notebook_insert" in offered(server)
-            # VS Code's start-up code: a silent request of plain Python (not a chat message).
-            kernel.kc.execute(f"__vsc_ipynb_file__ = {str(saved)!r}", silent=True)
-            time.sleep(0.5)
+            # VS Code's start-up code, sent as its executeSilently sends it (silent false, no
+            # history): plain Python, not a chat message.
+            ex = kernel.execute(
+                f"__vsc_ipynb_file__ = {str(saved)!r}", silent=False, store_history=False
+            )
+            assert ex.status == "ok", ex.content
+            assert len(server.requests) == 1  # no chat turn was started
             server.script(sc.tool_calls(("notebook_read", {})), sc.text("Read."))
             ex = kernel.execute("Read it.")
             assert ex.status == "ok", ex.content

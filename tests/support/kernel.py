@@ -83,8 +83,12 @@ class Kernel:
         timeout: float = 60,
         on_message: Any = None,
         allow_stdin: bool = False,
+        silent: bool = False,
+        store_history: bool = True,
     ) -> Execution:
-        msg_id = self.kc.execute(code, allow_stdin=allow_stdin)
+        msg_id = self.kc.execute(
+            code, allow_stdin=allow_stdin, silent=silent, store_history=store_history
+        )
         messages: list[dict[str, Any]] = []
         deadline = time.monotonic() + timeout
         idle = False

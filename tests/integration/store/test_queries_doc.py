@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from dsh_kernel import Agent, tool
+from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.kernel.notebook_comm import NotebookComms
 from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
 from dsh_kernel.llm.codec import message_to_json
@@ -82,7 +83,7 @@ async def record_notebook_session(store: Store) -> None:
     """A session whose agent adds two cells with the kernel's ``notebook_insert``, with no notebook
     extension connected (the ``set_next_input`` path)."""
     desk = NotebookDesk(NotebookComms(), namespace={}, notebook_name=None, python_cells=True)
-    cells = [
+    cells: list[JsonValue] = [
         {"cell_type": "code", "source": "df.describe()"},
         {"cell_type": "markdown", "source": "The summary."},
     ]

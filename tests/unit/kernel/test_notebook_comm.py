@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -121,6 +122,25 @@ async def test_a_request_gets_its_own_reply_and_strays_are_dropped() -> None:
     wire.answer({"reply_to": sent["id"], "ok": True, "cells": [], "path": "a.ipynb"})
     reply = await task
     assert reply["path"] == "a.ipynb" and fe.waiting == {}
+
+
+async def test_a_reply_on_another_thread_reaches_the_waiting_request() -> None:
+    """JupyterLab ≥ 4.4 sends comm messages on a kernel subshell: the handler runs on its thread."""
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    task = asyncio.ensure_future(comms.request(fe, {"request": "read"}))
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict)
+    other = threading.Thread(
+        target=wire.answer, args=({"reply_to": sent["id"], "ok": True, "cells": []},)
+    )
+    other.start()
+    other.join()
+    reply = await asyncio.wait_for(task, 1)
+    assert reply["ok"] is True
 
 
 async def test_a_refusal_carries_the_frontend_code_and_message() -> None:
