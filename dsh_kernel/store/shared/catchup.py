@@ -8,7 +8,8 @@ server's ``max(seq)`` per session decides what is sent, so running it twice send
 
 ``mirror_store(target, store, since)`` is ``python -m dsh_kernel mirror``: it pulls the shared
 sessions (those active on or after ``since``) into ``store`` as ordinary journals — incrementally:
-each journal gets only the events past the ones it holds, in ``seq`` order, stopping at a gap — and
+each journal gets only the events past the ones it holds, in ``seq`` order, stopping at a gap, as the
+very lines the kernel wrote — and
 then ingests the store, so DuckDB's views and ``%%sql`` work over the whole class unchanged. A journal
 that a live kernel holds (its lock) is left alone. Nothing here writes to the server but ``ship``.
 """
@@ -99,13 +100,6 @@ def _local_events(path: Path) -> tuple[int, bool]:
     return max(0, data.count(b"\n") - 1), data.endswith(b"\n")
 
 
-def _line(seq: int, kind: str, time: int, data: JsonValue, extra: JsonValue) -> str:
-    obj: dict[str, JsonValue] = {"type": kind, "seq": seq, "time": time, "data": data}
-    if isinstance(extra, dict):
-        obj.update(extra)
-    return dumps(obj) + "\n"
-
-
 def mirror_store(target: str, store: Store, since: date | None = None) -> MirrorReport:
     """Pull the shared sessions into ``store`` (module docstring); ingest is the caller's."""
     since_ms = (
@@ -162,16 +156,15 @@ def _mirror_one(
         with conn.cursor(name=f"dsh_mirror_{os.getpid()}") as cur:
             cur.itersize = _FETCH
             cur.execute(
-                "SELECT seq, type, time, data, extra FROM dsh_events "
-                "WHERE session_id = %s AND seq >= %s ORDER BY seq",
+                "SELECT seq, line FROM dsh_events WHERE session_id = %s AND seq >= %s ORDER BY seq",
                 (sid, have),
             )
             chunk: list[str] = []
-            for seq, kind, time, data, extra in cur:
+            for seq, line in cur:
                 if seq != have + added + len(chunk):
                     skipped.append(f"{sid}: the server lacks event {have + added + len(chunk)}")
                     break
-                chunk.append(_line(seq, kind, time, data, extra))
+                chunk.append(f"{line}\n")
                 if len(chunk) >= _FETCH:
                     _write_all(fd, "".join(chunk))
                     added += len(chunk)

@@ -14,8 +14,8 @@ created, last active, event count), the rows are ``COPY``'d into a temporary tab
 commit whose answer was lost, changes nothing. ``resync(conn, tails)`` asks the server for each
 session's ``max(seq)`` (after a reconnect) and rewinds a tail to resend from there.
 
-JSON ``\\u0000`` cannot be stored in ``jsonb``: such a character is shipped as U+FFFD (the journal,
-the source of truth, keeps it).
+JSON ``\\u0000`` cannot be stored in ``jsonb``: such a character is U+FFFD in ``data``; ``line``, the
+journal line as written, keeps it (and the key order ``jsonb`` does not), so a mirror is exact.
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ _log = logging.getLogger(__name__)
 MAX_BATCH = 5000
 """The most events one transaction carries (a long offline journal goes in several)."""
 
-_ENVELOPE = ("type", "seq", "time", "data")
-
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -48,7 +46,8 @@ class Row:
     type: str
     time: int
     data: str
-    extra: str | None
+    line: str
+    """The journal line as written (no newline)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -158,19 +157,17 @@ def _no_nul(value: JsonValue) -> JsonValue:
 
 
 def _row(obj: dict[str, JsonValue], line: bytes) -> Row:
+    data = obj["data"]
     if b"\\u0000" in line:
-        cleaned = _no_nul(obj)
-        assert isinstance(cleaned, dict)
-        obj = cleaned
-    extra = {k: v for k, v in obj.items() if k not in _ENVELOPE}
+        data = _no_nul(data)
     seq, time, kind = obj["seq"], obj["time"], obj["type"]
     assert isinstance(seq, int) and isinstance(time, int) and isinstance(kind, str)
     return Row(
         seq=seq,
         type=kind,
         time=time,
-        data=json.dumps(obj["data"], ensure_ascii=False, separators=(",", ":")),
-        extra=json.dumps(extra, ensure_ascii=False, separators=(",", ":")) if extra else None,
+        data=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        line=line.decode("utf-8"),
     )
 
 
@@ -187,13 +184,13 @@ ON CONFLICT (session_id) DO UPDATE SET
 
 _INCOMING = """
 CREATE TEMPORARY TABLE IF NOT EXISTS dsh_incoming (
-    session_id text, seq bigint, type text, time bigint, data jsonb, extra jsonb
+    session_id text, seq bigint, type text, time bigint, data jsonb, line text
 ) ON COMMIT DELETE ROWS
 """
 
 _MOVE = """
-INSERT INTO dsh_events (session_id, seq, type, time, data, extra)
-SELECT session_id, seq, type, time, data, extra FROM dsh_incoming
+INSERT INTO dsh_events (session_id, seq, type, time, data, line)
+SELECT session_id, seq, type, time, data, line FROM dsh_incoming
 ON CONFLICT (session_id, seq) DO NOTHING
 """
 
@@ -223,10 +220,10 @@ def send(conn: Connection, tail: JournalTail, rows: Sequence[Row]) -> None:
         if rows:
             cur.execute(_INCOMING)
             with cur.copy(
-                "COPY dsh_incoming (session_id, seq, type, time, data, extra) FROM STDIN"
+                "COPY dsh_incoming (session_id, seq, type, time, data, line) FROM STDIN"
             ) as copy:
                 for r in rows:
-                    copy.write_row((tail.session_id, r.seq, r.type, r.time, r.data, r.extra))
+                    copy.write_row((tail.session_id, r.seq, r.type, r.time, r.data, r.line))
             cur.execute(_MOVE)
 
 

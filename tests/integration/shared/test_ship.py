@@ -129,8 +129,12 @@ def test_stopping_the_server_mid_batch_loses_and_duplicates_nothing(shared_db, c
     # the second half is in an open transaction when the server stops
     conn.execute("BEGIN")
     conn.execute(
-        "INSERT INTO dsh_events (session_id, seq, type, time, data) VALUES (%s, %s, %s, %s, %s)",
-        (tail.session_id, rows[half].seq, rows[half].type, rows[half].time, rows[half].data),
+        "INSERT INTO dsh_events (session_id, seq, type, time, data, line) "
+        "VALUES (%s, %s, %s, %s, %s, %s)",
+        (
+            tail.session_id,
+            *(getattr(rows[half], f) for f in ("seq", "type", "time", "data", "line")),
+        ),
     )
     shared_db.server.stop()
     with pytest.raises(psycopg.OperationalError):
