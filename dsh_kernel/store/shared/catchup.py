@@ -26,7 +26,7 @@ from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.session.codec import dumps, header_from_json
 from dsh_kernel.store.journal import repair_orphan
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.shared.connection import Connection, connect, migrate
+from dsh_kernel.store.shared.connection import Connection, connect, migrate, server_errors
 from dsh_kernel.store.shared.send import JournalTail, resync, send
 
 try:
@@ -71,23 +71,29 @@ def ship_store(store: Store, target: str) -> ShipReport:
         tails.append(JournalTail(path=path, session_id=path.stem))
     conn = connect(target)
     try:
-        migrate(conn)
-        resync(conn, tails)
-        events = 0
-        for tail in tails:
-            while True:
-                rows, offset = tail.read()
-                if not rows and offset == tail.offset:
-                    break
-                if rows or tail.next_seq == 0:
-                    send(conn, tail, rows)
-                tail.advance(rows, offset)
-                events += len(rows)
-            if tail.torn_at is not None:
-                skipped.append(f"{tail.path}: a line at byte {tail.torn_at} is not a journal event")
+        with server_errors(target):
+            events = _ship_tails(conn, tails, skipped)
     finally:
         conn.close()
     return ShipReport(journals=len(tails), events=events, skipped=tuple(skipped))
+
+
+def _ship_tails(conn: Connection, tails: list[JournalTail], skipped: list[str]) -> int:
+    migrate(conn)
+    resync(conn, tails)
+    events = 0
+    for tail in tails:
+        while True:
+            rows, offset = tail.read()
+            if not rows and offset == tail.offset:
+                break
+            if rows or tail.next_seq == 0:
+                send(conn, tail, rows)
+            tail.advance(rows, offset)
+            events += len(rows)
+        if tail.torn_at is not None:
+            skipped.append(f"{tail.path}: a line at byte {tail.torn_at} is not a journal event")
+    return events
 
 
 def _local_events(path: Path) -> tuple[int, bool]:
@@ -111,24 +117,25 @@ def mirror_store(target: str, store: Store, since: date | None = None) -> Mirror
     skipped: list[str] = []
     sessions = events = 0
     try:
-        with conn.cursor() as cur:
-            cur.execute(
-                "SELECT session_id, header FROM dsh_sessions WHERE last_active >= %s "
-                "ORDER BY created, session_id",
-                (since_ms,),
-            )
-            listed = cur.fetchall()
-        conn.commit()
-        for sid, header_obj in listed:
-            try:
-                header = header_from_json(header_obj, where=f"shared session {sid}")
-                path = store.journal_path(header)
-            except (SessionFormatError, StoreError) as exc:
-                skipped.append(f"{sid}: {exc}")
-                continue
-            added = _mirror_one(conn, path, str(sid), header_obj, skipped)
-            events += added
-            sessions += added > 0
+        with server_errors(target):
+            with conn.cursor() as cur:
+                cur.execute(
+                    "SELECT session_id, header FROM dsh_sessions WHERE last_active >= %s "
+                    "ORDER BY created, session_id",
+                    (since_ms,),
+                )
+                listed = cur.fetchall()
+            conn.commit()
+            for sid, header_obj in listed:
+                try:
+                    header = header_from_json(header_obj, where=f"shared session {sid}")
+                    path = store.journal_path(header)
+                except (SessionFormatError, StoreError) as exc:
+                    skipped.append(f"{sid}: {exc}")
+                    continue
+                added = _mirror_one(conn, path, str(sid), header_obj, skipped)
+                events += added
+                sessions += added > 0
     finally:
         conn.close()
     return MirrorReport(sessions=sessions, events=events, skipped=tuple(skipped))

@@ -22,9 +22,11 @@ refuses (``SHARED_STORE_SCHEMA_NEWER``) a server that has a migration this code 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
+from collections.abc import Generator
 from importlib import resources
 from types import ModuleType
 from typing import Any
@@ -42,6 +44,7 @@ __all__ = [
     "driver",
     "migrate",
     "migration_names",
+    "server_errors",
 ]
 
 Connection = Any
@@ -132,6 +135,20 @@ def connect(target: str, *, timeout_s: int = CONNECT_TIMEOUT_S) -> Connection:
         ) from exc
     REDACTOR.add(conn.info.password or None)
     return conn
+
+
+@contextlib.contextmanager
+def server_errors(target: str) -> Generator[None]:
+    """Turn the driver's errors inside the block into ``StoreError(SHARED_STORE_FAILED)`` naming
+    the server's reason (a permission a role lacks, a row security policy, a lost connection)."""
+    psycopg = driver()
+    try:
+        yield
+    except psycopg.Error as exc:
+        raise StoreError(
+            f"the shared store {describe_target(check_target(target))} refused: {_reason(exc)}",
+            code="SHARED_STORE_FAILED",
+        ) from exc
 
 
 def _reason(exc: BaseException) -> str:
