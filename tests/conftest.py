@@ -16,7 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.shared_db import shared_db
+
 os.environ["DSH_DEV_INVARIANTS"] = "1"
+
+__all__ = ["shared_db"]  # a fresh database on ``pg_server`` (below), for the shared-store tests
 
 
 @pytest.fixture(autouse=True)

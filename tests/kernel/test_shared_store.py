@@ -12,9 +12,7 @@ import time
 from pathlib import Path
 
 from tests.support.kernel import Kernel, start_kernel
-from tests.support.shared_db import SharedDb, shared_db
-
-__all__ = ["shared_db"]
+from tests.support.shared_db import SharedDb
 
 GUARD_S = 60  # only against a hang
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import psycopg
@@ -148,3 +149,15 @@ def test_stopping_the_server_mid_batch_loses_and_duplicates_nothing(shared_db, c
     )
     assert [s for (s,) in seqs] == list(range(len(rows)))
     del offset
+
+
+def test_the_documented_live_queries_run(shared_db, course) -> None:
+    ship_store(course["alice"], shared_db.target)
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "shared-store.md").read_text()
+    section = doc.split("### Live, in PostgreSQL", 1)[1].split("\n## ", 1)[0]
+    (sql,) = re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+    queries = [q for q in sql.split(";") if q.strip()]
+    assert len(queries) == 2
+    with psycopg.connect(shared_db.target) as conn:
+        for q in queries:
+            conn.execute(q).fetchall()
