@@ -9,7 +9,8 @@ of ``load_session``/``repair_orphan`` is what turns such a journal into one that
 for later, so a write the journal is about to take back is never shipped.
 
 ``send(conn, tail, rows)`` is one transaction: the session row is upserted (header, user, notebook,
-created, last active, event count), the rows are ``COPY``'d into a temporary table, then
+created, last active, event count), the rows are ``COPY``'d into a temporary table (the lines as
+written: the server parses each one's ``data`` into ``jsonb``, so the kernel does not), then
 ``INSERT … ON CONFLICT (session_id, seq) DO NOTHING`` — so a batch sent twice, or resent after a
 commit whose answer was lost, changes nothing. ``resync(conn, tails)`` asks the server for each
 session's ``max(seq)`` (after a reconnect) and rewinds a tail to resend from there.
@@ -45,9 +46,10 @@ class Row:
     seq: int
     type: str
     time: int
-    data: str
     line: str
-    """The journal line as written (no newline)."""
+    """The journal line as written (no newline); the server takes ``data`` from it."""
+    data: str | None = None
+    """``data`` as JSON text, only when the line holds a ``\\u0000`` (which ``jsonb`` refuses)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -157,18 +159,12 @@ def _no_nul(value: JsonValue) -> JsonValue:
 
 
 def _row(obj: dict[str, JsonValue], line: bytes) -> Row:
-    data = obj["data"]
-    if b"\\u0000" in line:
-        data = _no_nul(data)
     seq, time, kind = obj["seq"], obj["time"], obj["type"]
     assert isinstance(seq, int) and isinstance(time, int) and isinstance(kind, str)
-    return Row(
-        seq=seq,
-        type=kind,
-        time=time,
-        data=json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-        line=line.decode("utf-8"),
-    )
+    data = None
+    if b"\\u0000" in line:
+        data = json.dumps(_no_nul(obj["data"]), ensure_ascii=False, separators=(",", ":"))
+    return Row(seq=seq, type=kind, time=time, line=line.decode("utf-8"), data=data)
 
 
 _UPSERT_SESSION = """
@@ -190,7 +186,7 @@ CREATE TEMPORARY TABLE IF NOT EXISTS dsh_incoming (
 
 _MOVE = """
 INSERT INTO dsh_events (session_id, seq, type, time, data, line)
-SELECT session_id, seq, type, time, data, line FROM dsh_incoming
+SELECT session_id, seq, type, time, COALESCE(data, (line::jsonb)->'data'), line FROM dsh_incoming
 ON CONFLICT (session_id, seq) DO NOTHING
 """
 

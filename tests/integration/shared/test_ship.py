@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -131,10 +132,14 @@ def test_stopping_the_server_mid_batch_loses_and_duplicates_nothing(shared_db, c
     conn.execute("BEGIN")
     conn.execute(
         "INSERT INTO dsh_events (session_id, seq, type, time, data, line) "
-        "VALUES (%s, %s, %s, %s, %s, %s)",
+        "VALUES (%s, %s, %s, %s, (%s::jsonb)->'data', %s)",
         (
             tail.session_id,
-            *(getattr(rows[half], f) for f in ("seq", "type", "time", "data", "line")),
+            rows[half].seq,
+            rows[half].type,
+            rows[half].time,
+            rows[half].line,
+            rows[half].line,
         ),
     )
     shared_db.server.stop()
@@ -161,3 +166,25 @@ def test_the_documented_live_queries_run(shared_db, course) -> None:
     with psycopg.connect(shared_db.target) as conn:
         for q in queries:
             conn.execute(q).fetchall()
+
+
+def test_a_nul_character_ships_and_the_line_keeps_it(shared_db, tmp_path: Path, course) -> None:
+    src = next(course["bob"].iter_journals())
+    lines = src.read_bytes().splitlines(keepends=True)
+    header, first = lines[0], json.loads(lines[1])
+    first["data"]["note"] = "before\x00after"
+    journal = tmp_path / src.name
+    nul_line = json.dumps(first, separators=(",", ":")).encode() + b"\n"
+    assert b"\\u0000" in nul_line
+    journal.write_bytes(header + nul_line)
+    tail = JournalTail(path=journal, session_id=src.stem)
+    rows, _ = tail.read()
+    conn = connect(shared_db.target)
+    try:
+        migrate(conn)
+        send(conn, tail, rows)
+    finally:
+        conn.close()
+    ((note, line),) = shared_db.rows("SELECT data->>'note', line FROM dsh_events")
+    assert note == "before\ufffdafter"
+    assert line.encode() + b"\n" == nul_line
