@@ -13,6 +13,9 @@ short. After every (re)connect the thread asks the server for each session's ``m
 from there (``send.resync``), so a batch lost with the server, or committed just before a crash, is
 neither lost nor duplicated. ``status()`` says how far behind shipping is, for ``%agent status``.
 
+The connection is opened when there is something to send and closed after ``idle_close_s`` (30 s)
+without any, so a class of idle kernels holds no server connections (``max_connections``).
+
 ``close(timeout_s)`` makes a last attempt (at most ``timeout_s``), then stops the thread; what is not
 shipped then is still in the journal, for the next kernel or ``python -m dsh_kernel ship``.
 Failures are logged once per change of reason (the reason never carries a password: the target
@@ -42,12 +45,14 @@ if TYPE_CHECKING:
     from dsh_kernel.agent.hooks import AgentHooks, Checkpoint
     from dsh_kernel.store.journal import JournalWriter
 
-__all__ = ["DEFAULT_INTERVAL_S", "MAX_BACKOFF_S", "Shipper", "ShipperStatus"]
+__all__ = ["DEFAULT_INTERVAL_S", "IDLE_CLOSE_S", "MAX_BACKOFF_S", "Shipper", "ShipperStatus"]
 
 _log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 2.0
 MAX_BACKOFF_S = 60.0
+IDLE_CLOSE_S = 30.0
+"""A connection unused this long is closed: 300 idle kernels must not hold 300 server connections."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,11 +90,13 @@ class Shipper:
         *,
         interval_s: float = DEFAULT_INTERVAL_S,
         max_backoff_s: float = MAX_BACKOFF_S,
+        idle_close_s: float = IDLE_CLOSE_S,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.target = check_target(target)
         self.interval_s = interval_s
         self.max_backoff_s = max_backoff_s
+        self.idle_close_s = idle_close_s
         self._clock = clock
         self._tails: list[JournalTail] = []
         self._lock = threading.Lock()  # guards _tails and the poke state
@@ -181,17 +188,29 @@ class Shipper:
 
     def _run(self) -> None:
         while True:
+            idle = False
             with self._wake:
                 while not self._stop:
                     now = self._clock()
                     due = self._due(now)
                     if due is not None and due <= now:
                         break
+                    if due is None and self._conn is not None:
+                        close_at = self._last_round + self.idle_close_s
+                        if close_at <= now:
+                            idle = True
+                            break
+                        due = close_at
                     self._wake.wait(None if due is None else due - now)
                 if self._stop:
                     break
-                self._poked = self._urgent = False
-                tails = list(self._tails)
+                tails: list[JournalTail] = []
+                if not idle:
+                    self._poked = self._urgent = False
+                    tails = list(self._tails)
+            if idle:
+                self._drop()  # a kernel holds a server connection only while it has work
+                continue
             self._round(tails)
         self._drop()
 

@@ -104,3 +104,28 @@ async def test_a_server_that_never_answers_delays_no_checkpoint(tmp_path: Path) 
         for s in accepted:
             s.close()
         silent.close()
+
+
+async def test_an_idle_shipper_closes_its_connection(shared_db: SharedDb, tmp_path: Path) -> None:
+    agent, writer = _agent(Store.at(tmp_path), 2)
+    shipper = Shipper(shared_db.target, interval_s=0.05, idle_close_s=0.3)
+
+    def connections() -> int:
+        ((n,),) = shared_db.rows(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'dsh-kernel'"
+        )
+        return int(n)
+
+    try:
+        shipper.follow(writer, agent.hooks)
+        await _chat(agent, "one")
+        assert await asyncio.to_thread(shipper.wait_idle, 10)
+        assert connections() == 1
+        await asyncio.sleep(0.8)
+        assert connections() == 0  # idle: closed
+        await _chat(agent, "two")  # and opened again when there is work
+        assert await asyncio.to_thread(shipper.wait_idle, 10)
+        assert _server_seqs(shared_db) == _journal_seqs(writer.path)
+    finally:
+        shipper.close(0.5)
+        writer.close()
