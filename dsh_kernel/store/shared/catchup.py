@@ -113,7 +113,7 @@ def mirror_store(target: str, store: Store, since: date | None = None) -> Mirror
         if since is None
         else int(datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp() * 1000)
     )
-    conn = connect(target)
+    conn = connect(target, name="the mirror's DSN")
     skipped: list[str] = []
     sessions = events = 0
     try:

@@ -60,11 +60,12 @@ _URL = re.compile(r"^postgres(?:ql)?://", re.IGNORECASE)
 _KEYWORD_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)", re.IGNORECASE)
 
 
-def check_target(raw: str) -> str:
+def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
     """``raw`` (stripped) as a libpq connection string; a bare word becomes ``service=word``.
 
     Raises ``StoreError(SHARED_STORE_PASSWORD)`` when it holds a password, and
-    ``StoreError(SHARED_STORE_TARGET)`` when it is not a target at all."""
+    ``StoreError(SHARED_STORE_TARGET)`` when it is not a target at all; the messages call it
+    ``name``."""
     text = raw.strip()
     if not text:
         raise StoreError("the shared store target is empty", code="SHARED_STORE_TARGET")
@@ -84,7 +85,7 @@ def check_target(raw: str) -> str:
             password = found.group(1).strip("'") or None
     elif not re.fullmatch(r"[A-Za-z0-9_.\-]+", text):
         raise StoreError(
-            "DSH_SHARED_STORE is neither a postgresql:// URL, a libpq keyword string (host=… "
+            f"{name} is neither a postgresql:// URL, a libpq keyword string (host=… "
             "dbname=…) nor a service name",
             code="SHARED_STORE_TARGET",
         )
@@ -93,7 +94,7 @@ def check_target(raw: str) -> str:
     if password is not None:
         REDACTOR.add(password)
         raise StoreError(
-            "DSH_SHARED_STORE holds a password: remove it from the URL and give it the libpq way "
+            f"{name} holds a password: remove it from the URL and give it the libpq way "
             "(a service file, PGPASSFILE or ~/.pgpass, or PGPASSWORD)",
             code="SHARED_STORE_PASSWORD",
         )
@@ -117,12 +118,14 @@ def driver() -> ModuleType:
         ) from exc
 
 
-def connect(target: str, *, timeout_s: int = CONNECT_TIMEOUT_S) -> Connection:
+def connect(
+    target: str, *, timeout_s: int = CONNECT_TIMEOUT_S, name: str = "DSH_SHARED_STORE"
+) -> Connection:
     """A new connection to ``target`` (checked with ``check_target`` first), not in autocommit.
 
     Raises ``StoreError(SHARED_STORE_DOWN)`` naming the server's reason (never a password)."""
     psycopg = driver()
-    conninfo = check_target(target)
+    conninfo = check_target(target, name=name)
     REDACTOR.add(os.environ.get("PGPASSWORD"))
     try:
         conn = psycopg.connect(

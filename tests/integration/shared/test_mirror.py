@@ -92,3 +92,15 @@ def test_mirror_appends_only_the_new_events(
     from dsh_kernel.store.journal import read_session
 
     assert read_session(dest).events == read_session(src).events
+
+
+def test_mirror_refuses_a_password_in_its_dsn(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert (
+        mirror_main(["postgresql://prof:Hunter2-long-pass@hub/course", "--store", str(tmp_path)])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: the mirror's DSN holds a password: remove it from the URL")
+    assert "Hunter2-long-pass" not in err
