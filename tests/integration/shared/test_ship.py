@@ -63,6 +63,16 @@ def test_reshipping_the_same_journals_twice_gives_no_duplicates(shared_db, cours
     finally:
         conn.close()
     assert _server_counts(shared_db) == expected
+    shipped = [
+        (sid, line + "\n")
+        for sid, line in shared_db.rows("SELECT session_id, line FROM dsh_events ORDER BY 1, seq")
+    ]
+    journals = sorted(
+        (p.stem, line)
+        for p in alice.iter_journals()
+        for line in p.read_text(encoding="utf-8").splitlines(keepends=True)[1:]
+    )
+    assert sorted(shipped) == journals  # each line once, exactly as written
     sessions = shared_db.rows('SELECT session_id, "user", events FROM dsh_sessions ORDER BY 1')
     assert sorted((str(s), u, n) for s, u, n in sessions) == sorted(
         (sid, "alice", n) for sid, n in expected.items()
