@@ -198,3 +198,16 @@ def test_a_nul_character_ships_and_the_line_keeps_it(shared_db, tmp_path: Path, 
     ((note, line),) = shared_db.rows("SELECT data->>'note', line FROM dsh_events")
     assert note == "before\ufffdafter"
     assert line.encode() + b"\n" == nul_line
+
+
+def test_ship_cli_with_the_server_down_says_so_in_one_line(
+    tmp_path: Path, course, monkeypatch, capsys
+) -> None:
+    (tmp_path / "nothing").mkdir()
+    monkeypatch.setenv("DSH_SHARED_STORE", f"host={tmp_path / 'nothing'} dbname=course user=dsh")
+    assert ship_main(["--store", str(course["alice"].root)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"error: the shared store host={tmp_path / 'nothing'} dbname=course user=dsh is unreachable: "
+    )
+    assert err.count("\n") == 1
