@@ -2,7 +2,8 @@
 
 ``Shipper(target)`` owns one daemon thread and one connection. ``follow(writer, hooks)`` adds a live
 journal: its ``checkpoint`` listener (registered after the journal writer's, so it runs once the
-flush is durable) only *pokes* the thread — it never does I/O and never waits, so a slow or absent
+flush is durable) records how many events are durable — only those are ever shipped, so after a
+power cut the server never holds an event the journal lost — and *pokes* the thread — it never does I/O and never waits, so a slow or absent
 server can never delay a checkpoint, a turn or the kernel. The thread ships at most every
 ``interval_s`` (2 s) after a poke, and at once for a ``turn-end`` checkpoint; each round sends, per
 journal, the lines past its shipped offset (``send.JournalTail``) in one transaction per batch.
@@ -112,31 +113,43 @@ class Shipper:
         self._error: str | None = None
         self._shipped = 0
         self._disposers: list[Callable[[], None]] = []
+        self._closers: list[Callable[[], None]] = []
+        """Move each journal's durable mark to its end (``close`` runs after the journal's own)."""
         self._thread = threading.Thread(target=self._run, name="dsh-shipper", daemon=True)
         self._thread.start()
 
     # --- what to ship ------------------------------------------------------------------------------
 
     def follow(self, writer: JournalWriter, hooks: AgentHooks | None = None) -> None:
-        """Ship ``writer``'s journal from now on; with ``hooks``, after each of its checkpoints."""
+        """Ship ``writer``'s journal from now on, as far as its last durable checkpoint: with
+        ``hooks``, each of its checkpoints moves that mark to what the journal holds (the writer's
+        flush ran first) and pokes the thread; without, everything written is taken as durable."""
         from dsh_kernel.session.codec import header_to_json
+
+        mark = [writer.committed]  # a resumed journal's events were fsynced by an earlier kernel
+
+        def durable() -> int:
+            return mark[0] if hooks is not None else writer.committed
 
         tail = JournalTail(
             path=writer.path,
             session_id=writer.header.id,
             header=header_to_json(writer.header),
-            durable=lambda: writer.committed,
+            durable=durable,
         )
+
+        async def on_checkpoint(checkpoint: Checkpoint) -> None:
+            mark[0] = writer.committed
+            self.poke(now=checkpoint.reason in ("turn-end", "shutdown"))
+
         with self._lock:
             self._tails = [t for t in self._tails if t.session_id != tail.session_id]
             self._tails.append(tail)
+            self._closers.append(lambda: mark.__setitem__(0, writer.committed))
             self._synced = False
         if hooks is not None:
-            self._disposers.append(hooks.checkpoint.on(self._on_checkpoint))
+            self._disposers.append(hooks.checkpoint.on(on_checkpoint))
         self.poke()
-
-    async def _on_checkpoint(self, checkpoint: Checkpoint) -> None:
-        self.poke(now=checkpoint.reason in ("turn-end", "shutdown"))
 
     def poke(self, *, now: bool = False) -> None:
         """Ask for a round: within ``interval_s``, or as soon as possible with ``now``. Never blocks
@@ -173,10 +186,14 @@ class Shipper:
         return False
 
     def close(self, timeout_s: float = 2.0) -> None:
-        """A last round (at most ``timeout_s``), then stop the thread and drop the connection."""
+        """A last round (at most ``timeout_s``), then stop the thread and drop the connection. Call it
+        after closing the journals: what they flushed at close is shipped too."""
         for dispose in self._disposers:
             dispose()
         self._disposers.clear()
+        with self._lock:
+            for mark_end in self._closers:
+                mark_end()
         if self._error is None:
             self.wait_idle(timeout_s)
         with self._wake:

@@ -129,3 +129,28 @@ async def test_an_idle_shipper_closes_its_connection(shared_db: SharedDb, tmp_pa
     finally:
         shipper.close(0.5)
         writer.close()
+
+
+async def test_only_events_made_durable_by_a_checkpoint_are_shipped(
+    shared_db: SharedDb, tmp_path: Path
+) -> None:
+    agent, writer = _agent(Store.at(tmp_path), 1)
+    shipper = Shipper(shared_db.target, interval_s=0.01)
+    try:
+        shipper.follow(writer, agent.hooks)
+        await _chat(agent, "one")
+        assert await asyncio.to_thread(shipper.wait_idle, 10)
+        shipped = len(_server_seqs(shared_db))
+        agent.session.append(
+            "session/title", {"title": "written, not yet checkpointed", "source": {"kind": "user"}}
+        )
+        writer.flush()  # in the file, but no checkpoint has vouched for it
+        shipper.poke(now=True)
+        await asyncio.sleep(0.3)
+        assert len(_server_seqs(shared_db)) == shipped
+        assert shipper.status().behind == 0  # it is not durable yet, so nothing is behind
+        shipper.close(2.0)  # the journal is closed first at shutdown: close ships the rest
+        assert _server_seqs(shared_db) == _journal_seqs(writer.path)
+    finally:
+        shipper.close(0.5)
+        writer.close()
