@@ -16,7 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.shared_db import shared_db
+
 os.environ["DSH_DEV_INVARIANTS"] = "1"
+
+__all__ = ["shared_db"]  # a fresh database on ``pg_server`` (below), for the shared-store tests
 
 
 @pytest.fixture(autouse=True)
@@ -25,3 +29,24 @@ def _forget_secrets() -> Iterator[None]:
     from dsh_kernel.llm.secrets import REDACTOR
 
     REDACTOR.forget_all()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """One real PostgreSQL server for the test session, on a Unix socket (tests/support/postgres.py);
+    stopped by its PID at the end. Without PostgreSQL installed the tests that need it skip — except
+    under CI, where they fail (``.ci/run`` installs it)."""
+    from tests.support.postgres import PgServer, find_bindir
+
+    bindir = find_bindir()
+    if bindir is None:
+        message = "PostgreSQL is not installed (apt-get install postgresql; .ci/run does)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    server = PgServer.create(bindir)
+    try:
+        server.start()
+        yield server
+    finally:
+        server.remove()

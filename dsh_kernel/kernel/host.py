@@ -64,6 +64,7 @@ from dsh_kernel.kernel.settings import (
     notebook_path,
     settings_from_env,
 )
+from dsh_kernel.kernel.shared import SharedLink
 from dsh_kernel.kernel.toolset import ToolSet
 from dsh_kernel.kernel.vision import vision_text
 from dsh_kernel.llm.config import (
@@ -134,6 +135,7 @@ class AgentHost:
         self.toolset = ToolSet(after=self.policy.apply)
         """``%agent tools``: kept for every session of this kernel."""
         self._open_store()
+        self.shared = SharedLink(self.settings.shared_store)
         self.budgets = KernelBudgets(self.settings.course, self.store, self.user_price)
         self.agent = self._build_agent()
         self._started_with = self.agent.provider.id
@@ -243,6 +245,7 @@ class AgentHost:
             return
         try:
             self.journal = attach_journal(agent, self.store)
+            self.shared.follow(self.journal, agent.hooks)
         except (OSError, DshError) as exc:
             self.store_warning = f"the session journal could not be opened ({exc}); in memory only"
             _log.warning("%s", self.store_warning)
@@ -296,9 +299,12 @@ class AgentHost:
             self.journal.flush()
 
     def shutdown(self) -> None:
-        if self.journal is not None:
-            self.journal.close()
-            self.journal = None
+        try:
+            if self.journal is not None:
+                self.journal.close()
+                self.journal = None
+        finally:
+            self.shared.close()
 
     def _install_tools(self, agent: Agent) -> None:
         from dsh_kernel.runtime.runner import CodeRunner

@@ -84,6 +84,11 @@ class DshKernel(IPythonKernel):
         help="Seconds to wait for a frontend to show a turn before approvals are denied (headless runs).",
     ).tag(config=True)
     store = Unicode("", help="The session store directory. Env: DSH_STORE.").tag(config=True)
+    shared_store = Unicode(
+        "",
+        help="The shared store: a PostgreSQL libpq URL or service name, no password "
+        "(docs/shared-store.md). Env: DSH_SHARED_STORE.",
+    ).tag(config=True)
     system_prompt = Unicode("", help="The persona part of the system prompt.").tag(config=True)
     reasoning = Unicode(
         "",
@@ -179,7 +184,8 @@ class DshKernel(IPythonKernel):
 
     def _check_store(self) -> None:
         """Say at start (in the kernel log, where Jupyter's terminal shows it) when the store cannot
-        be written; chat cells then warn again and keep the session in memory."""
+        be written — chat cells then warn again and keep the session in memory — and when a
+        configured shared store is off (``%agent status`` says it again)."""
         import os
 
         from dsh_kernel.errors import StoreError
@@ -190,6 +196,17 @@ class DshKernel(IPythonKernel):
             (Store.at(path) if path else Store.default()).check_writable()
         except StoreError as exc:
             self.log.warning("dsh: %s", exc.message)
+        shared = os.environ.get("DSH_SHARED_STORE", "").strip() or self.shared_store
+        if shared:  # a password in it is refused, and learnt by the redactor, before anything logs
+            from dsh_kernel.llm.secrets import REDACTOR
+            from dsh_kernel.store.shared.connection import check_target, driver
+
+            REDACTOR.add(os.environ.get("PGPASSWORD"))
+            try:
+                check_target(shared)
+                driver()
+            except StoreError as exc:
+                self.log.warning("dsh: the shared store is off: %s", exc.message)
 
     # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
 
@@ -215,6 +232,7 @@ class DshKernel(IPythonKernel):
                     approval_timeout=self.approval_timeout,
                     headless_approval_timeout=self.headless_approval_timeout,
                     store=self.store,
+                    shared_store=self.shared_store,
                     system_prompt=self.system_prompt,
                     reasoning=self.reasoning,
                     context_window=parse_context_window(

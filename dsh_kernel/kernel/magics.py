@@ -181,6 +181,9 @@ class AgentMagics(Magics):
         budget = host.budgets.status_text()
         if budget:
             lines.append(f"budget:   {budget}")
+        shared = host.shared.text()
+        if shared:
+            lines.append(f"shared:   {shared}")
         if host.store_warning:
             lines.append(f"warning:  {host.store_warning}")
         return "\n".join(lines)

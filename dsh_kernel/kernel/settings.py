@@ -50,6 +50,8 @@ class HostSettings:
     approval_timeout: float | None = 300.0
     headless_approval_timeout: float = 10.0
     store: str = ""
+    shared_store: str = ""
+    """The shared store's libpq target (``kernel.shared``; docs/shared-store.md)."""
     system_prompt: str = ""
     reasoning: str = ""
     """The reasoning effort asked for (``""``: the model's default)."""
@@ -110,7 +112,7 @@ def parse_compaction(raw: str, where: str = "") -> bool:
 def settings_from_env(base: HostSettings) -> HostSettings:
     """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
     ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
-    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
+    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_SHARED_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
     ``DSH_VISION``, ``DSH_COMPACTION``, and the image limits ``DSH_IMAGE_MAX_SIDE``, ``DSH_IMAGES_PER_CALL``,
     ``DSH_IMAGE_MAX_BYTES``.
     ``%agent`` overrides both at run time."""
@@ -155,6 +157,7 @@ def settings_from_env(base: HostSettings) -> HostSettings:
         approval_timeout=timeout,
         headless_approval_timeout=headless,
         store=pick(base.store, "DSH_STORE"),
+        shared_store=pick(base.shared_store, "DSH_SHARED_STORE"),
         system_prompt=base.system_prompt,
         reasoning=pick(base.reasoning, "DSH_REASONING"),
         context_window=window,

@@ -158,3 +158,88 @@ def _report(dirs: list[Path], out: Path | None, fmt: Format, *, force: bool) -> 
         return
     written = write_export(out, text, force=force)
     print(f"wrote the report to {written}")
+
+
+def _store_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        metavar="PATH",
+        type=Path,
+        help="the store (default: DSH_STORE, else ~/.local/share/dsh-kernel)",
+    )
+
+
+def ship_main(argv: list[str]) -> int:
+    """``python -m dsh_kernel ship [--store PATH]``: catch the shared store up with a store's
+    journals (``store.shared.catchup.ship_store``); the server is ``DSH_SHARED_STORE``."""
+    import os
+
+    p = argparse.ArgumentParser(
+        prog="python -m dsh_kernel ship",
+        description="Ship a store's journals the shared store (DSH_SHARED_STORE) lacks.",
+    )
+    _store_arg(p)
+    args = p.parse_args(argv)
+    store = Store.at(args.store) if args.store is not None else Store.default()
+    target = os.environ.get("DSH_SHARED_STORE", "").strip()
+
+    def action() -> None:
+        from dsh_kernel.errors import UsageError
+        from dsh_kernel.store.shared.catchup import ship_store
+        from dsh_kernel.store.shared.connection import describe_target
+
+        if not target:
+            raise UsageError(
+                "DSH_SHARED_STORE is not set: set it to the shared store's postgresql:// URL or "
+                "service name (docs/shared-store.md)"
+            )
+        if not store.journals_dir.is_dir():
+            raise UsageError(
+                f"no session store at {store.root}: give --store PATH, or set DSH_STORE"
+            )
+        done = ship_store(store, target)
+        for why in done.skipped:
+            print(f"skipped {why}", file=sys.stderr)
+        print(
+            f"shipped {done.events} new events of {done.journals} journals from {store.root} to "
+            f"{describe_target(target)}"
+        )
+
+    return _run(action, store)
+
+
+def mirror_main(argv: list[str]) -> int:
+    """``python -m dsh_kernel mirror DSN [--store PATH] [--since YYYY-MM-DD]``: pull the shared
+    sessions into a local store and ingest it (``store.shared.catchup.mirror_store``)."""
+    p = argparse.ArgumentParser(
+        prog="python -m dsh_kernel mirror",
+        description="Pull the shared store's sessions into a local store, then ingest it.",
+    )
+    p.add_argument("dsn", metavar="DSN", help="postgresql:// URL, libpq keywords or service name")
+    _store_arg(p)
+    p.add_argument(
+        "--since",
+        metavar="YYYY-MM-DD",
+        type=_day,
+        help="only sessions active on or after this UTC day",
+    )
+    args = p.parse_args(argv)
+    store = Store.at(args.store) if args.store is not None else Store.default()
+
+    def action() -> None:
+        from dsh_kernel.store.ingest import ingest
+        from dsh_kernel.store.shared.catchup import mirror_store
+        from dsh_kernel.store.shared.connection import describe_target
+
+        done = mirror_store(args.dsn, store, args.since)
+        for why in done.skipped:
+            print(f"skipped {why}", file=sys.stderr)
+        report = ingest(store, timeout_s=BUSY_TIMEOUT_S)
+        if report.status == "deferred":
+            raise DatabaseBusy(report.notice or f"{store.db_path} is locked")
+        print(
+            f"mirrored {done.events} new events of {done.sessions} sessions from "
+            f"{describe_target(args.dsn)} into {store.root} (ingested)"
+        )
+
+    return _run(action, store)

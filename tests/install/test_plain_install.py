@@ -53,6 +53,9 @@ DATA_FILES = {
     "dsh_kernel/store/sql/0006_backfill.sql",
     "dsh_kernel/store/sql/0007_course.sql",
     "dsh_kernel/store/sql/0008_notebook_edits.sql",
+    # The shared store's PostgreSQL migrations (its own, beside the DuckDB ones).
+    "dsh_kernel/store/shared/migrations/0001_events.sql",
+    "dsh_kernel/store/shared/migrations/0002_sessions.sql",
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 
@@ -160,9 +163,18 @@ def test_a_plain_install_ships_every_data_file_and_no_developer_tools(plain_env:
     assert meta["name"] == "dsh-kernel"
     assert (ext / meta["jupyterlab"]["_build"]["load"]).is_file()
     assert json.loads((ext / "install.json").read_text())["packageName"] == "dsh-kernel"
-    # The core dependencies are there; the dev and lab extras are not.
+    # The core dependencies are there; the dev, lab and shared extras are not.
     probe = "import importlib.util as u; print([m for m in %r if u.find_spec(m)])"
-    wanted = ("pandas", "matplotlib", "duckdb", "ipywidgets", "pytest", "jupyterlab", "playwright")
+    wanted = (
+        "pandas",
+        "matplotlib",
+        "duckdb",
+        "ipywidgets",
+        "pytest",
+        "jupyterlab",
+        "playwright",
+        "psycopg",
+    )
     found = json.loads(run(plain_env / "bin" / "python", "-c", probe % (wanted,)).replace("'", '"'))
     assert found == ["pandas", "matplotlib", "duckdb", "ipywidgets"]
 

@@ -18,8 +18,11 @@ import pytest
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
+from dsh_kernel.store.shared.catchup import ship_store
+from tests.support.course_sample import make_course
 from tests.support.kernel import kernelspecs
 from tests.support.notebooks import NOTEBOOKS, PROVIDER_KEYS, Executed, run_notebook
+from tests.support.shared_db import SharedDb
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import anthropic_text, chat_text_stream, deepseek_thinking_text
 
@@ -324,8 +327,13 @@ def test_build_a_tool_notebook(tmp_path: Path) -> None:
 # --- 06 ----------------------------------------------------------------------------------------------
 
 
-def test_instructor_notebook_queries_the_shipped_course(tmp_path: Path) -> None:
-    ex = run_notebook("06-instructor.ipynb", tmp_path)
+def test_instructor_notebook_queries_the_shipped_course(
+    tmp_path: Path, shared_db: SharedDb
+) -> None:
+    # the shared-store section mirrors a real server holding the sample course's sessions
+    for store in make_course(tmp_path / "course").values():
+        ship_store(store, shared_db.target)
+    ex = run_notebook("06-instructor.ipynb", tmp_path, {"DSH_SHARED_STORE": shared_db.target})
     assert ex.errors() == []
     assert ex.text("from pathlib import Path") == "['alice', 'bob', 'chen']"
     per_student = ex.text("import duckdb").splitlines()
@@ -343,3 +351,6 @@ def test_instructor_notebook_queries_the_shipped_course(tmp_path: Path) -> None:
     written = ex.workdir / "course-report.html"
     assert ex.text("print(dsh(") == f"wrote the report to {written}\n"
     assert written.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+    mirrored = ex.text("import os\n\nshared = ")  # the mirror's line, then the per-user table
+    assert mirrored.startswith("mirrored ") and " new events of 5 sessions from " in mirrored
+    assert "alice" in mirrored and "bob" in mirrored and "NULL" in mirrored  # chen: no user
