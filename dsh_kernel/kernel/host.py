@@ -4,9 +4,10 @@ One host per kernel process. It chooses the provider (kernel configuration, then
 environment variables, then the first provider whose key is present, else the clearly labelled
 ``offline`` demo model), builds the agent with the notebook tools (``python``, ``inspect``,
 ``ask_user``, ``sql``; ``notebook_read``/``notebook_insert`` from the kernel's ``desk``), attaches
-the session journal to the store, and carries out the ``%agent`` commands that change the route (provider, model, reasoning effort, approval). Approvals and
-questions go to the view of the cell that is running through ``kernel.bridge.ViewBridge`` (they fail
-closed; see there).
+the session journal to the store (and to the shared store's shipper, ``kernel.shared``), and carries
+out the ``%agent`` commands that change the route (provider, model, reasoning effort, approval).
+Approvals and questions go to the view of the cell that is running (``kernel.bridge.ViewBridge``;
+they fail closed).
 
 Keys follow their provider. A base URL belongs to the provider it was configured for
 (``DSH_PROVIDER``/``c.DshKernel.provider``, or the ``DSH_MODEL`` prefix; with neither, to
@@ -45,7 +46,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from dsh_kernel.abort import USER_CANCEL
 from dsh_kernel.agent.agent import Agent
@@ -57,6 +58,7 @@ from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
 from dsh_kernel.kernel.budgets import KernelBudgets
 from dsh_kernel.kernel.policy import PolicyGate
+from dsh_kernel.kernel.prompt import variables_context
 from dsh_kernel.kernel.settings import (
     HostSettings,
     base_url_owner,
@@ -89,14 +91,6 @@ if TYPE_CHECKING:
     from dsh_kernel.views.turn import TurnView
 
 _log = logging.getLogger(__name__)
-
-
-def _hidden_names(shell: object) -> frozenset[str]:
-    """Names IPython put in the namespace itself (``open``, ``In``, ``exit`` …), not the user."""
-    hidden: object = getattr(shell, "user_ns_hidden", None)
-    if not isinstance(hidden, dict):
-        return frozenset()
-    return frozenset(k for k in cast("dict[object, object]", hidden) if isinstance(k, str))
 
 
 class AgentHost:
@@ -192,7 +186,7 @@ class AgentHost:
                 ) from exc
         guide = self.policy.notebook_guide
         agent.system_prompt.add(PromptSection(name="notebook", order=50, text=lambda: guide(agent)))
-        agent.runtime_context.add(self._variables_context)
+        agent.runtime_context.add(lambda: variables_context(self.namespace, self.shell))
         agent.runtime_context.add(self._approval_context(agent))
         self._install_tools(agent)
         self.toolset.apply(agent)
@@ -328,19 +322,6 @@ class AgentHost:
                     self.store, live=lambda: [self.journal] if self.journal is not None else []
                 )
             )
-
-    def _variables_context(self) -> PromptContext | None:
-        from dsh_kernel.runtime.describe import list_variables
-
-        hidden = _hidden_names(self.shell)
-        rows = [r for r in list_variables(self.namespace) if r.name not in hidden]
-        if not rows:
-            return None
-        # Type and shape only: a repr would change on every mutation and re-send the snapshot.
-        lines = [f"- {r.name}: {r.type}" + (f" {r.shape}" if r.shape else "") for r in rows[:40]]
-        if len(rows) > 40:
-            lines.append(f"- … and {len(rows) - 40} more (use the `inspect` tool)")
-        return PromptContext(name="notebook variables", order=10, text="\n".join(lines))
 
     def _approval_context(self, agent: Agent) -> Callable[[], PromptContext | None]:
         def ctx() -> PromptContext | None:

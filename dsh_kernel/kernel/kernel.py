@@ -189,6 +189,7 @@ class DshKernel(IPythonKernel):
         import os
 
         from dsh_kernel.errors import StoreError
+        from dsh_kernel.kernel.shared import check_at_start
         from dsh_kernel.store.layout import Store
 
         path = os.environ.get("DSH_STORE", "").strip() or self.store
@@ -196,17 +197,10 @@ class DshKernel(IPythonKernel):
             (Store.at(path) if path else Store.default()).check_writable()
         except StoreError as exc:
             self.log.warning("dsh: %s", exc.message)
-        shared = os.environ.get("DSH_SHARED_STORE", "").strip() or self.shared_store
-        if shared:  # a password in it is refused, and learnt by the redactor, before anything logs
-            from dsh_kernel.llm.secrets import REDACTOR
-            from dsh_kernel.store.shared.connection import check_target, driver
 
-            REDACTOR.add(os.environ.get("PGPASSWORD"))
-            try:
-                check_target(shared)
-                driver()
-            except StoreError as exc:
-                self.log.warning("dsh: the shared store is off: %s", exc.message)
+        check_at_start(
+            os.environ.get("DSH_SHARED_STORE", "").strip() or self.shared_store, self.log
+        )
 
     # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
 
@@ -391,10 +385,8 @@ class DshKernel(IPythonKernel):
                 count, "INVALID_PROMPT", f"cannot offer that function: {exc.message}"
             )
         view = open_view(host, prompt.message.id, silent=silent, kernel=self)
-        desk = host.desk
-        if (
-            desk is not None
-        ):  # the notebook tools serve this cell's frontend (kernel.notebook_tools)
+        desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook_tools)
+        if desk is not None:
             desk.begin_cell(agent, session=self._client_session(), cell_id=cell_id)
         payload: list[dict[str, Any]] = []
         try:

@@ -19,7 +19,9 @@ the log shows exactly what the model was given. Errors name the reference and wh
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
+from dsh_kernel.agent.prompt import PromptContext
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.cells import find_references, unescape
@@ -152,3 +154,20 @@ def _attach_image(
     if len(attached) >= caps.per_call:
         return f"the limit is {caps.per_call} images per message (DSH_IMAGES_PER_CALL)"
     return object_image_block(value, caps)
+
+
+def variables_context(namespace: dict[str, object], shell: object) -> PromptContext | None:
+    """The runtime context's list of the notebook's variables (type and shape; the names IPython put
+    in the namespace itself, ``open``, ``In``, ``exit`` …, left out), or ``None`` when there are none."""
+    from dsh_kernel.runtime.describe import list_variables
+
+    hidden_ns: object = getattr(shell, "user_ns_hidden", None)
+    hidden = cast("dict[object, object]", hidden_ns) if isinstance(hidden_ns, dict) else {}
+    rows = [r for r in list_variables(namespace) if r.name not in hidden]
+    if not rows:
+        return None
+    # Type and shape only: a repr would change on every mutation and re-send the snapshot.
+    lines = [f"- {r.name}: {r.type}" + (f" {r.shape}" if r.shape else "") for r in rows[:40]]
+    if len(rows) > 40:
+        lines.append(f"- … and {len(rows) - 40} more (use the `inspect` tool)")
+    return PromptContext(name="notebook variables", order=10, text="\n".join(lines))

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dsh_kernel.store.journal import JournalWriter
     from dsh_kernel.store.shared.shipper import Shipper
 
-__all__ = ["SharedLink"]
+__all__ = ["SharedLink", "check_at_start"]
 
 _log = logging.getLogger(__name__)
 
@@ -61,3 +61,24 @@ class SharedLink:
         if self.shipper is not None:
             self.shipper.close()
             self.shipper = None
+
+
+def check_at_start(
+    target: str, log: logging.Logger | logging.LoggerAdapter[logging.Logger]
+) -> None:
+    """Say in the kernel log at start when a configured shared store is off (``%agent status`` says
+    it again). A password in the target is refused, and ``PGPASSWORD`` learnt by the redactor,
+    before anything logs."""
+    if not target:
+        return
+    import os
+
+    from dsh_kernel.llm.secrets import REDACTOR
+    from dsh_kernel.store.shared.connection import check_target, driver
+
+    REDACTOR.add(os.environ.get("PGPASSWORD"))
+    try:
+        check_target(target)
+        driver()
+    except StoreError as exc:
+        log.warning("dsh: the shared store is off: %s", exc.message)
