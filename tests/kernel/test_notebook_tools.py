@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from tests.kernel.conftest import provider_env
@@ -211,7 +212,7 @@ def test_read_returns_the_live_cells_redacted(rig: tuple[Frontend, SseServer, Pa
 def test_insert_adds_python_cells_logs_them_and_the_view_has_a_row(
     rig: tuple[Frontend, SseServer, Path],
 ) -> None:
-    fe, server, _ = rig
+    fe, server, tmp = rig
     nb = Notebook(fe, cells())
     try:
         new = [
@@ -265,6 +266,17 @@ def test_insert_adds_python_cells_logs_them_and_the_view_has_a_row(
                 "after_cell": "c3",
                 "notebook": "work/nb.ipynb",
             },
+        ]
+        # %agent export --parquet carries the rows (a course's export: python -m dsh_kernel export).
+        out = tmp / "export-with-edits"
+        assert fe.run(f"%agent export --parquet {out}").status == "ok"
+        exported = duckdb.connect().execute(
+            f"SELECT position, source, applied, cell_id FROM '{out}/notebook_edits.parquet' "
+            f"WHERE session_id = '{dsh['session']}' ORDER BY position"
+        )
+        assert exported.fetchall() == [
+            (0, "%%python\ndf.describe()", "extension", "new1"),
+            (1, "The mean is shown above.", "extension", "new2"),
         ]
     finally:
         nb.close()
