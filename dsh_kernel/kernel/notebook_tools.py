@@ -12,7 +12,7 @@ VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale. With neithe
 offered for that cell (``begin_cell`` hides it), so the model is never told of a tool that cannot work.
 
 **notebook_insert** (not read-only: under ``ask`` it asks first, and its card shows every cell it
-will add; ``explain``/``off`` withhold it, ``kernel.policy``): ``{cells: [{cell_type, source}],
+will add, as it will be inserted — the ``%%python`` line below included (``present_insert``); ``explain``/``off`` withhold it, ``kernel.policy``): ``{cells: [{cell_type, source}],
 after?}``. New cells only; it never changes or deletes one. ``after`` defaults to the cell this
 turn last inserted, else the running chat cell (so a turn's cells read in order below it). On the
 ``dsh`` kernel a code cell gets a first line ``%%python`` (a plain cell there is a chat message),
@@ -298,7 +298,7 @@ class NotebookDesk:
             render=render_result,
             presentation_meta=lambda _args, value: value,
             read_only=False,
-            present_call=_present_insert,
+            present_call=self.present_insert,
             present_result=_present_insert_result,
         )
 
@@ -326,6 +326,25 @@ class NotebookDesk:
             meta: JsonObject = {"dsh": {"session": session, "call_id": call_id, "by": "agent"}}
             out.append({"cell_type": kind, "source": source, "metadata": meta})
         return out
+
+    def present_insert(self, args: JsonObject) -> ToolCallView:
+        """``notebook_insert``'s card (and, under ``ask``, the approval's): every cell as it will be
+        inserted — a code cell's source through ``code_source``, as ``_cells`` sends it — so what
+        the user reads and allows is what lands, not the model's text."""
+        raw = args.get("cells")
+        items = cast("list[object]", raw) if isinstance(raw, list) else []
+        shown: list[JsonValue] = []
+        for c in items:
+            d = cast("dict[str, JsonValue]", c) if isinstance(c, dict) else {}
+            source = d.get("source")
+            if d.get("cell_type") == "code" and isinstance(source, str):
+                d = {**d, "source": self.code_source(source)}
+            shown.append(d)
+        n = len(shown)
+        after = args.get("after")
+        where = f" after cell {after}" if isinstance(after, str) and after else ""
+        title = f"add {n} cell{'s' if n != 1 else ''} to the notebook{where}"
+        return GenericCallView(title=title, kind="edit", raw_input=None, content=cells_text(shown))
 
     def code_source(self, source: str) -> str:
         """A code cell's source as this kernel runs it (module docstring)."""
@@ -395,15 +414,6 @@ def cells_text(cells: object) -> str:
         d = cast("dict[str, object]", c) if isinstance(c, dict) else {}
         parts.append(f"── cell {n} · {d.get('cell_type')} ──\n{d.get('source')}")
     return "\n\n".join(parts)
-
-
-def _present_insert(args: JsonObject) -> ToolCallView:
-    cells = args.get("cells")
-    n = len(cells) if isinstance(cells, list) else 0
-    after = args.get("after")
-    where = f" after cell {after}" if isinstance(after, str) and after else ""
-    title = f"add {n} cell{'s' if n != 1 else ''} to the notebook{where}"
-    return GenericCallView(title=title, kind="edit", raw_input=None, content=cells_text(cells))
 
 
 def _present_insert_result(args: JsonObject, info: ToolResultInfo) -> ToolResultView | None:

@@ -142,6 +142,11 @@ def tool_texts(server: SseServer, n: int) -> list[str]:
     return [str(m["content"]) for m in messages[last + 1 :] if m["role"] == "tool"]
 
 
+def req_sources(nb: Notebook) -> list[str]:
+    """The sources of the cells the kernel asked the frontend to insert."""
+    return [c["source"] for r in nb.requests if r["request"] == "insert" for c in r["cells"]]
+
+
 def offered(server: SseServer) -> list[str]:
     return [t["function"]["name"] for t in server.requests[0].json.get("tools", [])]
 
@@ -392,7 +397,10 @@ def test_under_ask_insert_waits_for_the_click_and_the_card_shows_the_cells(
         assert [d["outcome"] for d in decided] == ["allowed-once"]
         assert [c["id"] for c in nb.cells][:3] == ["c1", "c2", "new1"]
         html = ex.of_type("update_display_data")[-1]["content"]["data"]["text/html"]
-        assert "asked = True" in html and "add 1 cell to the notebook after cell c2" in html
+        assert "add 1 cell to the notebook after cell c2" in html
+        # the card shows the cell as it was inserted (and as the user allowed it): with %%python
+        assert req_sources(nb) == ["%%python\nasked = True"]
+        assert "── cell 1 · code ──\n%%python\nasked = True" in html
     finally:
         nb.close()
         assert fe.run("%agent approve auto").status == "ok"
