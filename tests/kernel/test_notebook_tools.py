@@ -425,6 +425,13 @@ def test_explain_and_off_allow_no_insertion(tmp_path: Path, policy: str) -> None
             assert ex.status == "ok", ex.content
             assert "notebook_insert" not in offered(server)
             assert "notebook_read" in offered(server)  # read-only: explain offers it
+            # the system prompt tells of the notebook tool it has, not of the one it lacks
+            system = "\n".join(
+                str(m["content"])
+                for m in server.requests[0].json["messages"]
+                if m["role"] == "system"
+            )
+            assert "`notebook_read`" in system and "notebook_insert" not in system
             assert "UNKNOWN_TOOL" in json.dumps(turn_events(fe))
             assert nb.cells == cells()
 
