@@ -51,7 +51,7 @@ from dsh_kernel.kernel.notebook_cells import (
     snapshot_from_file,
     snapshot_from_reply,
 )
-from dsh_kernel.kernel.notebook_comm import Frontend, NotebookComms
+from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
@@ -149,6 +149,50 @@ class NotebookDesk:
 
     def saved_file(self) -> Path | None:
         return fallback_file(self.notebook_name, self.namespace, self.cwd)
+
+    def status_text(self, session: str | None) -> str:
+        """``%agent status``'s ``notebook:`` line for the cell of client session ``session``:
+        whether its frontend has the extension (its comm), and so what the two tools do there."""
+        every = self.comms.open()
+        mine = [fe for fe in every if session and fe.session == session]
+        if len(mine) == 1:
+            fe = mine[0]
+            line = (
+                f"extension {fe.describe()} in this cell's frontend: notebook_read reads the live "
+                "notebook, notebook_insert inserts cells"
+            )
+            if fe.protocol != PROTOCOL:
+                line += (
+                    f"; it speaks protocol {fe.protocol}, this kernel {PROTOCOL}: reinstall "
+                    "dsh-kernel, restart Jupyter and reload the page"
+                )
+            return line
+        if mine:
+            where = "; ".join(fe.describe() for fe in mine)
+            return (
+                f"{len(mine)} extension connections in this cell's frontend ({where}): the notebook "
+                "tools refuse (NOTEBOOK_AMBIGUOUS); close the other views of this notebook or "
+                "reload the page"
+            )
+        saved = self.saved_file()
+        read = (
+            f"notebook_read reads the saved file {saved} (it may be stale)"
+            if saved is not None
+            else "notebook_read is not offered (no saved notebook file is known)"
+        )
+        others = len(every)
+        elsewhere = (
+            f" ({others} other frontend{'s' if others != 1 else ''} of this kernel "
+            f"{'have' if others != 1 else 'has'} it)"
+            if others
+            else ""
+        )
+        return (
+            f"no extension in this cell's frontend{elsewhere} — VS Code, nbclient and consoles "
+            "have none; in JupyterLab or Notebook 7 it is missing or outdated (`jupyter "
+            "labextension list` should list dsh-kernel; reload the page): notebook_insert offers "
+            f"only its first cell through set_next_input, and {read}"
+        )
 
     # --- the tools --------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import duckdb
 import pytest
+from jupyter_client.session import Session
 
 from tests.kernel.conftest import provider_env
 from tests.support import scenarios as sc
@@ -329,6 +330,48 @@ def test_two_comms_of_one_session_are_refused_as_ambiguous(
         nb.close(second)
 
 
+def status_notebook_line(fe: Frontend) -> str:
+    ex = fe.run("%agent status")
+    assert ex.status == "ok", ex.content
+    [line] = [ln for ln in ex.stdout.splitlines() if ln.startswith("notebook: ")]
+    return line
+
+
+def test_status_says_whether_this_cells_frontend_has_the_extension(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, _, tmp = rig
+    line = status_notebook_line(fe)
+    assert line.startswith("notebook: no extension in this cell's frontend — ")
+    assert "set_next_input" in line and f"saved file {tmp / 'saved.ipynb'}" in line
+    # another client's comm is not this cell's: said, and still no extension here
+    other = Session(key=fe.kernel.kc.session.key)
+    hello = {"protocol": 1, "path": "other.ipynb", "frontend": "other", "version": "0"}
+    msg = other.msg(
+        "comm_open", {"comm_id": "other-comm", "target_name": "dsh.notebook", "data": hello}
+    )
+    fe.kernel.kc.shell_channel.send(msg)
+    nb = Notebook(fe, cells())
+    still_open = True
+    try:
+        line = status_notebook_line(fe)
+        assert line == (
+            "notebook: extension test 0 (work/nb.ipynb) in this cell's frontend: notebook_read "
+            "reads the live notebook, notebook_insert inserts cells"
+        )
+        nb.close()
+        still_open = False
+        line = status_notebook_line(fe)
+        assert (
+            "no extension in this cell's frontend (1 other frontend of this kernel has it)" in line
+        )
+    finally:
+        if still_open:
+            nb.close()
+        close = other.msg("comm_close", {"comm_id": "other-comm", "data": {}})
+        fe.kernel.kc.shell_channel.send(close)
+
+
 def test_a_frontend_that_does_not_answer_times_out(
     rig: tuple[Frontend, SseServer, Path],
 ) -> None:
@@ -345,6 +388,7 @@ def test_a_frontend_that_does_not_answer_times_out(
         assert ex.status == "ok", ex.content
         [text] = tool_texts(server, 1)
         assert "did not answer the insert request within 0.5 s" in text
+        assert "reload the page" in text and "`%agent status`" in text
         events = turn_events(fe)
         assert not [e for e in events if e["type"] == "notebook/insert"]
         [result] = [e["data"] for e in events if e["type"] == "tool/result"]

@@ -173,6 +173,9 @@ async def test_no_answer_times_out_and_a_close_fails_the_wait_at_once() -> None:
     with pytest.raises(ToolError) as info:
         await comms.request(fe, {"request": "read"})
     assert info.value.code == "NOTEBOOK_TIMEOUT" and "0.05 s" in info.value.message
+    # it says what to do: the user's page, not the model, can fix a frontend that does not answer
+    assert "reload the page" in info.value.message and "%agent status" in info.value.message
+    assert "extension may be outdated" in info.value.message
     comms.timeout_s = 30
     task = asyncio.ensure_future(comms.request(fe, {"request": "read"}))
     await asyncio.sleep(0)
