@@ -266,7 +266,9 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.kernel.magics import AgentMagics
 
         assert self.shell is not None
-        self.shell.register_magics(AgentMagics(self.shell, host=lambda: self.host))
+        self.shell.register_magics(
+            AgentMagics(self.shell, host=lambda: self.host, client_session=self._client_session)
+        )
 
     # --- execution -------------------------------------------------------------------------------
 

@@ -54,7 +54,8 @@ HELP = """\
 %agent — control the notebook agent
 
   %agent status                  provider, model, session, tokens, images, approval policy, store,
-                                 the AI policy in force and where it came from
+                                 the AI policy in force and where it came from, and whether
+                                 this cell's frontend has the notebook extension
   %agent model <id|provider:id>  switch the model (and provider) for the next request
   %agent provider <name>         switch provider: deepseek, openai, anthropic, openai-compatible, offline
   %agent reasoning [<effort>|default]
@@ -95,11 +96,19 @@ the function f to the agent as a tool.
 class AgentMagics(Magics):
     """The ``%agent`` line magic and its subcommands, over the kernel's agent host."""
 
-    def __init__(self, shell: Any, *, host: Callable[[], AgentHost]) -> None:
+    def __init__(
+        self,
+        shell: Any,
+        *,
+        host: Callable[[], AgentHost],
+        client_session: Callable[[], str | None] = lambda: None,
+    ) -> None:
         """``host``: the kernel's agent host, built on first use (it raises ``DshError`` for a
-        configuration it refuses)."""
+        configuration it refuses). ``client_session``: the running request's client session (its
+        header's ``session``), for ``%agent status``'s ``notebook:`` line."""
         super().__init__(shell)
         self._host = host
+        self._client_session = client_session
 
     @line_magic
     def agent(self, line: str) -> None:
@@ -178,6 +187,8 @@ class AgentMagics(Magics):
             f"store:    {host.store_description()}",
             f"ai policy: {policy}",
         ]
+        if host.desk is not None:
+            lines.append(f"notebook: {host.desk.status_text(self._client_session())}")
         budget = host.budgets.status_text()
         if budget:
             lines.append(f"budget:   {budget}")

@@ -16,7 +16,8 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
 * **requests**. ``request(frontend, body)`` sends ``{"id", **body}`` as a ``comm_msg`` and waits
   (on the kernel's loop, while the chat cell awaits: ipykernel 7 handles comm messages meanwhile)
   for the one reply whose ``reply_to`` is that id, at most ``timeout_s`` seconds
-  (``NOTEBOOK_TIMEOUT``; nothing is assumed done). A comm closed while a request waits fails it at
+  (``NOTEBOOK_TIMEOUT``; nothing is assumed done, and the message says what the user can do:
+  ``TIMEOUT_ADVICE``). A comm closed while a request waits fails it at
   once with ``NOTEBOOK_CLOSED``. A reply with ``ok: false`` raises its ``error.code`` (e.g.
   ``NOTEBOOK_ANCHOR_GONE``) with the frontend's message. Replies nobody waits for (late, or for an
   id we never sent) are dropped and logged.
@@ -44,6 +45,14 @@ _log = logging.getLogger(__name__)
 TARGET: Final = "dsh.notebook"
 PROTOCOL: Final = 1
 REPLY_TIMEOUT_S: Final = 10.0
+
+TIMEOUT_ADVICE: Final = (
+    "The page's dsh-kernel notebook extension may be outdated or have failed, or the browser tab "
+    "is frozen or asleep: ask the user to reload the page (`%agent status` shows, on its "
+    "`notebook:` line, whether this cell's frontend has the extension; after a dsh-kernel upgrade "
+    "restart Jupyter too) and to run the cell again; read the notebook before trying again"
+)
+"""What a ``NOTEBOOK_TIMEOUT`` tells the model to pass on: the user can act on it, the model can't."""
 
 NOTEBOOK_AMBIGUOUS: Final = "NOTEBOOK_AMBIGUOUS"
 NOTEBOOK_TIMEOUT: Final = "NOTEBOOK_TIMEOUT"
@@ -206,8 +215,7 @@ class NotebookComms:
         except TimeoutError as exc:
             raise ToolError(
                 f"the notebook frontend {fe.describe()} did not answer the {body.get('request')} "
-                f"request within {self.timeout_s:g} s; nothing is assumed done — read the "
-                "notebook before trying again",
+                f"request within {self.timeout_s:g} s; nothing is assumed done. {TIMEOUT_ADVICE}",
                 code=NOTEBOOK_TIMEOUT,
             ) from exc
         finally:

@@ -12,7 +12,7 @@ VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale. With neithe
 offered for that cell (``begin_cell`` hides it), so the model is never told of a tool that cannot work.
 
 **notebook_insert** (not read-only: under ``ask`` it asks first, and its card shows every cell it
-will add; ``explain``/``off`` withhold it, ``kernel.policy``): ``{cells: [{cell_type, source}],
+will add, as it will be inserted — the ``%%python`` line below included (``present_insert``); ``explain``/``off`` withhold it, ``kernel.policy``): ``{cells: [{cell_type, source}],
 after?}``. New cells only; it never changes or deletes one. ``after`` defaults to the cell this
 turn last inserted, else the running chat cell (so a turn's cells read in order below it). On the
 ``dsh`` kernel a code cell gets a first line ``%%python`` (a plain cell there is a chat message),
@@ -51,7 +51,7 @@ from dsh_kernel.kernel.notebook_cells import (
     snapshot_from_file,
     snapshot_from_reply,
 )
-from dsh_kernel.kernel.notebook_comm import Frontend, NotebookComms
+from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
@@ -149,6 +149,50 @@ class NotebookDesk:
 
     def saved_file(self) -> Path | None:
         return fallback_file(self.notebook_name, self.namespace, self.cwd)
+
+    def status_text(self, session: str | None) -> str:
+        """``%agent status``'s ``notebook:`` line for the cell of client session ``session``:
+        whether its frontend has the extension (its comm), and so what the two tools do there."""
+        every = self.comms.open()
+        mine = [fe for fe in every if session and fe.session == session]
+        if len(mine) == 1:
+            fe = mine[0]
+            line = (
+                f"extension {fe.describe()} in this cell's frontend: notebook_read reads the live "
+                "notebook, notebook_insert inserts cells"
+            )
+            if fe.protocol != PROTOCOL:
+                line += (
+                    f"; it speaks protocol {fe.protocol}, this kernel {PROTOCOL}: reinstall "
+                    "dsh-kernel, restart Jupyter and reload the page"
+                )
+            return line
+        if mine:
+            where = "; ".join(fe.describe() for fe in mine)
+            return (
+                f"{len(mine)} extension connections in this cell's frontend ({where}): the notebook "
+                "tools refuse (NOTEBOOK_AMBIGUOUS); close the other views of this notebook or "
+                "reload the page"
+            )
+        saved = self.saved_file()
+        read = (
+            f"notebook_read reads the saved file {saved} (it may be stale)"
+            if saved is not None
+            else "notebook_read is not offered (no saved notebook file is known)"
+        )
+        others = len(every)
+        elsewhere = (
+            f" ({others} other frontend{'s' if others != 1 else ''} of this kernel "
+            f"{'have' if others != 1 else 'has'} it)"
+            if others
+            else ""
+        )
+        return (
+            f"no extension in this cell's frontend{elsewhere} — VS Code, nbclient and consoles "
+            "have none; in JupyterLab or Notebook 7 it is missing or outdated (`jupyter "
+            "labextension list` should list dsh-kernel; reload the page): notebook_insert offers "
+            f"only its first cell through set_next_input, and {read}"
+        )
 
     # --- the tools --------------------------------------------------------------------------------
 
@@ -298,7 +342,7 @@ class NotebookDesk:
             render=render_result,
             presentation_meta=lambda _args, value: value,
             read_only=False,
-            present_call=_present_insert,
+            present_call=self.present_insert,
             present_result=_present_insert_result,
         )
 
@@ -326,6 +370,25 @@ class NotebookDesk:
             meta: JsonObject = {"dsh": {"session": session, "call_id": call_id, "by": "agent"}}
             out.append({"cell_type": kind, "source": source, "metadata": meta})
         return out
+
+    def present_insert(self, args: JsonObject) -> ToolCallView:
+        """``notebook_insert``'s card (and, under ``ask``, the approval's): every cell as it will be
+        inserted — a code cell's source through ``code_source``, as ``_cells`` sends it — so what
+        the user reads and allows is what lands, not the model's text."""
+        raw = args.get("cells")
+        items = cast("list[object]", raw) if isinstance(raw, list) else []
+        shown: list[JsonValue] = []
+        for c in items:
+            d = cast("dict[str, JsonValue]", c) if isinstance(c, dict) else {}
+            source = d.get("source")
+            if d.get("cell_type") == "code" and isinstance(source, str):
+                d = {**d, "source": self.code_source(source)}
+            shown.append(d)
+        n = len(shown)
+        after = args.get("after")
+        where = f" after cell {after}" if isinstance(after, str) and after else ""
+        title = f"add {n} cell{'s' if n != 1 else ''} to the notebook{where}"
+        return GenericCallView(title=title, kind="edit", raw_input=None, content=cells_text(shown))
 
     def code_source(self, source: str) -> str:
         """A code cell's source as this kernel runs it (module docstring)."""
@@ -395,15 +458,6 @@ def cells_text(cells: object) -> str:
         d = cast("dict[str, object]", c) if isinstance(c, dict) else {}
         parts.append(f"── cell {n} · {d.get('cell_type')} ──\n{d.get('source')}")
     return "\n\n".join(parts)
-
-
-def _present_insert(args: JsonObject) -> ToolCallView:
-    cells = args.get("cells")
-    n = len(cells) if isinstance(cells, list) else 0
-    after = args.get("after")
-    where = f" after cell {after}" if isinstance(after, str) and after else ""
-    title = f"add {n} cell{'s' if n != 1 else ''} to the notebook{where}"
-    return GenericCallView(title=title, kind="edit", raw_input=None, content=cells_text(cells))
 
 
 def _present_insert_result(args: JsonObject, info: ToolResultInfo) -> ToolResultView | None:

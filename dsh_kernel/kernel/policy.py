@@ -21,7 +21,10 @@ until the notebook is fixed (a course's restriction is never silently dropped).
   and a registry guard denies a call to any other tool that reached the model some other way. A
   chat cell whose ``&`fn``` offers a tool that is not read-only is refused with
   ``AI_POLICY_EXPLAIN``. The system prompt gains a section telling the model to guide and explain,
-  not to solve (``EXPLAIN_GUIDE``).
+  not to solve (``EXPLAIN_GUIDE``). ``notebook_read`` is read-only and offered; ``notebook_insert``
+  is not. The notebook section of the prompt (``PolicyGate.notebook_guide``) describes exactly the
+  tools offered, so under ``explain`` it names ``notebook_read`` (when something serves it) and
+  neither ``python`` nor ``notebook_insert``.
 * ``off`` — no tools; chat cells, ``%agent compact`` and ``%agent replay`` are refused with
   ``AI_POLICY_OFF`` (one line: the course has AI switched off; ``%%python`` cells, the DSH Python
   kernel and ``%%sql`` cells work). ``%agent status`` and the other commands still work.
@@ -75,15 +78,30 @@ NOTEBOOK_GUIDE_NO_CODE: Final = (
     "You work inside the user's Jupyter notebook; you run no code in it. The user sees your answer "
     "rendered as Markdown and every tool call as a card."
 )
+NOTEBOOK_READ_GUIDE: Final = (
+    "`notebook_read` shows you the notebook's cells — markdown and cells not yet run included, and "
+    "which cell the user is on; it changes nothing."
+)
+NOTEBOOK_INSERT_GUIDE: Final = (
+    "`notebook_insert` adds new code or markdown cells below a cell; it never changes, runs or "
+    "deletes one: the user reads your cells and decides whether to run them."
+)
+NOTEBOOK_TOOL_GUIDES: Final = (
+    ("notebook_read", NOTEBOOK_READ_GUIDE),
+    ("notebook_insert", NOTEBOOK_INSERT_GUIDE),
+)
+"""A notebook tool's sentence in the notebook section, given only while the tool is offered."""
 
 EXPLAIN_GUIDE: Final = (
     "The course's AI policy for this notebook is **explain**: you are a tutor, not a solver. You "
-    "have no `python` tool and run no code; you may read the notebook's variables (`inspect`) and "
-    "query the session store (`sql`). Guide the student to their own answer: explain the ideas, "
+    "run no code and add no cells to the notebook; you may only read, with the tools you are "
+    "offered. Guide the student to their own answer: explain the ideas, "
     "point at what to look at, ask a question that leads to the next step, give a hint or a small "
     "fragment that illustrates a point. Do not write the solution or the complete code of their "
     "task, even when asked; say that the course asks you to guide rather than solve."
 )
+"""Names no tool: which read-only tools are offered depends on ``%agent tools`` and on whether
+anything serves ``notebook_read``, and a model told of a tool it lacks calls it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -265,11 +283,15 @@ class PolicyGate:
         return now
 
     def notebook_guide(self, agent: Agent) -> str:
-        """The system prompt's notebook section: ``NOTEBOOK_GUIDE``, or, when the policy offers no
-        ``python`` tool, the same without it (a model told of a tool it lacks calls it)."""
-        if agent.session.header.ai_policy in (None, "full"):
-            return NOTEBOOK_GUIDE
-        return NOTEBOOK_GUIDE_NO_CODE
+        """The system prompt's notebook section, from the tools ``agent`` offers when the prompt is
+        rendered (after the policy's filter, ``%agent tools`` and the notebook desk's ``offer``):
+        ``NOTEBOOK_GUIDE`` when ``python`` is offered, else ``NOTEBOOK_GUIDE_NO_CODE``; then the
+        sentence of each notebook tool offered (``NOTEBOOK_TOOL_GUIDES``). A model is told of every
+        notebook tool it has and of none it lacks (it calls a tool it was told of)."""
+        offered = set(agent.registry.names())
+        parts = [NOTEBOOK_GUIDE if "python" in offered else NOTEBOOK_GUIDE_NO_CODE]
+        parts += [text for name, text in NOTEBOOK_TOOL_GUIDES if name in offered]
+        return " ".join(parts)
 
     def _guide(self, agent: Agent) -> str:
         header = agent.session.header

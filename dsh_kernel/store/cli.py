@@ -127,7 +127,7 @@ def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None
     from dsh_kernel.errors import UsageError
     from dsh_kernel.store.ingest import ingest
     from dsh_kernel.store.report import session_count
-    from dsh_kernel.store.sessions import export_parquet
+    from dsh_kernel.store.sessions import EXPORT_FILES, export_parquet
 
     if not store.journals_dir.is_dir():
         raise UsageError(
@@ -140,10 +140,10 @@ def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None
     written = export_parquet(store, out, force=force, since=since, timeout_s=BUSY_TIMEOUT_S)
     n = session_count(written)
     which = "" if since is None else f" active since {since.isoformat()}"
+    files = f"{', '.join(EXPORT_FILES[:-1])} and {EXPORT_FILES[-1]}"
     print(
         f"exported {n} session{'s' * (n != 1)}{which} from {store.root} to {written} "
-        "(events/ partitioned by date and session; sessions, turns, tool_calls, errors, usage, "
-        "images, image_data and compactions as Parquet files beside it)"
+        f"(events/ partitioned by date and session; {files} as Parquet files beside it)"
     )
 
 

@@ -27,7 +27,8 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
 The Parquet export carries images by reference: ``images.parquet`` (the ``images`` view: one row per
 image a message carried, by ``hash``) and ``image_data.parquet`` (``hash, media_type, bytes, data``:
 the bytes once per hash); the events' ``image/data`` rows hold the hash, not the base64. It carries
-``compactions.parquet`` too (the ``compactions`` view: what each compaction replaced, and how).
+``compactions.parquet`` too (the ``compactions`` view: what each compaction replaced, and how), and
+``notebook_edits.parquet`` (the ``notebook_edits`` view: one row per cell the agent inserted).
 
 Exports never overwrite without ``force``: an existing Markdown file, or a folder that already holds
 a Parquet export (``events/`` or ``sessions.parquet``), is refused with ``UsageError(EXPORT_EXISTS)``;
@@ -258,9 +259,14 @@ EXPORT_VIEWS: tuple[tuple[str, str], ...] = (
     ("usage", "session_id, request"),
     ("images", "session_id, seq, position"),
     ("compactions", "session_id, start_seq"),
+    ("notebook_edits", "session_id, seq, position"),
 )
 """The views a Parquet export writes as ``<view>.parquet`` beside ``events/``, with their row order
 (so an export of the same store is the same rows in the same order); ``image_data`` comes after."""
+
+EXPORT_FILES: tuple[str, ...] = (*(view for view, _ in EXPORT_VIEWS), "image_data")
+"""Every ``<name>.parquet`` a Parquet export writes beside ``events/``, in the order written (what
+the CLI's success line names)."""
 
 
 def export_parquet(
@@ -273,7 +279,7 @@ def export_parquet(
 ) -> Path:
     """Write ``<out_dir>/events/date=…/session_id=…/*.parquet`` and one ``<view>.parquet`` per view
     of ``EXPORT_VIEWS`` (``sessions``, ``turns``, ``tool_calls``, ``errors``, ``usage``, ``images``,
-    ``compactions``), plus ``image_data.parquet`` (the images by reference: module docstring).
+    ``compactions``, ``notebook_edits``), plus ``image_data.parquet`` (the images by reference: module docstring).
 
     ``since`` keeps the sessions active on or after that UTC day (``last_active``), whole. Ingests
     first; needs the database (``DatabaseBusy`` when it stays locked). See the module docstring for

@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
+from jupyter_client.session import Session
 
 from tests.kernel.conftest import provider_env
 from tests.support import scenarios as sc
@@ -141,6 +143,11 @@ def tool_texts(server: SseServer, n: int) -> list[str]:
     return [str(m["content"]) for m in messages[last + 1 :] if m["role"] == "tool"]
 
 
+def req_sources(nb: Notebook) -> list[str]:
+    """The sources of the cells the kernel asked the frontend to insert."""
+    return [c["source"] for r in nb.requests if r["request"] == "insert" for c in r["cells"]]
+
+
 def offered(server: SseServer) -> list[str]:
     return [t["function"]["name"] for t in server.requests[0].json.get("tools", [])]
 
@@ -211,7 +218,7 @@ def test_read_returns_the_live_cells_redacted(rig: tuple[Frontend, SseServer, Pa
 def test_insert_adds_python_cells_logs_them_and_the_view_has_a_row(
     rig: tuple[Frontend, SseServer, Path],
 ) -> None:
-    fe, server, _ = rig
+    fe, server, tmp = rig
     nb = Notebook(fe, cells())
     try:
         new = [
@@ -266,6 +273,17 @@ def test_insert_adds_python_cells_logs_them_and_the_view_has_a_row(
                 "notebook": "work/nb.ipynb",
             },
         ]
+        # %agent export --parquet carries the rows (a course's export: python -m dsh_kernel export).
+        out = tmp / "export-with-edits"
+        assert fe.run(f"%agent export --parquet {out}").status == "ok"
+        exported = duckdb.connect().execute(
+            f"SELECT position, source, applied, cell_id FROM '{out}/notebook_edits.parquet' "
+            f"WHERE session_id = '{dsh['session']}' ORDER BY position"
+        )
+        assert exported.fetchall() == [
+            (0, "%%python\ndf.describe()", "extension", "new1"),
+            (1, "The mean is shown above.", "extension", "new2"),
+        ]
     finally:
         nb.close()
 
@@ -312,6 +330,48 @@ def test_two_comms_of_one_session_are_refused_as_ambiguous(
         nb.close(second)
 
 
+def status_notebook_line(fe: Frontend) -> str:
+    ex = fe.run("%agent status")
+    assert ex.status == "ok", ex.content
+    [line] = [ln for ln in ex.stdout.splitlines() if ln.startswith("notebook: ")]
+    return line
+
+
+def test_status_says_whether_this_cells_frontend_has_the_extension(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, _, tmp = rig
+    line = status_notebook_line(fe)
+    assert line.startswith("notebook: no extension in this cell's frontend — ")
+    assert "set_next_input" in line and f"saved file {tmp / 'saved.ipynb'}" in line
+    # another client's comm is not this cell's: said, and still no extension here
+    other = Session(key=fe.kernel.kc.session.key)
+    hello = {"protocol": 1, "path": "other.ipynb", "frontend": "other", "version": "0"}
+    msg = other.msg(
+        "comm_open", {"comm_id": "other-comm", "target_name": "dsh.notebook", "data": hello}
+    )
+    fe.kernel.kc.shell_channel.send(msg)
+    nb = Notebook(fe, cells())
+    still_open = True
+    try:
+        line = status_notebook_line(fe)
+        assert line == (
+            "notebook: extension test 0 (work/nb.ipynb) in this cell's frontend: notebook_read "
+            "reads the live notebook, notebook_insert inserts cells"
+        )
+        nb.close()
+        still_open = False
+        line = status_notebook_line(fe)
+        assert (
+            "no extension in this cell's frontend (1 other frontend of this kernel has it)" in line
+        )
+    finally:
+        if still_open:
+            nb.close()
+        close = other.msg("comm_close", {"comm_id": "other-comm", "data": {}})
+        fe.kernel.kc.shell_channel.send(close)
+
+
 def test_a_frontend_that_does_not_answer_times_out(
     rig: tuple[Frontend, SseServer, Path],
 ) -> None:
@@ -328,6 +388,7 @@ def test_a_frontend_that_does_not_answer_times_out(
         assert ex.status == "ok", ex.content
         [text] = tool_texts(server, 1)
         assert "did not answer the insert request within 0.5 s" in text
+        assert "reload the page" in text and "`%agent status`" in text
         events = turn_events(fe)
         assert not [e for e in events if e["type"] == "notebook/insert"]
         [result] = [e["data"] for e in events if e["type"] == "tool/result"]
@@ -380,7 +441,10 @@ def test_under_ask_insert_waits_for_the_click_and_the_card_shows_the_cells(
         assert [d["outcome"] for d in decided] == ["allowed-once"]
         assert [c["id"] for c in nb.cells][:3] == ["c1", "c2", "new1"]
         html = ex.of_type("update_display_data")[-1]["content"]["data"]["text/html"]
-        assert "asked = True" in html and "add 1 cell to the notebook after cell c2" in html
+        assert "add 1 cell to the notebook after cell c2" in html
+        # the card shows the cell as it was inserted (and as the user allowed it): with %%python
+        assert req_sources(nb) == ["%%python\nasked = True"]
+        assert "── cell 1 · code ──\n%%python\nasked = True" in html
     finally:
         nb.close()
         assert fe.run("%agent approve auto").status == "ok"
@@ -405,6 +469,13 @@ def test_explain_and_off_allow_no_insertion(tmp_path: Path, policy: str) -> None
             assert ex.status == "ok", ex.content
             assert "notebook_insert" not in offered(server)
             assert "notebook_read" in offered(server)  # read-only: explain offers it
+            # the system prompt tells of the notebook tool it has, not of the one it lacks
+            system = "\n".join(
+                str(m["content"])
+                for m in server.requests[0].json["messages"]
+                if m["role"] == "system"
+            )
+            assert "`notebook_read`" in system and "notebook_insert" not in system
             assert "UNKNOWN_TOOL" in json.dumps(turn_events(fe))
             assert nb.cells == cells()
 

@@ -122,6 +122,24 @@ def test_export_and_report_a_course_of_three_students(
     assert dsh("report", course, "--format", "html").stdout == page
 
 
+def test_the_success_line_names_every_file_the_export_writes(
+    stores: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "alice"
+    done = dsh("export", "--parquet", out, "--store", stores["alice"])
+    assert done.returncode == 0, done.stderr
+    beside = done.stdout.split("; ", 1)[1].split(" as Parquet files beside it)", 1)[0]
+    named = re.split(r", | and ", beside)
+    written = [p.stem for p in out.glob("*.parquet")]
+    assert sorted(named) == sorted(written) and len(named) == len(set(named))
+    # A course export holds the agent's cells (issue 18): the view's columns, even with no rows.
+    assert "notebook_edits" in written
+    con = duckdb.connect()
+    described = con.execute(f"DESCRIBE SELECT * FROM '{out}/notebook_edits.parquet'")
+    cols = [r[0] for r in described.fetchall()]
+    assert cols[:2] == ["session_id", "seq"] and {"source", "sha256", "applied"} <= set(cols)
+
+
 def test_nothing_is_overwritten_without_force(stores: dict[str, Path], tmp_path: Path) -> None:
     out = tmp_path / "alice"
     assert dsh("export", "--parquet", out, "--store", stores["alice"]).returncode == 0

@@ -12,13 +12,14 @@ import json
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from dsh_kernel.abort import AbortController
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.ids import CallId
-from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.notebook_cells import (
     MAX_CELLS,
     NotebookCell,
@@ -29,9 +30,13 @@ from dsh_kernel.kernel.notebook_cells import (
     summarize_outputs,
 )
 from dsh_kernel.kernel.notebook_comm import TARGET, NotebookComms
-from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
+from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell, cells_text
 from dsh_kernel.llm.secrets import REDACTOR
+from dsh_kernel.tools.presentation import GenericCallView, call_view
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
+
+if TYPE_CHECKING:
+    from dsh_kernel.agent.agent import Agent
 
 SECRET = "sk-unit-notebook-secret-42424242"
 
@@ -168,6 +173,9 @@ async def test_no_answer_times_out_and_a_close_fails_the_wait_at_once() -> None:
     with pytest.raises(ToolError) as info:
         await comms.request(fe, {"request": "read"})
     assert info.value.code == "NOTEBOOK_TIMEOUT" and "0.05 s" in info.value.message
+    # it says what to do: the user's page, not the model, can fix a frontend that does not answer
+    assert "reload the page" in info.value.message and "%agent status" in info.value.message
+    assert "extension may be outdated" in info.value.message
     comms.timeout_s = 30
     task = asyncio.ensure_future(comms.request(fe, {"request": "read"}))
     await asyncio.sleep(0)
@@ -291,3 +299,35 @@ def test_code_cells_are_written_for_the_kernel_that_runs_them(tmp_path: Path) ->
     assert dsh.code_source("%%sql\nSELECT 1") == "%%sql\nSELECT 1"
     assert plain.code_source("x = 1") == "x = 1"
     assert plain.code_source("%%python\nx = 1") == "x = 1"
+
+
+@pytest.mark.parametrize(
+    ("python_cells", "model", "inserted"),
+    [(True, "x = 1", "%%python\nx = 1"), (False, "%%python\ny = 2", "y = 2")],
+)
+def test_the_insert_card_shows_each_cell_as_it_will_be_inserted(
+    tmp_path: Path, python_cells: bool, model: str, inserted: str
+) -> None:
+    desk = NotebookDesk(
+        NotebookComms(), namespace={}, notebook_name=None, python_cells=python_cells, cwd=tmp_path
+    )
+
+    def no_agent() -> Agent:
+        raise AssertionError("presenting a call needs no agent")
+
+    args: JsonObject = {
+        "cells": [
+            {"cell_type": "code", "source": model},
+            {"cell_type": "markdown", "source": "%%python is a magic"},
+        ],
+        "after": "c1",
+    }
+    view = call_view(desk._insert_tool(no_agent), "notebook_insert", json.dumps(args))
+    assert isinstance(view, GenericCallView) and view.content is not None
+    assert view.title == "add 2 cells to the notebook after cell c1"
+    assert f"── cell 1 · code ──\n{inserted}\n\n" in view.content
+    assert model not in view.content.replace(inserted, "")
+    assert view.content.endswith("── cell 2 · markdown ──\n%%python is a magic")
+    # the card is made from exactly what the insert request sends
+    sent = desk._cells(args, session="s", call_id="call_1")
+    assert view.content == cells_text(sent)

@@ -14,6 +14,8 @@ from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.ids import CallId
 from dsh_kernel.kernel.course import CourseSettings, course_settings
 from dsh_kernel.kernel.host import AgentHost
+from dsh_kernel.kernel.notebook_comm import NotebookComms
+from dsh_kernel.kernel.notebook_tools import NotebookDesk
 from dsh_kernel.kernel.policy import (
     EXPLAIN_GUIDE,
     NOTEBOOK_ORIGIN,
@@ -157,7 +159,12 @@ def test_status_text_says_where_the_policy_came_from(tmp_path: Path) -> None:
 
 
 def host(
-    tmp_path: Path, policy: str, monkeypatch: pytest.MonkeyPatch, notebook: Path | None = None
+    tmp_path: Path,
+    policy: str,
+    monkeypatch: pytest.MonkeyPatch,
+    notebook: Path | None = None,
+    *,
+    desk: NotebookDesk | None = None,
 ) -> AgentHost:
     if notebook is None:
         monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
@@ -175,6 +182,7 @@ def host(
         ),
         namespace={},
         keys=KeyStore(),
+        desk=desk,
     )
 
 
@@ -207,6 +215,54 @@ def test_explain_offers_read_only_tools_guides_and_denies_the_rest(
     again = h.new_session()
     assert again.session.header.ai_policy == "explain"
     assert "python" not in again.registry.names()
+
+
+def notebook_host(
+    tmp_path: Path, policy: str, monkeypatch: pytest.MonkeyPatch, *, saved: bool
+) -> AgentHost:
+    """A host with the kernel's notebook tools; ``saved``: a notebook file serves ``notebook_read``
+    (no extension here), else nothing does and it is not offered."""
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text(nb_text({}), encoding="utf-8")
+    desk = NotebookDesk(
+        NotebookComms(),
+        namespace={},
+        notebook_name=str(nb) if saved else None,
+        python_cells=True,
+        cwd=tmp_path,
+    )
+    return host(tmp_path, policy, monkeypatch, nb if saved else None, desk=desk)
+
+
+def prompt_tools(h: AgentHost) -> set[str]:
+    """The tool names the system prompt mentions (in backticks), of the tools the host can have."""
+    text = h.agent.system_prompt.render()
+    known = ("python", "inspect", "sql", "ask_user", "notebook_read", "notebook_insert")
+    return {name for name in known if f"`{name}`" in text}
+
+
+def test_the_notebook_section_names_exactly_the_notebook_tools_offered(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    full = notebook_host(tmp_path, "full", monkeypatch, saved=True)
+    assert {"python", "notebook_read", "notebook_insert"} <= set(full.agent.registry.names())
+    assert prompt_tools(full) == {"python", "notebook_read", "notebook_insert"}
+    # %agent tools off: a tool switched off is not described either
+    full.toolset.command(full.agent, ["off", "python"])
+    full.toolset.command(full.agent, ["off", "notebook_insert"])
+    assert prompt_tools(full) == {"notebook_read"}
+
+    explain = notebook_host(tmp_path, "explain", monkeypatch, saved=True)
+    assert "notebook_read" in explain.agent.registry.names()
+    assert "notebook_insert" not in explain.agent.registry.names()
+    assert prompt_tools(explain) == {"notebook_read"}  # the one it has; none it lacks
+    assert "add no cells to the notebook" in explain.agent.system_prompt.render()
+    explain.toolset.command(explain.agent, ["off", "inspect"])
+    assert "`inspect`" not in explain.agent.system_prompt.render()
+
+    unserved = notebook_host(tmp_path, "explain", monkeypatch, saved=False)
+    assert "notebook_read" not in unserved.agent.registry.names()  # nothing serves it
+    assert prompt_tools(unserved) == set()
 
 
 def test_off_offers_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
