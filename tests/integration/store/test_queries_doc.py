@@ -48,11 +48,13 @@ def publish(text: str) -> str:
     return "published"
 
 
-async def record_documented_sessions(store: Store) -> tuple[Recorded, Agent, Agent, Agent]:
+async def record_documented_sessions(
+    store: Store,
+) -> tuple[Recorded, Agent, Agent, Agent, Agent]:
     """The sessions the documented queries are run over: one with compactions (its clock in the
     past; resumed after the crash in its turn 5), one whose ``publish`` call a person rejected, one
-    with images, and the rich session (tools, failures, reasoning, two turns), the latest; every
-    journal closed. Returns them in that order."""
+    that adds notebook cells, one with images, and the rich session (tools, failures, reasoning, two
+    turns), the latest; every journal closed. Returns them in that order."""
     # its own tool name, so the documented python counts stay the rich session's
     compacted = resume_after_crash(store, record_compacted_session(store, tool="inspect"))
 
@@ -71,15 +73,15 @@ async def record_documented_sessions(store: Store) -> tuple[Recorded, Agent, Age
     )
     await chat(other, "publish x")
     w1.close()
-    await record_notebook_session(store)
+    notebook = await record_notebook_session(store)
     pictures, images = await record_image_session(store)  # before the rich one, the latest
     images.close()
     agent, writer = await record_rich_session(store)
     writer.close()
-    return compacted, other, pictures, agent
+    return compacted, other, notebook, pictures, agent
 
 
-async def record_notebook_session(store: Store) -> None:
+async def record_notebook_session(store: Store) -> Agent:
     """A session whose agent adds two cells with the kernel's ``notebook_insert``, with no notebook
     extension connected (the ``set_next_input`` path)."""
     desk = NotebookDesk(NotebookComms(), namespace={}, notebook_name=None, python_cells=True)
@@ -99,6 +101,7 @@ async def record_notebook_session(store: Store) -> None:
     await chat(agent, "add a summary cell")
     assert desk.end_cell()[0]["text"] == "%%python\ndf.describe()"
     writer.close()
+    return agent
 
 
 def owners() -> pd.DataFrame:
