@@ -8,7 +8,7 @@
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-import { NotebookComm } from './comm';
+import { closeAllOnUnload, NotebookComm } from './comm';
 import { AgentMarks } from './marks';
 
 /** `jupyterlab` or `notebook` (Notebook 7), as `hello.frontend` says. */
@@ -31,6 +31,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       });
     };
+    closeAllOnUnload(window);
     tracker.forEach(attach);
     tracker.widgetAdded.connect((_, panel) => attach(panel));
   }
