@@ -5,7 +5,9 @@
  * that kernel is idle and connected, and again after a restart (which closes every comm) or a
  * change of kernel. Only kernels of a dsh kernelspec (`dsh`, `dsh-python`) get a `comm_open`: any
  * other kernel has no such target and would answer with an error. Each request the kernel sends is
- * answered with exactly one message carrying `reply_to`.
+ * answered with exactly one message carrying `reply_to`. The comm is closed (`comm_close`) when the
+ * panel goes — as its session context is disposed, while the kernel connection can still send —
+ * and when the page is unloaded, so the kernel never keeps a comm nobody answers.
  *
  * The panel's node carries `data-dsh-notebook-comm` (`open`, `closed`, or `none` on a kernel that is
  * not a dsh kernel) so a person, or a browser test, can see the state without the kernel.
