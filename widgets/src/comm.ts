@@ -50,11 +50,20 @@ const live = new Set<NotebookComm>();
 
 /**
  * Sends `comm_close` for every open comm of the page when it is unloaded (closed, reloaded,
- * navigated away): the kernel would otherwise keep comms nobody answers. A page restored from the
- * back/forward cache opens them again. Best effort: the browser may drop the socket first.
+ * navigated away): the kernel would otherwise keep comms nobody answers. On `beforeunload` when
+ * nothing is unsaved (`dirty()` false: the page will not ask to stay, and the message has until
+ * the next page arrives to go out), else on `pagehide` (the user chose to leave; the browser may
+ * drop the socket before the message goes). A page restored from the back/forward cache opens
+ * them again.
  */
-export function closeAllOnUnload(target: Window): void {
-  target.addEventListener('pagehide', () => live.forEach(comm => comm.suspend()));
+export function closeAllOnUnload(target: Window, dirty: () => boolean): void {
+  const suspendAll = (): void => live.forEach(comm => comm.suspend());
+  target.addEventListener('beforeunload', () => {
+    if (!dirty()) {
+      suspendAll();
+    }
+  });
+  target.addEventListener('pagehide', suspendAll);
   target.addEventListener('pageshow', event => {
     if (event.persisted) {
       live.forEach(comm => comm.resume());

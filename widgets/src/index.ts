@@ -31,7 +31,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       });
     };
-    closeAllOnUnload(window);
+    // Lab asks before leaving a page with unsaved documents (`app.status.isDirty`); Notebook 7's
+    // app may have no status: then the comms close on pagehide only.
+    const status = (app as { status?: { isDirty?: boolean } }).status;
+    closeAllOnUnload(window, () => status?.isDirty !== false);
     tracker.forEach(attach);
     tracker.widgetAdded.connect((_, panel) => attach(panel));
   }
