@@ -15,6 +15,12 @@ model, its undo, the run of a cell.
   cell runs when the user runs it, and its mark goes (the markdown cell's stays).
 * The anchor-gone case: the cell the model names was deleted by the user; nothing is inserted and
   the model is told so (the card names ``NOTEBOOK_ANCHOR_GONE``).
+* The comm is closed, not left for the kernel to time out on: closing the tab while the model
+  thinks sends its ``comm_close`` (the model's later ``notebook_read`` gets no ``NOTEBOOK_TIMEOUT``;
+  asked through another connection, the kernel holds no comm). The close on a page unload is best
+  effort (headless Chromium drops it about once in four reloads) and not tested.
+* ``read`` names a widget view (the running chat cell's turn) ``widget view``, not its repr; after a
+  rename, the ``read`` and ``insert`` replies carry the notebook's new path.
 
 Needs ``/usr/bin/chromium`` and the ``playwright`` and ``jupyterlab`` packages.
 """
@@ -22,8 +28,9 @@ Needs ``/usr/bin/chromium`` and the ``playwright`` and ``jupyterlab`` packages.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -321,3 +328,127 @@ def test_an_insert_after_a_deleted_cell_inserts_nothing_and_says_so(env: Env) ->
     assert cells[0]["id"] == "ask"
     assert [(c["source"], "dsh" in c["metadata"]) for c in cells[1:]] == [("", False)]
     assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 0
+
+
+KERNEL_ID_JS = "() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.id"
+
+# Runs ``code`` on kernel ``id`` through a connection of its own (another client session, as a
+# console's would be) and returns its stdout: a look at the kernel that needs no open notebook.
+EXECUTE_ELSEWHERE_JS = """async ([id, code]) => {
+  const kc = window.jupyterapp.serviceManager.kernels.connectTo(
+    {model: {id, name: 'dsh'}, handleComms: false});
+  let out = '';
+  const future = kc.requestExecute({code, store_history: false});
+  future.onIOPub = (msg) => {
+    if (msg.header.msg_type === 'stream') { out += msg.content.text; }
+  };
+  await future.done;
+  kc.dispose();
+  return out;
+}"""
+
+
+def wait_for(predicate: Any, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def test_closing_the_tab_mid_turn_closes_the_comm(env: Env) -> None:
+    name = write(
+        env.root,
+        "closing.ipynb",
+        DSH_SPEC,
+        [code("ask", "Read my notebook.")],
+    )
+    nb = LabPage(env.page, env.lab, name)
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("open")
+    kernel_id = env.page.evaluate(KERNEL_ID_JS)
+
+    # The user closes the tab while the model is still thinking (discarding the unsaved run);
+    # the model then asks to read the notebook.
+    env.server.script(
+        replace(sc.tool_calls(("notebook_read", {})), first_byte_delay_ms=3000),
+        sc.text("Read."),
+    )
+    nb.run_cell(0)
+    wait_for(lambda: len(env.server.requests) == 1)
+    closed_at = time.monotonic()
+    env.page.locator(".lm-TabBar-tab.lm-mod-current .lm-TabBar-tabCloseIcon").first.click()
+    env.page.locator(".jp-Dialog button", has_text="Discard").click()
+    env.page.wait_for_selector(".jp-NotebookPanel", state="detached")
+
+    # The kernel forgot the comm: the read did not wait for a dead tab (no NOTEBOOK_TIMEOUT after
+    # 10 s), and the kernel, asked through another connection, holds no comm.
+    wait_for(lambda: len(env.server.requests) == 2)
+    assert time.monotonic() - closed_at < 9
+    (result,) = tool_results(env.server.requests[1])
+    assert "NOTEBOOK_TIMEOUT" not in result, result
+    out = env.page.evaluate(EXECUTE_ELSEWHERE_JS, [kernel_id, frontends_probe("left:")])
+    assert "left: []" in out, out
+
+
+# Records the comm messages the page sends on the open notebook's kernel connection.
+SPY_JS = """() => {
+  window.dshSent = [];
+  const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+  kernel.anyMessage.connect((_, args) => {
+    if (args.direction === 'send' && args.msg.header.msg_type === 'comm_msg') {
+      window.dshSent.push(args.msg.content.data);
+    }
+  });
+}"""
+
+
+def test_a_widget_view_is_summarised_by_name_and_the_insert_reply_has_the_path_now(
+    env: Env,
+) -> None:
+    name = write(
+        env.root,
+        "before-rename.ipynb",
+        DSH_SPEC,
+        [code("hello", "Say hello."), code("ask", "Read my notebook, then add a note.")],
+    )
+    env.server.script(
+        sc.text("Hello from the first turn."),
+        sc.tool_calls(("notebook_read", {})),
+        sc.tool_calls(
+            (
+                "notebook_insert",
+                {"after": "ask", "cells": [{"cell_type": "markdown", "source": "A note."}]},
+            )
+        ),
+        sc.text("Added a note."),
+    )
+    nb = LabPage(env.page, env.lab, name)
+    nb.wait_kernel_idle()
+    nb.wait_comm_state("open")
+    nb.run_cell(0)
+    nb.wait_text("Hello from the first turn.")
+    nb.wait_kernel_idle()
+    env.page.evaluate(SPY_JS)
+    # The user renames the notebook after its comm opened (its hello named the old path).
+    env.page.evaluate(
+        "async () => await window.jupyterapp.shell.currentWidget.context.rename('renamed.ipynb')"
+    )
+    nb.run_cell(1)
+    allow = nb.button("Allow once")
+    allow.wait_for(state="visible", timeout=30_000)
+    allow.click()
+    nb.wait_text("Added a note.")
+    nb.wait_kernel_idle()
+
+    # The running chat cell's turn view is a widget view: named, not its repr (VBox(children=(…).
+    (read,) = tool_results(env.server.requests[2])
+    assert "id ask · code" in read, read
+    assert "[outputs: widget view" in read, read
+    assert "VBox" not in read and "<style" not in read, read
+    # The insert reply names the notebook's path as it is now.
+    sent = env.page.evaluate("() => window.dshSent")
+    (reply,) = [m for m in sent if "inserted" in m]
+    assert reply["ok"] is True and reply["path"] == "renamed.ipynb", reply
+    (read_reply,) = [m for m in sent if "cells" in m]
+    assert read_reply["path"] == "renamed.ipynb"
+    assert read_reply["cells"][1]["outputs"].startswith("widget view"), read_reply["cells"][1]

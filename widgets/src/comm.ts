@@ -5,7 +5,9 @@
  * that kernel is idle and connected, and again after a restart (which closes every comm) or a
  * change of kernel. Only kernels of a dsh kernelspec (`dsh`, `dsh-python`) get a `comm_open`: any
  * other kernel has no such target and would answer with an error. Each request the kernel sends is
- * answered with exactly one message carrying `reply_to`.
+ * answered with exactly one message carrying `reply_to`. The comm is closed (`comm_close`) when the
+ * panel goes — as its session context is disposed, while the kernel connection can still send —
+ * and when the page is unloaded, so the kernel never keeps a comm nobody answers.
  *
  * The panel's node carries `data-dsh-notebook-comm` (`open`, `closed`, or `none` on a kernel that is
  * not a dsh kernel) so a person, or a browser test, can see the state without the kernel.
@@ -43,9 +45,36 @@ export function answer(panel: NotebookPanel, data: PartialJSONObject): PartialJS
   }
 }
 
+/** The live comms of this page, closed when the page goes away (see {@link closeAllOnUnload}). */
+const live = new Set<NotebookComm>();
+
+/**
+ * Sends `comm_close` for every open comm of the page when it is unloaded (closed, reloaded,
+ * navigated away): the kernel would otherwise keep comms nobody answers. On `beforeunload` when
+ * nothing is unsaved (`dirty()` false: the page will not ask to stay, and the message has until
+ * the next page arrives to go out), else on `pagehide` (the user chose to leave; the browser may
+ * drop the socket before the message goes). A page restored from the back/forward cache opens
+ * them again.
+ */
+export function closeAllOnUnload(target: Window, dirty: () => boolean): void {
+  const suspendAll = (): void => live.forEach(comm => comm.suspend());
+  target.addEventListener('beforeunload', () => {
+    if (!dirty()) {
+      suspendAll();
+    }
+  });
+  target.addEventListener('pagehide', suspendAll);
+  target.addEventListener('pageshow', event => {
+    if (event.persisted) {
+      live.forEach(comm => comm.resume());
+    }
+  });
+}
+
 /** Opens and reopens the comm of one notebook panel for as long as the panel lives. */
 export class NotebookComm {
   private comm: Kernel.IComm | null = null;
+  private disposed = false;
   private kernel: Kernel.IKernelConnection | null = null;
   /** Whether this kernel (since it started, or last restarted) has yet to be sent a comm_open. */
   private due = false;
@@ -58,7 +87,13 @@ export class NotebookComm {
     session.kernelChanged.connect(this.update, this);
     session.statusChanged.connect(this.update, this);
     session.connectionStatusChanged.connect(this.update, this);
+    // Closing the tab disposes the document context, its session context and with it the kernel
+    // connection, before the panel's own `disposed`: the session context's `disposed` comes first,
+    // while the connection can still send the comm_close. The panel's covers a panel that goes
+    // alone (one of two views of a notebook).
+    session.disposed.connect(this.dispose, this);
     panel.disposed.connect(this.dispose, this);
+    live.add(this);
     this.setState('closed');
     this.update();
   }
@@ -74,6 +109,9 @@ export class NotebookComm {
    * refuse it again.
    */
   private update(): void {
+    if (this.disposed) {
+      return;
+    }
     const kernel = this.panel.sessionContext.session?.kernel ?? null;
     if (kernel !== this.kernel) {
       this.close();
@@ -155,11 +193,30 @@ export class NotebookComm {
     }
   }
 
+  /** The page is going: close the comm (it is opened again if the page comes back). */
+  suspend(): void {
+    if (this.comm !== null) {
+      this.close();
+      this.due = true;
+    }
+  }
+
+  /** The page came back from the back/forward cache. */
+  resume(): void {
+    this.update();
+  }
+
   dispose(): void {
+    if (this.disposed) {
+      return;
+    }
+    this.disposed = true;
+    live.delete(this);
     const session = this.panel.sessionContext;
     session.kernelChanged.disconnect(this.update, this);
     session.statusChanged.disconnect(this.update, this);
     session.connectionStatusChanged.disconnect(this.update, this);
+    session.disposed.disconnect(this.dispose, this);
     this.close();
   }
 }

@@ -8,7 +8,7 @@
 import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
 import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 
-import { NotebookComm } from './comm';
+import { closeAllOnUnload, NotebookComm } from './comm';
 import { AgentMarks } from './marks';
 
 /** `jupyterlab` or `notebook` (Notebook 7), as `hello.frontend` says. */
@@ -31,6 +31,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       });
     };
+    // Lab asks before leaving a page with unsaved documents (`app.status.isDirty`); Notebook 7's
+    // app may have no status: then the comms close on pagehide only.
+    const status = (app as { status?: { isDirty?: boolean } }).status;
+    closeAllOnUnload(window, () => status?.isDirty !== false);
     tracker.forEach(attach);
     tracker.widgetAdded.connect((_, panel) => attach(panel));
   }

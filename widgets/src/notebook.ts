@@ -80,7 +80,7 @@ export function insertCells(
   panel: NotebookPanel,
   after: unknown,
   cells: unknown
-): { ok: true; inserted: string[] } | IFailure {
+): { ok: true; path: string; inserted: string[] } | IFailure {
   const model = panel.content.model;
   if (model === null) {
     return failure('NOTEBOOK_INSERT_FAILED', `${panel.context.path} has no model (is it closing?)`);
@@ -117,5 +117,6 @@ export function insertCells(
     added = shared.insertCells(index + 1, wanted);
   });
   capture?.stopCapturing();
-  return { ok: true, inserted: added.map(cell => cell.id) };
+  // The path now, not the one `hello` sent: the user may have renamed the notebook since.
+  return { ok: true, path: panel.context.path, inserted: added.map(cell => cell.id) };
 }

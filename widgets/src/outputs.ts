@@ -2,7 +2,10 @@
  * The short summary of a code cell's outputs that `read` sends (at most {@link MAX_SUMMARY}
  * characters): an error's `ename: evalue` when there is one, else the start of the first text
  * output with its kind (`stdout`, `text/plain`, …), else the kinds of the outputs; then how many
- * outputs there are. The kernel shows it to the model as is, so it is plain and deterministic.
+ * outputs there are. A widget view (`application/vnd.jupyter.widget-view+json`, such as a chat
+ * cell's turn) is only named — `widget view`, `2 widget views` — before any text: its `text/plain`
+ * is the widget's repr (`VBox(children=(HTML(value='<style>…`), noise to the model. The kernel
+ * shows the summary to the model as is, so it is plain and deterministic.
  */
 
 import type * as nbformat from '@jupyterlab/nbformat';
@@ -12,6 +15,17 @@ export const MAX_SUMMARY = 300;
 
 /** The most characters of a text output quoted in a summary. */
 const QUOTE = 200;
+
+/** The MIME type of a widget view output (ipywidgets). */
+export const WIDGET_VIEW = 'application/vnd.jupyter.widget-view+json';
+
+/** Whether `output` shows a widget (its other MIME types are only the widget's fallbacks). */
+function isWidgetView(output: nbformat.IOutput): boolean {
+  if (output.output_type !== 'execute_result' && output.output_type !== 'display_data') {
+    return false;
+  }
+  return WIDGET_VIEW in ((output.data ?? {}) as nbformat.IMimeBundle);
+}
 
 function text(value: nbformat.MultilineString | undefined): string {
   if (value === undefined) {
@@ -34,6 +48,9 @@ function kind(output: nbformat.IOutput): string {
       return 'error';
     case 'execute_result':
     case 'display_data': {
+      if (isWidgetView(output)) {
+        return 'widget view';
+      }
       const data = (output.data ?? {}) as nbformat.IMimeBundle;
       return Object.keys(data).join('+') || output.output_type;
     }
@@ -42,14 +59,22 @@ function kind(output: nbformat.IOutput): string {
   }
 }
 
-/** The first line worth quoting: an error, else the first text an output carries. */
-function headline(outputs: readonly nbformat.IOutput[]): string | null {
+/** An error's `ename: evalue`, when an output is one. */
+function errorLine(outputs: readonly nbformat.IOutput[]): string | null {
   for (const output of outputs) {
     if (output.output_type === 'error') {
       return `${String(output.ename)}: ${quote(String(output.evalue))}`;
     }
   }
+  return null;
+}
+
+/** The first text an output that is not a widget view carries, with its kind. */
+function textLine(outputs: readonly nbformat.IOutput[]): string | null {
   for (const output of outputs) {
+    if (isWidgetView(output)) {
+      continue;
+    }
     if (output.output_type === 'stream') {
       return `${String(output.name)}: ${quote(text(output.text as nbformat.MultilineString))}`;
     }
@@ -70,7 +95,14 @@ export function summarize(outputs: readonly nbformat.IOutput[]): string {
     return '';
   }
   const count = `(${outputs.length} output${outputs.length === 1 ? '' : 's'})`;
-  const head = headline(outputs) ?? [...new Set(outputs.map(kind))].join(', ');
+  const widgets = outputs.filter(isWidgetView).length;
+  const views = widgets === 0 ? null : widgets === 1 ? 'widget view' : `${widgets} widget views`;
+  const quoted = textLine(outputs);
+  const head =
+    errorLine(outputs) ??
+    (quoted === null
+      ? [...new Set(outputs.map(kind))].join(', ')
+      : [views, quoted].filter(part => part !== null).join('; '));
   const line = `${head} ${count}`;
   return line.length > MAX_SUMMARY ? `${line.slice(0, MAX_SUMMARY - 1)}…` : line;
 }
