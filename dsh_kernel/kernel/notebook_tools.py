@@ -29,6 +29,8 @@ by: "agent"}``.
 * Under ``%agent replay`` nothing is applied again: the recorded outcome of the call (its
   ``notebook/insert`` event, or its error) is returned and drawn in the card.
 
+The cards and result texts are ``kernel.notebook_cards``.
+
 Each applied insertion appends one ``notebook/insert`` event (``session.payloads.NotebookInsert``):
 the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids.
 """
@@ -45,6 +47,12 @@ from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_cards import (
+    cells_text,
+    insert_text,
+    present_insert_result,
+    present_read,
+)
 from dsh_kernel.kernel.notebook_cells import (
     fallback_file,
     render,
@@ -55,13 +63,7 @@ from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
-from dsh_kernel.tools.presentation import (
-    GenericCallView,
-    GenericResultView,
-    ToolCallView,
-    ToolResultInfo,
-    ToolResultView,
-)
+from dsh_kernel.tools.presentation import GenericCallView, ToolCallView
 from dsh_kernel.tools.types import ToolContext, ToolDefinition, always_concurrent
 
 if TYPE_CHECKING:
@@ -243,7 +245,7 @@ class NotebookDesk:
             execute=execute,
             read_only=True,
             is_concurrency_safe=always_concurrent,
-            present_call=_present_read,
+            present_call=present_read,
         )
 
     def _insert_tool(self, agent: Callable[[], Agent]) -> ToolDefinition:
@@ -343,7 +345,7 @@ class NotebookDesk:
             presentation_meta=lambda _args, value: value,
             read_only=False,
             present_call=self.present_insert,
-            present_result=_present_insert_result,
+            present_result=present_insert_result,
         )
 
     def _path(self) -> str | None:
@@ -437,70 +439,3 @@ def _replayed(agent: Agent, call_id: str) -> JsonValue:
     if failure is not None:
         raise ToolError(f"(replayed) {failure[1]}", code=failure[0])
     return {"replayed": True, "applied": "none", "inserted": []}
-
-
-# --- cards ----------------------------------------------------------------------------------------
-
-
-def _present_read(args: JsonObject) -> ToolCallView:
-    first, last = args.get("first"), args.get("last")
-    what = "the notebook"
-    if first is not None or last is not None:
-        what = f"notebook cells {first or 1}..{last if last is not None else 'end'}"
-    return GenericCallView(title=f"read {what}", kind="read", raw_input=None)
-
-
-def cells_text(cells: object) -> str:
-    """The cells of an insertion as the card shows them, numbered, each source whole (to copy)."""
-    items = cast("list[object]", cells) if isinstance(cells, list) else []
-    parts: list[str] = []
-    for n, c in enumerate(items, 1):
-        d = cast("dict[str, object]", c) if isinstance(c, dict) else {}
-        parts.append(f"── cell {n} · {d.get('cell_type')} ──\n{d.get('source')}")
-    return "\n\n".join(parts)
-
-
-def _present_insert_result(args: JsonObject, info: ToolResultInfo) -> ToolResultView | None:
-    del args
-    if info.is_error:
-        return None
-    return GenericResultView(content=insert_text(info.meta, for_model=False))
-
-
-def insert_text(value: JsonValue, *, for_model: bool) -> str:
-    """What an insertion's result says: to the model (``for_model``), or in its card."""
-    d = value if isinstance(value, dict) else {}
-    cells = d.get("cells")
-    n = len(cells) if isinstance(cells, list) else 0
-    what = f"{n} cell{'s' if n != 1 else ''}"
-    inserted = d.get("inserted")
-    ids = ", ".join(str(i) for i in inserted) if isinstance(inserted, list) else ""
-    after = d.get("after")
-    below = f" below cell {after}" if isinstance(after, str) else ""
-    replay = " (replayed: as recorded, not inserted again)" if d.get("replayed") else ""
-    applied = d.get("applied")
-    if applied == "extension":
-        tail = (
-            "; they are marked as written by you until the user runs or edits them"
-            if for_model
-            else ""
-        )
-        return f"inserted {what}{below} in {d.get('notebook')}: ids {ids}{tail}{replay}"
-    if applied == "set_next_input":
-        return (
-            "no notebook extension serves this cell: the first cell is offered to the frontend "
-            "with set_next_input at the end of the turn, below the chat cell; the kernel cannot "
-            "know whether this frontend honours it"
-            + (
-                f"; all {what} are shown to the user in the card to copy"
-                if for_model
-                else "; copy the cells above"
-            )
-            + replay
-        )
-    if applied == "card":
-        return (
-            f"no notebook extension serves this cell and the turn's one set_next_input is taken: "
-            f"the {what} are only shown to the user in the card to copy" + replay
-        )
-    return f"nothing inserted{replay}"

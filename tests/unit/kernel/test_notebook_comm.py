@@ -20,6 +20,7 @@ from dsh_kernel.abort import AbortController
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_cards import cells_text
 from dsh_kernel.kernel.notebook_cells import (
     MAX_CELLS,
     NotebookCell,
@@ -30,7 +31,7 @@ from dsh_kernel.kernel.notebook_cells import (
     summarize_outputs,
 )
 from dsh_kernel.kernel.notebook_comm import TARGET, NotebookComms
-from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell, cells_text
+from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
 from dsh_kernel.llm.secrets import REDACTOR
 from dsh_kernel.tools.presentation import GenericCallView, call_view
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
