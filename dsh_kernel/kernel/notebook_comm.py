@@ -16,9 +16,10 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
 * **requests**. ``request(frontend, body)`` sends ``{"id", **body}`` as a ``comm_msg`` and waits
   (on the kernel's loop, while the chat cell awaits: ipykernel 7 handles comm messages meanwhile)
   for the one reply whose ``reply_to`` is that id, at most ``timeout_s`` seconds
-  (``NOTEBOOK_TIMEOUT``; nothing is assumed done, and the message says what the user can do:
-  ``TIMEOUT_ADVICE``). A comm closed while a request waits fails it at
-  once with ``NOTEBOOK_CLOSED``. A reply with ``ok: false`` raises its ``error.code`` (e.g.
+  (``NOTEBOOK_TIMEOUT``; the message says what the user can do: ``TIMEOUT_ADVICE``). A timed-out
+  ``read`` did nothing; a timed-out ``insert`` may still land (the frontend applies it late), so
+  its message says the cells may or may not have been added and to read before inserting again.
+  A comm closed while a request waits fails it at once with ``NOTEBOOK_CLOSED``. A reply with ``ok: false`` raises its ``error.code`` (e.g.
   ``NOTEBOOK_ANCHOR_GONE``) with the frontend's message. Replies nobody waits for (late, or for an
   id we never sent) are dropped and logged.
 
@@ -213,9 +214,16 @@ class NotebookComms:
             async with asyncio.timeout(self.timeout_s):
                 reply = await future
         except TimeoutError as exc:
+            kind = body.get("request")
+            outcome = (
+                "the cells may or may not have been added (a late insert still lands): call "
+                "notebook_read to check before inserting again"
+                if kind == "insert"
+                else "nothing is assumed done"
+            )
             raise ToolError(
-                f"the notebook frontend {fe.describe()} did not answer the {body.get('request')} "
-                f"request within {self.timeout_s:g} s; nothing is assumed done. {TIMEOUT_ADVICE}",
+                f"the notebook frontend {fe.describe()} did not answer the {kind} request within "
+                f"{self.timeout_s:g} s; {outcome}. {TIMEOUT_ADVICE}",
                 code=NOTEBOOK_TIMEOUT,
             ) from exc
         finally:

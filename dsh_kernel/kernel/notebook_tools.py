@@ -74,6 +74,11 @@ _log = logging.getLogger(__name__)
 READ: Final = "notebook_read"
 INSERT: Final = "notebook_insert"
 MAX_INSERT_CELLS: Final = 20
+MAX_CELL_CHARS: Final = 50_000
+"""Characters of one inserted cell's source (checked before approval: ``check_insert_args``)."""
+MAX_INSERT_CHARS: Final = 100_000
+"""Characters of all the sources of one ``notebook_insert`` call. A frontend takes seconds per
+megabyte to insert; past its reply timeout an insertion may land with nobody told (issue 18)."""
 NOTEBOOK_NO_ANCHOR: Final = "NOTEBOOK_NO_ANCHOR"
 _CELL_MAGIC_PYTHON: Final = ("%%python", "%%py")
 
@@ -321,7 +326,11 @@ class NotebookDesk:
                 "properties": {
                     "cells": {
                         "type": "array",
-                        "description": f"The cells to add, in order (1 to {MAX_INSERT_CELLS}).",
+                        "description": (
+                            f"The cells to add, in order (1 to {MAX_INSERT_CELLS}; each source "
+                            f"at most {MAX_CELL_CHARS:,} characters, all together at most "
+                            f"{MAX_INSERT_CHARS:,})."
+                        ),
                         "items": {
                             "type": "object",
                             "properties": {
@@ -344,6 +353,7 @@ class NotebookDesk:
             render=render_result,
             presentation_meta=lambda _args, value: value,
             read_only=False,
+            check_args=check_insert_args,
             present_call=self.present_insert,
             present_result=present_insert_result,
         )
@@ -353,20 +363,11 @@ class NotebookDesk:
         return str(saved) if saved is not None else self.notebook_name
 
     def _cells(self, args: JsonObject, *, session: str, call_id: str) -> list[JsonObject]:
-        raw = args.get("cells")
-        if not isinstance(raw, list) or not raw:
-            raise ToolArgsError("invalid arguments: $.cells: give at least one cell")
-        if len(raw) > MAX_INSERT_CELLS:
-            raise ToolArgsError(
-                f"invalid arguments: $.cells: {len(raw)} cells; at most {MAX_INSERT_CELLS} per call"
-            )
+        raw = check_insert_args(args)
         out: list[JsonObject] = []
-        for c in raw:
-            d = c if isinstance(c, dict) else {}
+        for d in raw:
             kind = d.get("cell_type")
-            source = d.get("source")
-            if kind not in ("code", "markdown") or not isinstance(source, str):
-                raise ToolArgsError("invalid arguments: each cell needs cell_type and source")
+            source = _source(d)
             if kind == "code":
                 source = self.code_source(source)
             meta: JsonObject = {"dsh": {"session": session, "call_id": call_id, "by": "agent"}}
@@ -399,6 +400,46 @@ class NotebookDesk:
         if self.python_cells:
             return source if first.startswith("%%") else f"%%python\n{source}"
         return rest if is_python_magic else source
+
+
+def check_insert_args(args: JsonObject) -> list[JsonObject]:
+    """``notebook_insert``'s cells, checked before approval (``ToolDefinition.check_args``): 1 to
+    ``MAX_INSERT_CELLS``, each with a type and a source of at most ``MAX_CELL_CHARS`` characters,
+    together at most ``MAX_INSERT_CHARS``; else ``INVALID_ARGS`` naming the cap and what to do."""
+    raw = args.get("cells")
+    if not isinstance(raw, list) or not raw:
+        raise ToolArgsError("invalid arguments: $.cells: give at least one cell")
+    if len(raw) > MAX_INSERT_CELLS:
+        raise ToolArgsError(
+            f"invalid arguments: $.cells: {len(raw)} cells; at most {MAX_INSERT_CELLS} per call"
+        )
+    out: list[JsonObject] = []
+    total = 0
+    for i, c in enumerate(cast("list[object]", raw)):
+        d = cast("JsonObject", c) if isinstance(c, dict) else {}
+        source = d.get("source")
+        if d.get("cell_type") not in ("code", "markdown") or not isinstance(source, str):
+            raise ToolArgsError("invalid arguments: each cell needs cell_type and source")
+        if len(source) > MAX_CELL_CHARS:
+            raise ToolArgsError(
+                f"invalid arguments: $.cells[{i}].source: {len(source):,} characters; a cell "
+                f"may have at most {MAX_CELL_CHARS:,} ({_TOO_BIG}); nothing was inserted"
+            )
+        total += len(source)
+        out.append(d)
+    if total > MAX_INSERT_CHARS:
+        raise ToolArgsError(
+            f"invalid arguments: $.cells: {total:,} characters of source in one call; at most "
+            f"{MAX_INSERT_CHARS:,} per call ({_TOO_BIG}, or insert the cells over several calls); "
+            "nothing was inserted"
+        )
+    return out
+
+
+_TOO_BIG: Final = (
+    "large data does not belong in a cell: write it to a file, or have a short cell compute or "
+    "load it"
+)
 
 
 def _int_arg(args: JsonObject, name: str) -> int | None:

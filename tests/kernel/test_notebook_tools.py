@@ -388,6 +388,10 @@ def test_a_frontend_that_does_not_answer_times_out(
         assert ex.status == "ok", ex.content
         [text] = tool_texts(server, 1)
         assert "did not answer the insert request within 0.5 s" in text
+        # a late insert still lands: the model is not told that nothing was done
+        assert "nothing is assumed done" not in text
+        assert "the cells may or may not have been added" in text
+        assert "call notebook_read to check before inserting again" in text
         assert "reload the page" in text and "`%agent status`" in text
         events = turn_events(fe)
         assert not [e for e in events if e["type"] == "notebook/insert"]
@@ -445,6 +449,37 @@ def test_under_ask_insert_waits_for_the_click_and_the_card_shows_the_cells(
         # the card shows the cell as it was inserted (and as the user allowed it): with %%python
         assert req_sources(nb) == ["%%python\nasked = True"]
         assert "── cell 1 · code ──\n%%python\nasked = True" in html
+    finally:
+        nb.close()
+        assert fe.run("%agent approve auto").status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("sources", "cap"),
+    [(["x" * 50_001], "a cell may have at most 50,000"), (["y" * 40_000] * 3, "at most 100,000")],
+)
+def test_an_insert_over_the_size_caps_is_refused_before_the_approval_card(
+    rig: tuple[Frontend, SseServer, Path], sources: list[str], cap: str
+) -> None:
+    fe, server, _ = rig
+    assert fe.run("%agent approve ask").status == "ok"
+    nb = Notebook(fe, cells())
+    try:
+        new = [{"cell_type": "code", "source": s} for s in sources]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c2"})), sc.text("Too big.")
+        )
+        ex = nb.run("Add the data.", allow=True)
+        assert ex.status == "ok", ex.content
+        assert nb.requests == []  # nothing was sent to the frontend
+        events = turn_events(fe)
+        assert not [e for e in events if e["type"].startswith("approval/")]
+        assert not [e for e in events if e["type"] == "notebook/insert"]
+        [result] = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert result["error"]["code"] == "INVALID_ARGS"
+        [text] = tool_texts(server, 1)
+        assert cap in text and "write it to a file" in text and "nothing was inserted" in text
+        assert [c["id"] for c in nb.cells] == ["c1", "c2", "c3"]
     finally:
         nb.close()
         assert fe.run("%agent approve auto").status == "ok"
