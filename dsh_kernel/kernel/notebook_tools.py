@@ -234,8 +234,9 @@ class NotebookDesk:
             description=(
                 "Read the user's notebook: its cells in order (id, type, source, execution count, a "
                 "short summary of the outputs), markdown and cells not yet run included, and which "
-                "cell is active. Cells are numbered from 1; give `first`/`last` for a range (at "
-                "most 60 cells per read). Use the cell ids as `after` for notebook_insert. When "
+                "cell is active. Cells are numbered from 1; give `first`/`last` for a range. One "
+                "read returns whole cells, at most 60 and about 60 kB; the result names the first "
+                "cell not shown, to read next. Use the cell ids as `after` for notebook_insert. When "
                 "the notebook is read from its saved file, the result says so: it may be stale."
             ),
             lean_description="Read the notebook's cells (ids, sources, output summaries).",

@@ -23,6 +23,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.notebook_cards import cells_text
 from dsh_kernel.kernel.notebook_cells import (
     MAX_CELLS,
+    MAX_TEXT_BYTES,
     NotebookCell,
     Snapshot,
     fallback_file,
@@ -273,6 +274,27 @@ def test_a_range_is_checked_and_a_long_notebook_is_read_in_parts() -> None:
     many = render(snap(MAX_CELLS + 5))
     assert f"--- cell {MAX_CELLS} " in many and f"--- cell {MAX_CELLS + 1} " not in many
     assert f"notebook_read with first={MAX_CELLS + 1}" in many
+
+
+def test_a_big_read_shows_whole_cells_in_order_and_points_to_the_first_not_shown() -> None:
+    # 60 cells of 3,000 characters: twice the byte budget; no cell in the middle may go missing
+    cells = tuple(
+        NotebookCell(id=f"c{i}", cell_type="code", source=f"# cell {i}\n" + "z" * 3_000)
+        for i in range(1, 61)
+    )
+    text = render(Snapshot(origin="frontend", path="a.ipynb", cells=cells))
+    assert len(text.encode()) <= MAX_TEXT_BYTES
+    shown = [int(ln.split()[2]) for ln in text.splitlines() if ln.startswith("--- cell ")]
+    assert shown == list(range(1, len(shown) + 1)) and 10 < len(shown) < 60
+    nxt = len(shown) + 1
+    for n in shown:  # every shown cell is whole
+        assert f"# cell {n}\n" + "z" * 3_000 + "\n" in text + "\n"
+    assert f"cells {nxt}..60 not shown" in text
+    assert f"call notebook_read with first={nxt}" in text
+    assert "first=61" not in text
+    # a later part starts where the first stopped
+    rest = render(Snapshot(origin="frontend", path="a.ipynb", cells=cells), nxt, None)
+    assert f"--- cell {nxt} · id c{nxt}" in rest
 
 
 def test_the_saved_file_is_found_and_a_broken_one_says_why(tmp_path: Path) -> None:
