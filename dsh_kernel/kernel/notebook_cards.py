@@ -78,6 +78,12 @@ def insert_text(value: JsonValue, *, for_model: bool) -> str:
             )
             + replay
         )
+    if applied == "card" and d.get("console"):
+        return (
+            f"this chat cell ran in a console, not a notebook cell, and no notebook extension "
+            f"serves it: nothing is added anywhere (set_next_input would overwrite the console's "
+            f"input); the {what} are only shown to the user in the card to copy" + replay
+        )
     if applied == "card":
         return (
             f"no notebook extension serves this cell and the turn's one set_next_input is taken: "

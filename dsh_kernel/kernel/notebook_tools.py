@@ -22,10 +22,12 @@ by: "agent"}``.
 
 * With the extension: one ``insert`` request; its reply's ids are the result. An anchor that is gone
   is ``NOTEBOOK_ANCHOR_GONE`` and nothing was inserted (the frontend checks in the same transaction).
-* Without it: the first cell of the turn's first insertion goes into the chat cell's execute reply
-  as the standard ``set_next_input`` payload (``replace: false``) — one cell, as frontends allow, and
+* Without it, from a notebook cell: the first cell of the turn's first insertion goes into the chat
+  cell's execute reply as the standard ``set_next_input`` payload (``replace: false``) — one cell, as frontends allow, and
   below the chat cell whatever ``after`` says; the kernel cannot know whether the frontend honours
-  it, and the description and result say so. Every cell is shown in the card to copy.
+  it, and the description and result say so. Every cell is shown in the card to copy. From a
+  console (``from_notebook_cell`` is false) there is no payload — it would overwrite the console's
+  prompt with code that never ran — and the cells are only shown in the card (``applied: card``).
 * Under ``%agent replay`` nothing is applied again: the recorded outcome of the call (its
   ``notebook/insert`` event, or its error) is returned and drawn in the card.
 
@@ -59,6 +61,13 @@ from dsh_kernel.kernel.notebook_cells import (
     snapshot_from_file,
     snapshot_from_reply,
 )
+from dsh_kernel.kernel.notebook_checks import (
+    MAX_CELL_CHARS,
+    MAX_INSERT_CELLS,
+    MAX_INSERT_CHARS,
+    check_insert_args,
+    from_notebook_cell,
+)
 from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
@@ -73,12 +82,6 @@ _log = logging.getLogger(__name__)
 
 READ: Final = "notebook_read"
 INSERT: Final = "notebook_insert"
-MAX_INSERT_CELLS: Final = 20
-MAX_CELL_CHARS: Final = 50_000
-"""Characters of one inserted cell's source (checked before approval: ``check_insert_args``)."""
-MAX_INSERT_CHARS: Final = 100_000
-"""Characters of all the sources of one ``notebook_insert`` call. A frontend takes seconds per
-megabyte to insert; past its reply timeout an insertion may land with nobody told (issue 18)."""
 NOTEBOOK_NO_ANCHOR: Final = "NOTEBOOK_NO_ANCHOR"
 _CELL_MAGIC_PYTHON: Final = ("%%python", "%%py")
 
@@ -93,6 +96,8 @@ class RunningCell:
 
     session: str | None
     cell_id: str | None
+    in_notebook: bool = True
+    """The request came from a notebook cell, not a console (``from_notebook_cell``)."""
     last_inserted: str | None = None
     next_input: str | None = None
     """The text of the ``set_next_input`` payload this cell's reply carries."""
@@ -122,9 +127,19 @@ class NotebookDesk:
 
     # --- the running cell -------------------------------------------------------------------------
 
-    def begin_cell(self, agent: Agent, *, session: str | None, cell_id: str | None) -> None:
-        """A chat cell starts: remember it, and offer ``notebook_read`` only if something serves it."""
-        self.cell = RunningCell(session=session, cell_id=cell_id)
+    def begin_cell(
+        self,
+        agent: Agent,
+        *,
+        session: str | None,
+        cell_id: str | None,
+        meta: object = None,
+    ) -> None:
+        """A chat cell starts (``meta``: its request's metadata): remember it, and offer
+        ``notebook_read`` only if something serves it."""
+        self.cell = RunningCell(
+            session=session, cell_id=cell_id, in_notebook=from_notebook_cell(meta)
+        )
         self.offer(agent)
 
     def end_cell(self) -> list[JsonObject]:
@@ -288,7 +303,7 @@ class NotebookDesk:
                     cell.last_inserted = inserted[-1]
             else:
                 applied, path, inserted = "card", self._path(), []
-                if cell is not None and cell.next_input is None:
+                if cell is not None and cell.in_notebook and cell.next_input is None:
                     cell.next_input = _source(cells[0])
                     applied = "set_next_input"
             payload = NotebookInsert(
@@ -302,6 +317,8 @@ class NotebookDesk:
             if anchor is not None:
                 payload["after"] = anchor
             current.session.append("notebook/insert", payload, ignorable=True)
+            if cell is not None and not cell.in_notebook and applied == "card":
+                return cast("JsonValue", {**payload, "console": True})
             return cast("JsonValue", dict(payload))
 
         def render_result(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:
@@ -401,46 +418,6 @@ class NotebookDesk:
         if self.python_cells:
             return source if first.startswith("%%") else f"%%python\n{source}"
         return rest if is_python_magic else source
-
-
-def check_insert_args(args: JsonObject) -> list[JsonObject]:
-    """``notebook_insert``'s cells, checked before approval (``ToolDefinition.check_args``): 1 to
-    ``MAX_INSERT_CELLS``, each with a type and a source of at most ``MAX_CELL_CHARS`` characters,
-    together at most ``MAX_INSERT_CHARS``; else ``INVALID_ARGS`` naming the cap and what to do."""
-    raw = args.get("cells")
-    if not isinstance(raw, list) or not raw:
-        raise ToolArgsError("invalid arguments: $.cells: give at least one cell")
-    if len(raw) > MAX_INSERT_CELLS:
-        raise ToolArgsError(
-            f"invalid arguments: $.cells: {len(raw)} cells; at most {MAX_INSERT_CELLS} per call"
-        )
-    out: list[JsonObject] = []
-    total = 0
-    for i, c in enumerate(cast("list[object]", raw)):
-        d = cast("JsonObject", c) if isinstance(c, dict) else {}
-        source = d.get("source")
-        if d.get("cell_type") not in ("code", "markdown") or not isinstance(source, str):
-            raise ToolArgsError("invalid arguments: each cell needs cell_type and source")
-        if len(source) > MAX_CELL_CHARS:
-            raise ToolArgsError(
-                f"invalid arguments: $.cells[{i}].source: {len(source):,} characters; a cell "
-                f"may have at most {MAX_CELL_CHARS:,} ({_TOO_BIG}); nothing was inserted"
-            )
-        total += len(source)
-        out.append(d)
-    if total > MAX_INSERT_CHARS:
-        raise ToolArgsError(
-            f"invalid arguments: $.cells: {total:,} characters of source in one call; at most "
-            f"{MAX_INSERT_CHARS:,} per call ({_TOO_BIG}, or insert the cells over several calls); "
-            "nothing was inserted"
-        )
-    return out
-
-
-_TOO_BIG: Final = (
-    "large data does not belong in a cell: write it to a file, or have a short cell compute or "
-    "load it"
-)
 
 
 def _int_arg(args: JsonObject, name: str) -> int | None:

@@ -569,14 +569,18 @@ def test_kernel_is_dsh_python_code_cells_have_no_python_magic(tmp_path: Path) ->
 
 
 class CellWithId(RunningCell):
-    """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata."""
+    """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata, and from a
+    notebook (not a console) ``deletedCells`` and ``recordTiming`` too (``@jupyterlab/notebook``)."""
 
-    def __init__(self, frontend: Frontend, code: str, cell_id: str) -> None:
+    def __init__(
+        self, frontend: Frontend, code: str, cell_id: str, *, console: bool = False
+    ) -> None:
         self.frontend, self.code, self.submitted = frontend, code, time.monotonic()
         kc = frontend.kernel.kc
         content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}}
         msg = kc.session.msg("execute_request", content)
-        msg["metadata"] = {"cellId": cell_id}
+        notebook = {} if console else {"deletedCells": [], "recordTiming": False}
+        msg["metadata"] = {"cellId": cell_id, **notebook}
         kc.shell_channel.send(msg)
         self.msg_id = msg["header"]["msg_id"]
 
@@ -636,3 +640,35 @@ def test_replay_shows_the_recorded_insertion_and_inserts_nothing(
         nb.close()
         assert fe.run("%agent new").status == "ok"
         assert fe.run("%agent approve auto").status == "ok"
+
+
+def run_cell(fe: Frontend, code: str, cell_id: str, *, console: bool) -> Execution:
+    cell = CellWithId(fe, code, cell_id, console=console)
+    deadline = time.monotonic() + 60
+    while not cell.done:
+        assert time.monotonic() < deadline, f"cell did not finish: {code!r}"
+        fe.poll(0.02)
+    return cell.finish()
+
+
+def test_a_chat_cell_in_a_console_gets_no_set_next_input(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    new = [{"cell_type": "code", "source": "from_console = 1"}]
+    server.script(sc.tool_calls(("notebook_insert", {"cells": new})), sc.text("Shown."))
+    # JupyterLab's console (also "New Console for Notebook"): cellId, but no deletedCells
+    ex = run_cell(fe, "Add a cell.", "console-cell-1", console=True)
+    assert ex.status == "ok", ex.content
+    assert ex.content["payload"] == []  # the console's prompt is left alone
+    [text] = tool_texts(server, 1)
+    assert "ran in a console" in text and "only shown to the user in the card" in text
+    [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+    assert edit["applied"] == "card" and edit["inserted"] == []
+    # the same from a notebook cell (no extension) is offered through set_next_input
+    server.script(sc.tool_calls(("notebook_insert", {"cells": new})), sc.text("Offered."))
+    ex = run_cell(fe, "Add a cell.", "nb-cell-1", console=False)
+    assert ex.status == "ok", ex.content
+    assert ex.content["payload"] == [
+        {"source": "set_next_input", "text": "%%python\nfrom_console = 1", "replace": False}
+    ]
