@@ -9,7 +9,9 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   ``comm_open``'s header) that opened them. A ``comm_close`` (or a failed send) removes one.
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
-  ``kernel.notebook_tools``); more than one → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
+  ``kernel.notebook_tools``); several naming one notebook path (JupyterLab's "New View for
+  Notebook": views share one model) → the most recently opened; several naming different paths
+  (or an unknown one) → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
 * **threads**. JupyterLab ≥ 4.4 sends comm messages on a kernel subshell (ipykernel 7), so the
   handlers may run on another thread than the awaiting cell: a reply resolves its future with
   ``call_soon_threadsafe`` and readers of the registry take a copy (``open``).
@@ -182,6 +184,12 @@ class NotebookComms:
         if not session:
             return None
         mine = [fe for fe in self.open() if fe.session == session]
+        if (
+            len(mine) > 1
+            and mine[0].path is not None
+            and all(fe.path == mine[0].path for fe in mine)
+        ):
+            return mine[-1]  # views of one notebook share its model: the most recently opened
         if len(mine) > 1:
             where = "; ".join(fe.describe() for fe in mine)
             raise ToolError(

@@ -189,12 +189,18 @@ class NotebookDesk:
                     "dsh-kernel, restart Jupyter and reload the page"
                 )
             return line
+        if mine and len({fe.path for fe in mine}) == 1 and mine[0].path is not None:
+            return (
+                f"extension {mine[-1].describe()} in this cell's frontend ({len(mine)} views of "
+                "this notebook; the most recently opened serves): notebook_read reads the live "
+                "notebook, notebook_insert inserts cells"
+            )
         if mine:
             where = "; ".join(fe.describe() for fe in mine)
             return (
-                f"{len(mine)} extension connections in this cell's frontend ({where}): the notebook "
-                "tools refuse (NOTEBOOK_AMBIGUOUS); close the other views of this notebook or "
-                "reload the page"
+                f"{len(mine)} extension connections to different notebooks in this cell's frontend "
+                f"({where}): the notebook tools refuse (NOTEBOOK_AMBIGUOUS); close the other "
+                "notebooks on this kernel or reload the page"
             )
         saved = self.saved_file()
         read = (

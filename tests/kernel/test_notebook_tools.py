@@ -45,9 +45,9 @@ class Notebook:
         self.comm_id = self.open()
         self._next = 0
 
-    def open(self) -> str:
+    def open(self, path: str | None = None) -> str:
         comm_id = uuid.uuid4().hex
-        hello = {"protocol": 1, "path": self.path, "frontend": "test", "version": "0"}
+        hello = {"protocol": 1, "path": path or self.path, "frontend": "test", "version": "0"}
         kc = self.fe.kernel.kc
         msg = kc.session.msg(
             "comm_open", {"comm_id": comm_id, "target_name": "dsh.notebook", "data": hello}
@@ -316,7 +316,7 @@ def test_two_comms_of_one_session_are_refused_as_ambiguous(
 ) -> None:
     fe, server, _ = rig
     nb = Notebook(fe, cells())
-    second = nb.open()
+    second = nb.open("work/other.ipynb")
     try:
         server.script(sc.tool_calls(("notebook_read", {})), sc.text("Cannot tell."))
         ex = nb.run("Read my notebook.")
@@ -672,3 +672,22 @@ def test_a_chat_cell_in_a_console_gets_no_set_next_input(
     assert ex.content["payload"] == [
         {"source": "set_next_input", "text": "%%python\nfrom_console = 1", "replace": False}
     ]
+
+
+def test_two_views_of_one_notebook_are_served_by_the_newest(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    first = nb.comm_id
+    nb.comm_id = nb.open()  # "New View for Notebook": same connection, same path
+    try:
+        server.script(sc.tool_calls(("notebook_read", {})), sc.text("Read."))
+        ex = nb.run("Read my notebook.")
+        assert ex.status == "ok", ex.content
+        assert [r["request"] for r in nb.requests] == ["read"]  # the newest view answered
+        [text] = tool_texts(server, 1)
+        assert "# Sales in March" in text and "NOTEBOOK_AMBIGUOUS" not in text
+    finally:
+        nb.close()
+        nb.close(first)

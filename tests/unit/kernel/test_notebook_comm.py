@@ -114,6 +114,18 @@ def test_two_comms_of_one_session_are_ambiguous_and_a_closed_one_is_forgotten() 
     assert fe is not None and fe.path == "work/a.ipynb"
 
 
+def test_two_views_of_one_notebook_are_served_by_the_newest() -> None:
+    # "New View for Notebook": one kernel connection, two comms naming the same notebook (one model)
+    comms = NotebookComms()
+    first = open_comm(comms, "lab", "work/a.ipynb")
+    newest = open_comm(comms, "lab", "work/a.ipynb")
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.comm_id == newest.comm_id
+    newest.close()
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.comm_id == first.comm_id
+
+
 async def test_a_request_gets_its_own_reply_and_strays_are_dropped() -> None:
     comms = NotebookComms()
     wire = open_comm(comms, "lab")
