@@ -304,7 +304,9 @@ class NotebookDesk:
                     if isinstance(raw, list)
                     else []
                 )
-                applied, path = "extension", fe.path
+                now = reply.get("path")  # the notebook may have been renamed since its hello
+                applied = "extension"
+                path = self._recorded(fe.path, now if isinstance(now, str) and now else fe.path)
                 if cell is not None and inserted:
                     cell.last_inserted = inserted[-1]
             else:
@@ -383,8 +385,23 @@ class NotebookDesk:
         )
 
     def _path(self) -> str | None:
+        """The notebook as ``sessions.notebook`` names it (``JPY_SESSION_NAME``), else VS Code's file."""
+        if self.notebook_name:
+            return self.notebook_name
         saved = self.saved_file()
-        return str(saved) if saved is not None else self.notebook_name
+        return str(saved) if saved is not None else None
+
+    def _recorded(self, hello: str | None, now: str | None) -> str | None:
+        """The frontend's path ``now`` (relative to the server root) in ``sessions.notebook``'s
+        form: when ``JPY_SESSION_NAME`` is absolute and ends with the ``hello`` path, the server
+        root is what precedes it, and ``now`` is joined to it; otherwise ``now`` as it is."""
+        name = self.notebook_name
+        if not (name and now and hello and os.path.isabs(name)):
+            return now
+        rel = hello.lstrip("/")
+        if not name.replace(os.sep, "/").endswith("/" + rel):
+            return now
+        return name[: len(name) - len(rel)] + now.lstrip("/")
 
     def _cells(self, args: JsonObject, *, session: str, call_id: str) -> list[JsonObject]:
         raw = check_insert_args(args)

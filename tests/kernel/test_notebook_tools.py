@@ -42,6 +42,8 @@ class Notebook:
         self.cells = cells
         self.requests: list[dict[str, Any]] = []
         self.answer = True
+        self.renamed: str | None = None
+        """The path the insert reply names (the notebook was renamed since the hello)."""
         self.comm_id = self.open()
         self._next = 0
 
@@ -125,7 +127,8 @@ class Notebook:
                 }
             )
         self.cells[at:at] = new
-        return {"reply_to": rid, "ok": True, "inserted": [c["id"] for c in new]}
+        done = {"reply_to": rid, "ok": True, "inserted": [c["id"] for c in new]}
+        return {**done, "path": self.renamed} if self.renamed else done
 
 
 def cells() -> list[dict[str, Any]]:
@@ -691,3 +694,27 @@ def test_two_views_of_one_notebook_are_served_by_the_newest(
     finally:
         nb.close()
         nb.close(first)
+
+
+def test_the_recorded_notebook_is_in_the_sessions_form_and_follows_a_rename(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, tmp = rig
+    # JPY_SESSION_NAME is tmp/saved.ipynb (absolute); the frontend names it relative to its root
+    nb = Notebook(fe, cells(), path="saved.ipynb")
+    nb.renamed = "renamed.ipynb"
+    try:
+        new = [{"cell_type": "markdown", "source": "renamed"}]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("Done.")
+        )
+        assert nb.run("Add it.").status == "ok"
+        [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+        assert edit["notebook"] == str(tmp / "renamed.ipynb")
+    finally:
+        nb.close()
+    # without the extension: JPY_SESSION_NAME as sessions.notebook has it
+    server.script(sc.tool_calls(("notebook_insert", {"cells": new})), sc.text("Offered."))
+    assert fe.run("Add it.").status == "ok"
+    [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+    assert edit["notebook"] == str(tmp / "saved.ipynb")
