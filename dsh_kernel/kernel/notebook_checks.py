@@ -56,6 +56,12 @@ def check_insert_args(args: JsonObject) -> list[JsonObject]:
                 f"invalid arguments: $.cells[{i}].source: {len(source):,} characters; a cell "
                 f"may have at most {MAX_CELL_CHARS:,} ({_TOO_BIG}); nothing was inserted"
             )
+        first = source.lstrip().partition("\n")[0].strip()
+        if d.get("cell_type") == "code" and first.split(" ")[0] == "%%chat":
+            raise ToolArgsError(
+                f"invalid arguments: $.cells[{i}]: a %%chat cell would send its text to the agent "
+                "again when run; write the code itself (or a markdown cell); nothing was inserted"
+            )
         total += len(source)
         out.append(d)
     if total > MAX_INSERT_CHARS:

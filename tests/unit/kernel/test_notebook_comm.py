@@ -366,3 +366,13 @@ def test_the_insert_card_shows_each_cell_as_it_will_be_inserted(
     # the card is made from exactly what the insert request sends
     sent = desk._cells(args, session="s", call_id="call_1")
     assert view.content == cells_text(sent)
+
+
+def test_an_inserted_chat_cell_is_refused() -> None:
+    from dsh_kernel.kernel.notebook_checks import check_insert_args
+
+    with pytest.raises(ToolArgsError) as info:
+        check_insert_args({"cells": [{"cell_type": "code", "source": "%%chat\nsummarise df"}]})
+    assert "%%chat cell would send its text to the agent again" in info.value.message
+    kept: JsonObject = {"cell_type": "code", "source": "%%sql\nSELECT 1"}
+    assert check_insert_args({"cells": [kept]}) == [kept]
