@@ -53,6 +53,7 @@ def insert_text(value: JsonValue, *, for_model: bool) -> str:
     cells = d.get("cells")
     n = len(cells) if isinstance(cells, list) else 0
     what = f"{n} cell{'s' if n != 1 else ''}"
+    are = "are" if n != 1 else "is"
     inserted = d.get("inserted")
     ids = ", ".join(str(i) for i in inserted) if isinstance(inserted, list) else ""
     after = d.get("after")
@@ -82,11 +83,11 @@ def insert_text(value: JsonValue, *, for_model: bool) -> str:
         return (
             f"this chat cell ran in a console, not a notebook cell, and no notebook extension "
             f"serves it: nothing is added anywhere (set_next_input would overwrite the console's "
-            f"input); the {what} are only shown to the user in the card to copy" + replay
+            f"input); the {what} {are} only shown to the user in the card to copy" + replay
         )
     if applied == "card":
         return (
             f"no notebook extension serves this cell and the turn's one set_next_input is taken: "
-            f"the {what} are only shown to the user in the card to copy" + replay
+            f"the {what} {are} only shown to the user in the card to copy" + replay
         )
     return f"nothing inserted{replay}"

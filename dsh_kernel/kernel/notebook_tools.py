@@ -284,7 +284,7 @@ class NotebookDesk:
             cells = self._cells(args, session=current.session.id, call_id=ctx.call_id)
             cell = self.cell
             after = args.get("after")
-            anchor = after if isinstance(after, str) and after.strip() else None
+            anchor = after.strip() if isinstance(after, str) and after.strip() else None
             if anchor is None and cell is not None:
                 anchor = cell.last_inserted or cell.cell_id
             fe = self.frontend()

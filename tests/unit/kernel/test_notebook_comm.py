@@ -376,3 +376,10 @@ def test_an_inserted_chat_cell_is_refused() -> None:
     assert "%%chat cell would send its text to the agent again" in info.value.message
     kept: JsonObject = {"cell_type": "code", "source": "%%sql\nSELECT 1"}
     assert check_insert_args({"cells": [kept]}) == [kept]
+
+
+def test_one_card_only_cell_is_singular() -> None:
+    from dsh_kernel.kernel.notebook_cards import insert_text
+
+    text = insert_text({"applied": "card", "cells": [{"cell_type": "code"}]}, for_model=True)
+    assert "the 1 cell is only shown" in text
