@@ -389,7 +389,10 @@ class DshKernel(IPythonKernel):
         view = open_view(host, prompt.message.id, silent=silent, kernel=self)
         desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook_tools)
         if desk is not None:
-            desk.begin_cell(agent, session=self._client_session(), cell_id=cell_id)
+            parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
+            desk.begin_cell(
+                agent, session=self._client_session(), cell_id=cell_id, meta=parent.get("metadata")
+            )
         payload: list[dict[str, Any]] = []
         try:
             agent.followup(prompt.message)

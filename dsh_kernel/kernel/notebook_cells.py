@@ -14,8 +14,10 @@ and where it came from:
 
 ``render(snapshot, first, last)`` is the model's text: a header line, then each cell of the range
 (1-based, inclusive; default all) as ``--- cell N · id … · type [count]`` and its source, each
-source cut at ``MAX_SOURCE_CHARS``, at most ``MAX_CELLS`` cells, the whole cut at ``MAX_TEXT_BYTES``
-with an explicit marker. The caller redacts it (``llm.secrets``). A range outside the notebook is
+source cut at ``MAX_SOURCE_CHARS``: whole cells in order, at most ``MAX_CELLS`` and at most
+``MAX_TEXT_BYTES`` in all (the first cell always: a cell's text is bounded well under it), then a
+line naming the first cell not shown (``first=N`` for the next read). No cell in a range is ever
+left out in the middle. The caller redacts it (``llm.secrets``). A range outside the notebook is
 ``INVALID_ARGS`` naming the notebook's size.
 """
 
@@ -30,7 +32,6 @@ from typing import Final, Literal, cast
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.runtime.mime import summarize_output
-from dsh_kernel.runtime.text import fit_text
 
 MAX_CELLS: Final = 60
 """Cells one read returns; the text says how to read the rest."""
@@ -221,24 +222,39 @@ def render(snap: Snapshot, first: int | None = None, last: int | None = None) ->
     head = f"Notebook {snap.path}: {total} cells, {where}."
     if snap.active_cell_id:
         head += f" The user's active cell: {snap.active_cell_id}."
-    lines = [head]
-    for n in range(lo, shown_hi + 1):
-        c = snap.cells[n - 1]
-        count = f" [{c.execution_count}]" if c.execution_count is not None else ""
-        mark = " · written by the agent" if c.by_agent else ""
-        lines.append(f"--- cell {n} · id {c.id} · {c.cell_type}{count}{mark}")
-        source = c.source
-        if len(source) > MAX_SOURCE_CHARS:
-            source = (
-                source[:MAX_SOURCE_CHARS]
-                + f"\n… [{len(c.source) - MAX_SOURCE_CHARS:,} more characters not shown]"
-            )
-        lines.append(source if source else "(empty)")
-        if c.outputs:
-            lines.append(f"[outputs: {c.outputs}]")
-    if shown_hi < hi:
-        lines.append(
-            f"… cells {shown_hi + 1}..{hi} not shown (at most {MAX_CELLS} per read): call "
-            f"notebook_read with first={shown_hi + 1}"
+    budget = MAX_TEXT_BYTES - _TAIL_BYTES - len(head.encode("utf-8"))
+    parts = [head]
+    n = lo
+    while n <= shown_hi:
+        block = _cell_text(n, snap.cells[n - 1])
+        size = len(block.encode("utf-8")) + 1
+        if size > budget and n > lo:
+            break  # whole cells only: the next read starts at this one
+        parts.append(block)
+        budget -= size
+        n += 1
+    if n <= hi:
+        why = "the text's size limit" if n <= shown_hi else f"at most {MAX_CELLS} per read"
+        parts.append(f"… cells {n}..{hi} not shown ({why}): call notebook_read with first={n}")
+    return "\n".join(parts)
+
+
+_TAIL_BYTES: Final = 200
+"""Room kept for the line that says which cells were not shown."""
+
+
+def _cell_text(n: int, c: NotebookCell) -> str:
+    """Cell ``n``'s header line, its source (cut at ``MAX_SOURCE_CHARS``) and output summary."""
+    count = f" [{c.execution_count}]" if c.execution_count is not None else ""
+    mark = " · written by the agent" if c.by_agent else ""
+    lines = [f"--- cell {n} · id {c.id} · {c.cell_type}{count}{mark}"]
+    source = c.source
+    if len(source) > MAX_SOURCE_CHARS:
+        source = (
+            source[:MAX_SOURCE_CHARS]
+            + f"\n… [{len(c.source) - MAX_SOURCE_CHARS:,} more characters not shown]"
         )
-    return fit_text("\n".join(lines), MAX_TEXT_BYTES)
+    lines.append(source if source else "(empty)")
+    if c.outputs:
+        lines.append(f"[outputs: {c.outputs}]")
+    return "\n".join(lines)

@@ -9,16 +9,19 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   ``comm_open``'s header) that opened them. A ``comm_close`` (or a failed send) removes one.
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
-  ``kernel.notebook_tools``); more than one → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
+  ``kernel.notebook_tools``); several naming one notebook path (JupyterLab's "New View for
+  Notebook": views share one model) → the most recently opened; several naming different paths
+  (or an unknown one) → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
 * **threads**. JupyterLab ≥ 4.4 sends comm messages on a kernel subshell (ipykernel 7), so the
   handlers may run on another thread than the awaiting cell: a reply resolves its future with
   ``call_soon_threadsafe`` and readers of the registry take a copy (``open``).
 * **requests**. ``request(frontend, body)`` sends ``{"id", **body}`` as a ``comm_msg`` and waits
   (on the kernel's loop, while the chat cell awaits: ipykernel 7 handles comm messages meanwhile)
   for the one reply whose ``reply_to`` is that id, at most ``timeout_s`` seconds
-  (``NOTEBOOK_TIMEOUT``; nothing is assumed done, and the message says what the user can do:
-  ``TIMEOUT_ADVICE``). A comm closed while a request waits fails it at
-  once with ``NOTEBOOK_CLOSED``. A reply with ``ok: false`` raises its ``error.code`` (e.g.
+  (``NOTEBOOK_TIMEOUT``; the message says what the user can do: ``TIMEOUT_ADVICE``). A timed-out
+  ``read`` did nothing; a timed-out ``insert`` may still land (the frontend applies it late), so
+  its message says the cells may or may not have been added and to read before inserting again.
+  A comm closed while a request waits fails it at once with ``NOTEBOOK_CLOSED``. A reply with ``ok: false`` raises its ``error.code`` (e.g.
   ``NOTEBOOK_ANCHOR_GONE``) with the frontend's message. Replies nobody waits for (late, or for an
   id we never sent) are dropped and logged.
 
@@ -181,6 +184,12 @@ class NotebookComms:
         if not session:
             return None
         mine = [fe for fe in self.open() if fe.session == session]
+        if (
+            len(mine) > 1
+            and mine[0].path is not None
+            and all(fe.path == mine[0].path for fe in mine)
+        ):
+            return mine[-1]  # views of one notebook share its model: the most recently opened
         if len(mine) > 1:
             where = "; ".join(fe.describe() for fe in mine)
             raise ToolError(
@@ -213,9 +222,16 @@ class NotebookComms:
             async with asyncio.timeout(self.timeout_s):
                 reply = await future
         except TimeoutError as exc:
+            kind = body.get("request")
+            outcome = (
+                "the cells may or may not have been added (a late insert still lands): call "
+                "notebook_read to check before inserting again"
+                if kind == "insert"
+                else "nothing is assumed done"
+            )
             raise ToolError(
-                f"the notebook frontend {fe.describe()} did not answer the {body.get('request')} "
-                f"request within {self.timeout_s:g} s; nothing is assumed done. {TIMEOUT_ADVICE}",
+                f"the notebook frontend {fe.describe()} did not answer the {kind} request within "
+                f"{self.timeout_s:g} s; {outcome}. {TIMEOUT_ADVICE}",
                 code=NOTEBOOK_TIMEOUT,
             ) from exc
         finally:

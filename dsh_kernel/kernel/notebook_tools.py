@@ -22,12 +22,16 @@ by: "agent"}``.
 
 * With the extension: one ``insert`` request; its reply's ids are the result. An anchor that is gone
   is ``NOTEBOOK_ANCHOR_GONE`` and nothing was inserted (the frontend checks in the same transaction).
-* Without it: the first cell of the turn's first insertion goes into the chat cell's execute reply
-  as the standard ``set_next_input`` payload (``replace: false``) — one cell, as frontends allow, and
+* Without it, from a notebook cell: the first cell of the turn's first insertion goes into the chat
+  cell's execute reply as the standard ``set_next_input`` payload (``replace: false``) — one cell, as frontends allow, and
   below the chat cell whatever ``after`` says; the kernel cannot know whether the frontend honours
-  it, and the description and result say so. Every cell is shown in the card to copy.
+  it, and the description and result say so. Every cell is shown in the card to copy. From a
+  console (``from_notebook_cell`` is false) there is no payload — it would overwrite the console's
+  prompt with code that never ran — and the cells are only shown in the card (``applied: card``).
 * Under ``%agent replay`` nothing is applied again: the recorded outcome of the call (its
   ``notebook/insert`` event, or its error) is returned and drawn in the card.
+
+The cards and result texts are ``kernel.notebook_cards``.
 
 Each applied insertion appends one ``notebook/insert`` event (``session.payloads.NotebookInsert``):
 the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids.
@@ -45,23 +49,30 @@ from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_cards import (
+    cells_text,
+    insert_text,
+    present_insert_result,
+    present_read,
+)
 from dsh_kernel.kernel.notebook_cells import (
     fallback_file,
     render,
     snapshot_from_file,
     snapshot_from_reply,
 )
+from dsh_kernel.kernel.notebook_checks import (
+    MAX_CELL_CHARS,
+    MAX_INSERT_CELLS,
+    MAX_INSERT_CHARS,
+    check_insert_args,
+    from_notebook_cell,
+)
 from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
-from dsh_kernel.tools.presentation import (
-    GenericCallView,
-    GenericResultView,
-    ToolCallView,
-    ToolResultInfo,
-    ToolResultView,
-)
+from dsh_kernel.tools.presentation import GenericCallView, ToolCallView
 from dsh_kernel.tools.types import ToolContext, ToolDefinition, always_concurrent
 
 if TYPE_CHECKING:
@@ -71,7 +82,6 @@ _log = logging.getLogger(__name__)
 
 READ: Final = "notebook_read"
 INSERT: Final = "notebook_insert"
-MAX_INSERT_CELLS: Final = 20
 NOTEBOOK_NO_ANCHOR: Final = "NOTEBOOK_NO_ANCHOR"
 _CELL_MAGIC_PYTHON: Final = ("%%python", "%%py")
 
@@ -86,6 +96,8 @@ class RunningCell:
 
     session: str | None
     cell_id: str | None
+    in_notebook: bool = True
+    """The request came from a notebook cell, not a console (``from_notebook_cell``)."""
     last_inserted: str | None = None
     next_input: str | None = None
     """The text of the ``set_next_input`` payload this cell's reply carries."""
@@ -115,9 +127,19 @@ class NotebookDesk:
 
     # --- the running cell -------------------------------------------------------------------------
 
-    def begin_cell(self, agent: Agent, *, session: str | None, cell_id: str | None) -> None:
-        """A chat cell starts: remember it, and offer ``notebook_read`` only if something serves it."""
-        self.cell = RunningCell(session=session, cell_id=cell_id)
+    def begin_cell(
+        self,
+        agent: Agent,
+        *,
+        session: str | None,
+        cell_id: str | None,
+        meta: object = None,
+    ) -> None:
+        """A chat cell starts (``meta``: its request's metadata): remember it, and offer
+        ``notebook_read`` only if something serves it."""
+        self.cell = RunningCell(
+            session=session, cell_id=cell_id, in_notebook=from_notebook_cell(meta)
+        )
         self.offer(agent)
 
     def end_cell(self) -> list[JsonObject]:
@@ -167,12 +189,18 @@ class NotebookDesk:
                     "dsh-kernel, restart Jupyter and reload the page"
                 )
             return line
+        if mine and len({fe.path for fe in mine}) == 1 and mine[0].path is not None:
+            return (
+                f"extension {mine[-1].describe()} in this cell's frontend ({len(mine)} views of "
+                "this notebook; the most recently opened serves): notebook_read reads the live "
+                "notebook, notebook_insert inserts cells"
+            )
         if mine:
             where = "; ".join(fe.describe() for fe in mine)
             return (
-                f"{len(mine)} extension connections in this cell's frontend ({where}): the notebook "
-                "tools refuse (NOTEBOOK_AMBIGUOUS); close the other views of this notebook or "
-                "reload the page"
+                f"{len(mine)} extension connections to different notebooks in this cell's frontend "
+                f"({where}): the notebook tools refuse (NOTEBOOK_AMBIGUOUS); close the other "
+                "notebooks on this kernel or reload the page"
             )
         saved = self.saved_file()
         read = (
@@ -227,8 +255,9 @@ class NotebookDesk:
             description=(
                 "Read the user's notebook: its cells in order (id, type, source, execution count, a "
                 "short summary of the outputs), markdown and cells not yet run included, and which "
-                "cell is active. Cells are numbered from 1; give `first`/`last` for a range (at "
-                "most 60 cells per read). Use the cell ids as `after` for notebook_insert. When "
+                "cell is active. Cells are numbered from 1; give `first`/`last` for a range. One "
+                "read returns whole cells, at most 60 and about 60 kB; the result names the first "
+                "cell not shown, to read next. Use the cell ids as `after` for notebook_insert. When "
                 "the notebook is read from its saved file, the result says so: it may be stale."
             ),
             lean_description="Read the notebook's cells (ids, sources, output summaries).",
@@ -243,7 +272,7 @@ class NotebookDesk:
             execute=execute,
             read_only=True,
             is_concurrency_safe=always_concurrent,
-            present_call=_present_read,
+            present_call=present_read,
         )
 
     def _insert_tool(self, agent: Callable[[], Agent]) -> ToolDefinition:
@@ -255,7 +284,7 @@ class NotebookDesk:
             cells = self._cells(args, session=current.session.id, call_id=ctx.call_id)
             cell = self.cell
             after = args.get("after")
-            anchor = after if isinstance(after, str) and after.strip() else None
+            anchor = after.strip() if isinstance(after, str) and after.strip() else None
             if anchor is None and cell is not None:
                 anchor = cell.last_inserted or cell.cell_id
             fe = self.frontend()
@@ -275,12 +304,14 @@ class NotebookDesk:
                     if isinstance(raw, list)
                     else []
                 )
-                applied, path = "extension", fe.path
+                now = reply.get("path")  # the notebook may have been renamed since its hello
+                applied = "extension"
+                path = self._recorded(fe.path, now if isinstance(now, str) and now else fe.path)
                 if cell is not None and inserted:
                     cell.last_inserted = inserted[-1]
             else:
                 applied, path, inserted = "card", self._path(), []
-                if cell is not None and cell.next_input is None:
+                if cell is not None and cell.in_notebook and cell.next_input is None:
                     cell.next_input = _source(cells[0])
                     applied = "set_next_input"
             payload = NotebookInsert(
@@ -294,6 +325,8 @@ class NotebookDesk:
             if anchor is not None:
                 payload["after"] = anchor
             current.session.append("notebook/insert", payload, ignorable=True)
+            if cell is not None and not cell.in_notebook and applied == "card":
+                return cast("JsonValue", {**payload, "console": True})
             return cast("JsonValue", dict(payload))
 
         def render_result(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:
@@ -307,7 +340,9 @@ class NotebookDesk:
                 "is `after` (default: below the cells you inserted this turn, else below the chat "
                 "cell that is running). It only adds cells: it never changes, runs or deletes one. "
                 "The user sees them marked as written by you and decides whether to run them. "
-                "Write code cells as plain Python. When no notebook extension is connected (VS "
+                "Write code cells as plain Python; a cell starting with a cell magic (%%sql, %%bash, "
+                "…) is kept as written and runs that magic when the user runs it, and %%chat is "
+                "refused (it would message you again). When no notebook extension is connected (VS "
                 "Code, a headless run), only the first cell is offered to the frontend with "
                 "Jupyter's set_next_input at the end of the turn, below the chat cell; the kernel "
                 "cannot know whether the frontend honours it, and every cell is shown to the user "
@@ -319,7 +354,11 @@ class NotebookDesk:
                 "properties": {
                     "cells": {
                         "type": "array",
-                        "description": f"The cells to add, in order (1 to {MAX_INSERT_CELLS}).",
+                        "description": (
+                            f"The cells to add, in order (1 to {MAX_INSERT_CELLS}; each source "
+                            f"at most {MAX_CELL_CHARS:,} characters, all together at most "
+                            f"{MAX_INSERT_CHARS:,})."
+                        ),
                         "items": {
                             "type": "object",
                             "properties": {
@@ -342,29 +381,36 @@ class NotebookDesk:
             render=render_result,
             presentation_meta=lambda _args, value: value,
             read_only=False,
+            check_args=check_insert_args,
             present_call=self.present_insert,
-            present_result=_present_insert_result,
+            present_result=present_insert_result,
         )
 
     def _path(self) -> str | None:
+        """The notebook as ``sessions.notebook`` names it (``JPY_SESSION_NAME``), else VS Code's file."""
+        if self.notebook_name:
+            return self.notebook_name
         saved = self.saved_file()
-        return str(saved) if saved is not None else self.notebook_name
+        return str(saved) if saved is not None else None
+
+    def _recorded(self, hello: str | None, now: str | None) -> str | None:
+        """The frontend's path ``now`` (relative to the server root) in ``sessions.notebook``'s
+        form: when ``JPY_SESSION_NAME`` is absolute and ends with the ``hello`` path, the server
+        root is what precedes it, and ``now`` is joined to it; otherwise ``now`` as it is."""
+        name = self.notebook_name
+        if not (name and now and hello and os.path.isabs(name)):
+            return now
+        rel = hello.lstrip("/")
+        if not name.replace(os.sep, "/").endswith("/" + rel):
+            return now
+        return name[: len(name) - len(rel)] + now.lstrip("/")
 
     def _cells(self, args: JsonObject, *, session: str, call_id: str) -> list[JsonObject]:
-        raw = args.get("cells")
-        if not isinstance(raw, list) or not raw:
-            raise ToolArgsError("invalid arguments: $.cells: give at least one cell")
-        if len(raw) > MAX_INSERT_CELLS:
-            raise ToolArgsError(
-                f"invalid arguments: $.cells: {len(raw)} cells; at most {MAX_INSERT_CELLS} per call"
-            )
+        raw = check_insert_args(args)
         out: list[JsonObject] = []
-        for c in raw:
-            d = c if isinstance(c, dict) else {}
+        for d in raw:
             kind = d.get("cell_type")
-            source = d.get("source")
-            if kind not in ("code", "markdown") or not isinstance(source, str):
-                raise ToolArgsError("invalid arguments: each cell needs cell_type and source")
+            source = _source(d)
             if kind == "code":
                 source = self.code_source(source)
             meta: JsonObject = {"dsh": {"session": session, "call_id": call_id, "by": "agent"}}
@@ -437,70 +483,3 @@ def _replayed(agent: Agent, call_id: str) -> JsonValue:
     if failure is not None:
         raise ToolError(f"(replayed) {failure[1]}", code=failure[0])
     return {"replayed": True, "applied": "none", "inserted": []}
-
-
-# --- cards ----------------------------------------------------------------------------------------
-
-
-def _present_read(args: JsonObject) -> ToolCallView:
-    first, last = args.get("first"), args.get("last")
-    what = "the notebook"
-    if first is not None or last is not None:
-        what = f"notebook cells {first or 1}..{last if last is not None else 'end'}"
-    return GenericCallView(title=f"read {what}", kind="read", raw_input=None)
-
-
-def cells_text(cells: object) -> str:
-    """The cells of an insertion as the card shows them, numbered, each source whole (to copy)."""
-    items = cast("list[object]", cells) if isinstance(cells, list) else []
-    parts: list[str] = []
-    for n, c in enumerate(items, 1):
-        d = cast("dict[str, object]", c) if isinstance(c, dict) else {}
-        parts.append(f"── cell {n} · {d.get('cell_type')} ──\n{d.get('source')}")
-    return "\n\n".join(parts)
-
-
-def _present_insert_result(args: JsonObject, info: ToolResultInfo) -> ToolResultView | None:
-    del args
-    if info.is_error:
-        return None
-    return GenericResultView(content=insert_text(info.meta, for_model=False))
-
-
-def insert_text(value: JsonValue, *, for_model: bool) -> str:
-    """What an insertion's result says: to the model (``for_model``), or in its card."""
-    d = value if isinstance(value, dict) else {}
-    cells = d.get("cells")
-    n = len(cells) if isinstance(cells, list) else 0
-    what = f"{n} cell{'s' if n != 1 else ''}"
-    inserted = d.get("inserted")
-    ids = ", ".join(str(i) for i in inserted) if isinstance(inserted, list) else ""
-    after = d.get("after")
-    below = f" below cell {after}" if isinstance(after, str) else ""
-    replay = " (replayed: as recorded, not inserted again)" if d.get("replayed") else ""
-    applied = d.get("applied")
-    if applied == "extension":
-        tail = (
-            "; they are marked as written by you until the user runs or edits them"
-            if for_model
-            else ""
-        )
-        return f"inserted {what}{below} in {d.get('notebook')}: ids {ids}{tail}{replay}"
-    if applied == "set_next_input":
-        return (
-            "no notebook extension serves this cell: the first cell is offered to the frontend "
-            "with set_next_input at the end of the turn, below the chat cell; the kernel cannot "
-            "know whether this frontend honours it"
-            + (
-                f"; all {what} are shown to the user in the card to copy"
-                if for_model
-                else "; copy the cells above"
-            )
-            + replay
-        )
-    if applied == "card":
-        return (
-            f"no notebook extension serves this cell and the turn's one set_next_input is taken: "
-            f"the {what} are only shown to the user in the card to copy" + replay
-        )
-    return f"nothing inserted{replay}"

@@ -5,7 +5,8 @@
 1. **Visibility** — a tool the registry does not show → ``UNKNOWN_TOOL``.
 2. **Already aborted** → ``ABORTED_BEFORE_DISPATCH`` ("tool call aborted before dispatch").
 3. **Validate the arguments** (``INVALID_ARGS``: invalid JSON or nesting deeper than 64 levels says
-   so; at most 10 problems are listed). This is earlier than SPINE §4.3, which validates in the
+   so; at most 10 problems are listed), then the tool's own ``check_args`` (what a schema cannot
+   say, e.g. a total size). This is earlier than SPINE §4.3, which validates in the
    body after ``pre-execute``, on purpose: the approver is a person reading the card, so only a call
    that could run is shown for approval, and a malformed call gets ``INVALID_ARGS`` (which the model
    can correct) under every policy, never ``DENIED``. Hooks and guards see the validated object.
@@ -433,6 +434,8 @@ def _validated(defn: ToolDefinition, call: ToolCall, args: JsonValue) -> JsonObj
     if errors:
         raise ToolArgsError(invalid_args_message(errors))
     assert isinstance(args, dict)
+    if defn.check_args is not None:
+        defn.check_args(args)
     return args
 
 

@@ -42,12 +42,14 @@ class Notebook:
         self.cells = cells
         self.requests: list[dict[str, Any]] = []
         self.answer = True
+        self.renamed: str | None = None
+        """The path the insert reply names (the notebook was renamed since the hello)."""
         self.comm_id = self.open()
         self._next = 0
 
-    def open(self) -> str:
+    def open(self, path: str | None = None) -> str:
         comm_id = uuid.uuid4().hex
-        hello = {"protocol": 1, "path": self.path, "frontend": "test", "version": "0"}
+        hello = {"protocol": 1, "path": path or self.path, "frontend": "test", "version": "0"}
         kc = self.fe.kernel.kc
         msg = kc.session.msg(
             "comm_open", {"comm_id": comm_id, "target_name": "dsh.notebook", "data": hello}
@@ -125,7 +127,8 @@ class Notebook:
                 }
             )
         self.cells[at:at] = new
-        return {"reply_to": rid, "ok": True, "inserted": [c["id"] for c in new]}
+        done = {"reply_to": rid, "ok": True, "inserted": [c["id"] for c in new]}
+        return {**done, "path": self.renamed} if self.renamed else done
 
 
 def cells() -> list[dict[str, Any]]:
@@ -316,7 +319,7 @@ def test_two_comms_of_one_session_are_refused_as_ambiguous(
 ) -> None:
     fe, server, _ = rig
     nb = Notebook(fe, cells())
-    second = nb.open()
+    second = nb.open("work/other.ipynb")
     try:
         server.script(sc.tool_calls(("notebook_read", {})), sc.text("Cannot tell."))
         ex = nb.run("Read my notebook.")
@@ -388,6 +391,10 @@ def test_a_frontend_that_does_not_answer_times_out(
         assert ex.status == "ok", ex.content
         [text] = tool_texts(server, 1)
         assert "did not answer the insert request within 0.5 s" in text
+        # a late insert still lands: the model is not told that nothing was done
+        assert "nothing is assumed done" not in text
+        assert "the cells may or may not have been added" in text
+        assert "call notebook_read to check before inserting again" in text
         assert "reload the page" in text and "`%agent status`" in text
         events = turn_events(fe)
         assert not [e for e in events if e["type"] == "notebook/insert"]
@@ -445,6 +452,37 @@ def test_under_ask_insert_waits_for_the_click_and_the_card_shows_the_cells(
         # the card shows the cell as it was inserted (and as the user allowed it): with %%python
         assert req_sources(nb) == ["%%python\nasked = True"]
         assert "── cell 1 · code ──\n%%python\nasked = True" in html
+    finally:
+        nb.close()
+        assert fe.run("%agent approve auto").status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("sources", "cap"),
+    [(["x" * 50_001], "a cell may have at most 50,000"), (["y" * 40_000] * 3, "at most 100,000")],
+)
+def test_an_insert_over_the_size_caps_is_refused_before_the_approval_card(
+    rig: tuple[Frontend, SseServer, Path], sources: list[str], cap: str
+) -> None:
+    fe, server, _ = rig
+    assert fe.run("%agent approve ask").status == "ok"
+    nb = Notebook(fe, cells())
+    try:
+        new = [{"cell_type": "code", "source": s} for s in sources]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c2"})), sc.text("Too big.")
+        )
+        ex = nb.run("Add the data.", allow=True)
+        assert ex.status == "ok", ex.content
+        assert nb.requests == []  # nothing was sent to the frontend
+        events = turn_events(fe)
+        assert not [e for e in events if e["type"].startswith("approval/")]
+        assert not [e for e in events if e["type"] == "notebook/insert"]
+        [result] = [e["data"] for e in events if e["type"] == "tool/result"]
+        assert result["error"]["code"] == "INVALID_ARGS"
+        [text] = tool_texts(server, 1)
+        assert cap in text and "write it to a file" in text and "nothing was inserted" in text
+        assert [c["id"] for c in nb.cells] == ["c1", "c2", "c3"]
     finally:
         nb.close()
         assert fe.run("%agent approve auto").status == "ok"
@@ -534,14 +572,18 @@ def test_kernel_is_dsh_python_code_cells_have_no_python_magic(tmp_path: Path) ->
 
 
 class CellWithId(RunningCell):
-    """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata."""
+    """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata, and from a
+    notebook (not a console) ``deletedCells`` and ``recordTiming`` too (``@jupyterlab/notebook``)."""
 
-    def __init__(self, frontend: Frontend, code: str, cell_id: str) -> None:
+    def __init__(
+        self, frontend: Frontend, code: str, cell_id: str, *, console: bool = False
+    ) -> None:
         self.frontend, self.code, self.submitted = frontend, code, time.monotonic()
         kc = frontend.kernel.kc
         content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}}
         msg = kc.session.msg("execute_request", content)
-        msg["metadata"] = {"cellId": cell_id}
+        notebook = {} if console else {"deletedCells": [], "recordTiming": False}
+        msg["metadata"] = {"cellId": cell_id, **notebook}
         kc.shell_channel.send(msg)
         self.msg_id = msg["header"]["msg_id"]
 
@@ -601,3 +643,78 @@ def test_replay_shows_the_recorded_insertion_and_inserts_nothing(
         nb.close()
         assert fe.run("%agent new").status == "ok"
         assert fe.run("%agent approve auto").status == "ok"
+
+
+def run_cell(fe: Frontend, code: str, cell_id: str, *, console: bool) -> Execution:
+    cell = CellWithId(fe, code, cell_id, console=console)
+    deadline = time.monotonic() + 60
+    while not cell.done:
+        assert time.monotonic() < deadline, f"cell did not finish: {code!r}"
+        fe.poll(0.02)
+    return cell.finish()
+
+
+def test_a_chat_cell_in_a_console_gets_no_set_next_input(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    new = [{"cell_type": "code", "source": "from_console = 1"}]
+    server.script(sc.tool_calls(("notebook_insert", {"cells": new})), sc.text("Shown."))
+    # JupyterLab's console (also "New Console for Notebook"): cellId, but no deletedCells
+    ex = run_cell(fe, "Add a cell.", "console-cell-1", console=True)
+    assert ex.status == "ok", ex.content
+    assert ex.content["payload"] == []  # the console's prompt is left alone
+    [text] = tool_texts(server, 1)
+    assert "ran in a console" in text and "only shown to the user in the card" in text
+    [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+    assert edit["applied"] == "card" and edit["inserted"] == []
+    # the same from a notebook cell (no extension) is offered through set_next_input
+    server.script(sc.tool_calls(("notebook_insert", {"cells": new})), sc.text("Offered."))
+    ex = run_cell(fe, "Add a cell.", "nb-cell-1", console=False)
+    assert ex.status == "ok", ex.content
+    assert ex.content["payload"] == [
+        {"source": "set_next_input", "text": "%%python\nfrom_console = 1", "replace": False}
+    ]
+
+
+def test_two_views_of_one_notebook_are_served_by_the_newest(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    first = nb.comm_id
+    nb.comm_id = nb.open()  # "New View for Notebook": same connection, same path
+    try:
+        server.script(sc.tool_calls(("notebook_read", {})), sc.text("Read."))
+        ex = nb.run("Read my notebook.")
+        assert ex.status == "ok", ex.content
+        assert [r["request"] for r in nb.requests] == ["read"]  # the newest view answered
+        [text] = tool_texts(server, 1)
+        assert "# Sales in March" in text and "NOTEBOOK_AMBIGUOUS" not in text
+    finally:
+        nb.close()
+        nb.close(first)
+
+
+def test_the_recorded_notebook_is_in_the_sessions_form_and_follows_a_rename(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, tmp = rig
+    # JPY_SESSION_NAME is tmp/saved.ipynb (absolute); the frontend names it relative to its root
+    nb = Notebook(fe, cells(), path="saved.ipynb")
+    nb.renamed = "renamed.ipynb"
+    try:
+        new = [{"cell_type": "markdown", "source": "renamed"}]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("Done.")
+        )
+        assert nb.run("Add it.").status == "ok"
+        [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+        assert edit["notebook"] == str(tmp / "renamed.ipynb")
+    finally:
+        nb.close()
+    # without the extension: JPY_SESSION_NAME as sessions.notebook has it
+    server.script(sc.tool_calls(("notebook_insert", {"cells": new})), sc.text("Offered."))
+    assert fe.run("Add it.").status == "ok"
+    [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
+    assert edit["notebook"] == str(tmp / "saved.ipynb")

@@ -20,8 +20,10 @@ from dsh_kernel.abort import AbortController
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_cards import cells_text
 from dsh_kernel.kernel.notebook_cells import (
     MAX_CELLS,
+    MAX_TEXT_BYTES,
     NotebookCell,
     Snapshot,
     fallback_file,
@@ -30,7 +32,7 @@ from dsh_kernel.kernel.notebook_cells import (
     summarize_outputs,
 )
 from dsh_kernel.kernel.notebook_comm import TARGET, NotebookComms
-from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell, cells_text
+from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
 from dsh_kernel.llm.secrets import REDACTOR
 from dsh_kernel.tools.presentation import GenericCallView, call_view
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
@@ -110,6 +112,18 @@ def test_two_comms_of_one_session_are_ambiguous_and_a_closed_one_is_forgotten() 
     second.close()
     fe = comms.frontend_for("lab")
     assert fe is not None and fe.path == "work/a.ipynb"
+
+
+def test_two_views_of_one_notebook_are_served_by_the_newest() -> None:
+    # "New View for Notebook": one kernel connection, two comms naming the same notebook (one model)
+    comms = NotebookComms()
+    first = open_comm(comms, "lab", "work/a.ipynb")
+    newest = open_comm(comms, "lab", "work/a.ipynb")
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.comm_id == newest.comm_id
+    newest.close()
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.comm_id == first.comm_id
 
 
 async def test_a_request_gets_its_own_reply_and_strays_are_dropped() -> None:
@@ -274,6 +288,27 @@ def test_a_range_is_checked_and_a_long_notebook_is_read_in_parts() -> None:
     assert f"notebook_read with first={MAX_CELLS + 1}" in many
 
 
+def test_a_big_read_shows_whole_cells_in_order_and_points_to_the_first_not_shown() -> None:
+    # 60 cells of 3,000 characters: twice the byte budget; no cell in the middle may go missing
+    cells = tuple(
+        NotebookCell(id=f"c{i}", cell_type="code", source=f"# cell {i}\n" + "z" * 3_000)
+        for i in range(1, 61)
+    )
+    text = render(Snapshot(origin="frontend", path="a.ipynb", cells=cells))
+    assert len(text.encode()) <= MAX_TEXT_BYTES
+    shown = [int(ln.split()[2]) for ln in text.splitlines() if ln.startswith("--- cell ")]
+    assert shown == list(range(1, len(shown) + 1)) and 10 < len(shown) < 60
+    nxt = len(shown) + 1
+    for n in shown:  # every shown cell is whole
+        assert f"# cell {n}\n" + "z" * 3_000 + "\n" in text + "\n"
+    assert f"cells {nxt}..60 not shown" in text
+    assert f"call notebook_read with first={nxt}" in text
+    assert "first=61" not in text
+    # a later part starts where the first stopped
+    rest = render(Snapshot(origin="frontend", path="a.ipynb", cells=cells), nxt, None)
+    assert f"--- cell {nxt} · id c{nxt}" in rest
+
+
 def test_the_saved_file_is_found_and_a_broken_one_says_why(tmp_path: Path) -> None:
     nb = tmp_path / "nb.ipynb"
     nb.write_text(
@@ -331,3 +366,20 @@ def test_the_insert_card_shows_each_cell_as_it_will_be_inserted(
     # the card is made from exactly what the insert request sends
     sent = desk._cells(args, session="s", call_id="call_1")
     assert view.content == cells_text(sent)
+
+
+def test_an_inserted_chat_cell_is_refused() -> None:
+    from dsh_kernel.kernel.notebook_checks import check_insert_args
+
+    with pytest.raises(ToolArgsError) as info:
+        check_insert_args({"cells": [{"cell_type": "code", "source": "%%chat\nsummarise df"}]})
+    assert "%%chat cell would send its text to the agent again" in info.value.message
+    kept: JsonObject = {"cell_type": "code", "source": "%%sql\nSELECT 1"}
+    assert check_insert_args({"cells": [kept]}) == [kept]
+
+
+def test_one_card_only_cell_is_singular() -> None:
+    from dsh_kernel.kernel.notebook_cards import insert_text
+
+    text = insert_text({"applied": "card", "cells": [{"cell_type": "code"}]}, for_model=True)
+    assert "the 1 cell is only shown" in text
