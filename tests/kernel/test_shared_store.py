@@ -134,3 +134,28 @@ def test_a_password_in_the_url_is_refused_with_one_line(
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
     assert shared_db.rows("SELECT to_regclass('dsh_events')") == [(None,)]
+
+
+def test_a_malformed_target_is_one_line_and_the_kernel_runs_on(tmp_path: Path) -> None:
+    with start_kernel(tmp_path / "k", env=_env("postgresql://[::1", "erin")) as k:
+        assert k.execute("Hello! What can you do?", timeout=GUARD_S).status == "ok"
+        shared = [line for line in _status(k).splitlines() if line.startswith("shared:")]
+        assert shared == [
+            "shared:   off: DSH_SHARED_STORE is not a valid postgresql:// URL (Invalid IPv6 URL); "
+            "check the host part (an IPv6 address is written [::1])"
+        ]
+    for stray in ("postgresql://[::1", "postgresql://host]/db"):
+        for argv in (["ship", "--store", str(tmp_path / "k" / "store")], ["mirror", stray]):
+            env = {**os.environ, "DSH_SHARED_STORE": stray, "DSH_STORE": str(tmp_path / "m")}
+            done = subprocess.run(
+                [sys.executable, "-m", "dsh_kernel", *argv],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=GUARD_S,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+            assert done.returncode != 0
+            assert "Traceback" not in done.stderr, done.stderr
+            assert "not a valid postgresql:// URL" in done.stderr, done.stderr

@@ -71,11 +71,18 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
         raise StoreError("the shared store target is empty", code="SHARED_STORE_TARGET")
     password: str | None = None
     if _URL.match(text):
-        parts = urlsplit(text)
         try:
+            parts = urlsplit(text)
             password = parts.password
-        except ValueError:
-            password = None
+        except ValueError as exc:
+            # urlsplit refuses an unclosed IPv6 bracket or a stray one; a password in such a URL
+            # is still learnt (best effort) so the line below never carries it
+            REDACTOR.add(_url_password_guess(text))
+            raise StoreError(
+                f"{name} is not a valid postgresql:// URL ({exc}); check the host part "
+                "(an IPv6 address is written [::1])",
+                code="SHARED_STORE_TARGET",
+            ) from exc
         if password is None:
             query = parse_qs(parts.query)
             password = next(iter(query.get("password", [])), None)
@@ -99,6 +106,15 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
             code="SHARED_STORE_PASSWORD",
         )
     return text
+
+
+def _url_password_guess(text: str) -> str | None:
+    """The ``user:password@`` part's password of a URL ``urlsplit`` could not take apart."""
+    rest = _URL.sub("", text, count=1)
+    userinfo, at, _ = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return None
+    return userinfo.split(":", 1)[1] or None
 
 
 def describe_target(target: str) -> str:
