@@ -44,6 +44,7 @@ __all__ = [
     "driver",
     "migrate",
     "migration_names",
+    "reason",
     "server_errors",
 ]
 
@@ -149,7 +150,7 @@ def connect(
         )
     except psycopg.Error as exc:
         raise StoreError(
-            f"the shared store {describe_target(conninfo)} is unreachable: {_reason(exc)}",
+            f"the shared store {describe_target(conninfo)} is unreachable: {reason(exc)}",
             code="SHARED_STORE_DOWN",
         ) from exc
     REDACTOR.add(conn.info.password or None)
@@ -165,12 +166,13 @@ def server_errors(target: str) -> Generator[None]:
         yield
     except psycopg.Error as exc:
         raise StoreError(
-            f"the shared store {describe_target(check_target(target))} refused: {_reason(exc)}",
+            f"the shared store {describe_target(check_target(target))} refused: {reason(exc)}",
             code="SHARED_STORE_FAILED",
         ) from exc
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
+    """The driver's error ``exc`` as one redacted line (at most 300 characters)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return REDACTOR.redact(text[:300])
 
