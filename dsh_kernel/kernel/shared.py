@@ -76,7 +76,7 @@ def check_at_start(
     from dsh_kernel.llm.secrets import REDACTOR
     from dsh_kernel.store.shared.connection import check_target, driver
 
-    REDACTOR.add(os.environ.get("PGPASSWORD"))
+    REDACTOR.add_password(os.environ.get("PGPASSWORD"))
     try:
         check_target(target)
         driver()

@@ -159,3 +159,20 @@ def test_a_malformed_target_is_one_line_and_the_kernel_runs_on(tmp_path: Path) -
             assert done.returncode != 0
             assert "Traceback" not in done.stderr, done.stderr
             assert "not a valid postgresql:// URL" in done.stderr, done.stderr
+
+
+def test_pgpassword_leaves_the_environment_and_a_short_one_is_redacted(
+    shared_db: SharedDb, tmp_path: Path
+) -> None:
+    env = {**_env(shared_db.target_for("dsh"), "frank"), "PGPASSWORD": "bobpw"}
+    with start_kernel(tmp_path / "k", env=env) as k:
+        assert k.execute("Hello! my password is bobpw", timeout=GUARD_S).status == "ok"
+        seen = k.python(
+            "import os\nfrom dsh_kernel.llm.secrets import REDACTOR\n"
+            "print('PGPASSWORD' in os.environ, REDACTOR.redact('pw=bobpw;'))"
+        )
+        assert seen.split() == ["False", "pw=[redacted];"]
+        _until_shipped(shared_db, "frank", tmp_path / "k" / "store")
+    for path in [*(tmp_path / "k" / "store").rglob("*.jsonl"), tmp_path / "k" / "kernel.log"]:
+        assert b"bobpw" not in path.read_bytes(), path
+    assert not any("bobpw" in str(r) for r in shared_db.rows("SELECT line FROM dsh_events"))

@@ -78,7 +78,7 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
         except ValueError as exc:
             # urlsplit refuses an unclosed IPv6 bracket or a stray one; a password in such a URL
             # is still learnt (best effort) so the line below never carries it
-            REDACTOR.add(_url_password_guess(text))
+            REDACTOR.add_password(_url_password_guess(text))
             raise StoreError(
                 f"{name} is not a valid postgresql:// URL ({exc}); check the host part "
                 "(an IPv6 address is written [::1])",
@@ -100,7 +100,7 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
     else:
         text = f"service={text}"
     if password is not None:
-        REDACTOR.add(password)
+        REDACTOR.add_password(password)
         raise StoreError(
             f"{name} holds a password: remove it from the URL and give it the libpq way "
             "(a service file, PGPASSFILE or ~/.pgpass, or PGPASSWORD)",
@@ -143,18 +143,33 @@ def connect(
     Raises ``StoreError(SHARED_STORE_DOWN)`` naming the server's reason (never a password)."""
     psycopg = driver()
     conninfo = check_target(target, name=name)
-    REDACTOR.add(os.environ.get("PGPASSWORD"))
+    password = _password()
+    extra = {} if password is None else {"password": password}
     try:
         conn = psycopg.connect(
-            conninfo, connect_timeout=max(1, int(timeout_s)), application_name="dsh-kernel"
+            conninfo,
+            connect_timeout=max(1, int(timeout_s)),
+            application_name="dsh-kernel",
+            **extra,
         )
     except psycopg.Error as exc:
         raise StoreError(
             f"the shared store {describe_target(conninfo)} is unreachable: {reason(exc)}",
             code="SHARED_STORE_DOWN",
         ) from exc
-    REDACTOR.add(conn.info.password or None)
+    REDACTOR.add_password(conn.info.password or None)
     return conn
+
+
+def _password() -> str | None:
+    """``PGPASSWORD`` as set now, else the one the kernel moved out of ``os.environ`` at start
+    (``kernel._protect_secrets``), learnt by the redactor whatever its length; ``None``: libpq's
+    own ways (service file, password file)."""
+    from dsh_kernel.llm.keys import KEYS
+
+    password = os.environ.get("PGPASSWORD") or KEYS.taken("PGPASSWORD")
+    REDACTOR.add_password(password)
+    return password or None
 
 
 @contextlib.contextmanager
