@@ -174,8 +174,7 @@ class DshKernel(IPythonKernel):
 
     def _protect_secrets(self) -> None:
         """See the module docstring (light imports only: this runs at kernel start)."""
-        import os
-
+        from dsh_kernel.kernel.shared import take_password
         from dsh_kernel.llm.keys import KEYS
         from dsh_kernel.llm.secrets import REDACTOR, install_log_filter
 
@@ -184,12 +183,7 @@ class DshKernel(IPythonKernel):
         install_log_filter(self.log)
         for warning in KEYS.take_environment():
             self.log.warning("dsh: %s", warning)
-        # the shared store's password, like the keys: out of os.environ (which the read-only
-        # `inspect` tool returns), learnt by the redactor whatever its length; the shipper
-        # gives it to libpq explicitly (store.shared.connection.connect)
-        REDACTOR.add_password(os.environ.get("PGPASSWORD"))
-        for warning in KEYS.take_environment(("PGPASSWORD",)):
-            self.log.warning("dsh: %s", warning)
+        take_password(self.log)
 
     def _check_store(self) -> None:
         """Say at start (in the kernel log, where Jupyter's terminal shows it) when the store cannot

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dsh_kernel.store.journal import JournalWriter
     from dsh_kernel.store.shared.shipper import Shipper
 
-__all__ = ["SharedLink", "check_at_start"]
+__all__ = ["SharedLink", "check_at_start", "take_password"]
 
 _log = logging.getLogger(__name__)
 
@@ -82,3 +82,17 @@ def check_at_start(
         driver()
     except StoreError as exc:
         log.warning("dsh: the shared store is off: %s", exc.message)
+
+
+def take_password(log: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
+    """Move ``PGPASSWORD`` out of ``os.environ`` into the key store, as the model API keys are (the
+    read-only ``inspect`` tool returns ``os.environ``), after teaching the redactor it whatever its
+    length; ``store.shared.connection.connect`` gives it to libpq explicitly."""
+    import os
+
+    from dsh_kernel.llm.keys import KEYS
+    from dsh_kernel.llm.secrets import REDACTOR
+
+    REDACTOR.add_password(os.environ.get("PGPASSWORD"))
+    for warning in KEYS.take_environment(("PGPASSWORD",)):
+        log.warning("dsh: %s", warning)
