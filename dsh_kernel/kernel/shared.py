@@ -68,7 +68,16 @@ def check_at_start(
 ) -> None:
     """Say in the kernel log at start when a configured shared store is off (``%agent status`` says
     it again). A password in the target is refused, and ``PGPASSWORD`` learnt by the redactor,
-    before anything logs."""
+    before anything logs. The shared store's loggers write to the kernel log's handlers from now on:
+    without a handler of their own, Python's last-resort handler wrote their warnings to
+    ``sys.stderr`` — the running cell's output, saved into the notebook."""
+    base = log.logger if isinstance(log, logging.LoggerAdapter) else log
+    for name in ("dsh_kernel.store.shared", "dsh_kernel.kernel.shared"):
+        logger = logging.getLogger(name)
+        for handler in base.handlers:
+            if handler not in logger.handlers:
+                logger.addHandler(handler)
+        logger.propagate = not base.handlers
     if not target:
         return
     import os

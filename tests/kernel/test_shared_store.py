@@ -176,3 +176,40 @@ def test_pgpassword_leaves_the_environment_and_a_short_one_is_redacted(
     for path in [*(tmp_path / "k" / "store").rglob("*.jsonl"), tmp_path / "k" / "kernel.log"]:
         assert b"bobpw" not in path.read_bytes(), path
     assert not any("bobpw" in str(r) for r in shared_db.rows("SELECT line FROM dsh_events"))
+
+
+def test_shipping_errors_go_to_the_kernel_log_not_the_cell(tmp_path: Path) -> None:
+    down = f"host={tmp_path / 'nowhere'} dbname=course"
+    with start_kernel(tmp_path / "k", env=_env(down, "gina")) as k:
+        chat = k.execute("Hello! What can you do?", timeout=GUARD_S)
+        assert chat.status == "ok"
+        time.sleep(1.5)  # the shipper's first round fails meanwhile
+        status = k.execute("%agent status", timeout=GUARD_S)
+        streams = "".join(
+            str(m["content"].get("text", ""))
+            for m in chat.of_type("stream") + status.of_type("stream")
+        )
+        assert "shipping to the shared store failed" not in streams
+        assert streams.count("shared:") == 1, streams
+    assert "shipping to the shared store failed" in (tmp_path / "k" / "kernel.log").read_text()
+
+
+def test_mirror_without_the_driver_names_its_dsn(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"  # a plain install: the driver is absent
+        "from dsh_kernel.store.cli import mirror_main\n"
+        f"sys.exit(mirror_main(['host=x dbname=y', '--store', {str(tmp_path / 'm')!r}]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DSH_SHARED_STORE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=GUARD_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    assert "the mirror's DSN is given but the PostgreSQL driver is not installed" in done.stderr
+    assert "DSH_SHARED_STORE" not in done.stderr

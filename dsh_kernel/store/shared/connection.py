@@ -123,13 +123,15 @@ def describe_target(target: str) -> str:
     return REDACTOR.redact(target)
 
 
-def driver() -> ModuleType:
-    """The psycopg module; ``StoreError(SHARED_STORE_DRIVER)`` when it is not installed."""
+def driver(name: str = "DSH_SHARED_STORE") -> ModuleType:
+    """The psycopg module; ``StoreError(SHARED_STORE_DRIVER)`` when it is not installed (the line
+    names where the target came from: ``name``)."""
     try:
         return importlib.import_module("psycopg")
     except ImportError as exc:
+        given = "is set" if name == "DSH_SHARED_STORE" else "is given"
         raise StoreError(
-            "DSH_SHARED_STORE is set but the PostgreSQL driver is not installed: "
+            f"{name} {given} but the PostgreSQL driver is not installed: "
             "pip install 'dsh-kernel[shared]' (psycopg 3); sessions stay in the local store only",
             code="SHARED_STORE_DRIVER",
         ) from exc
@@ -141,7 +143,7 @@ def connect(
     """A new connection to ``target`` (checked with ``check_target`` first), not in autocommit.
 
     Raises ``StoreError(SHARED_STORE_DOWN)`` naming the server's reason (never a password)."""
-    psycopg = driver()
+    psycopg = driver(name)
     conninfo = check_target(target, name=name)
     password = _password()
     extra = {} if password is None else {"password": password}
