@@ -213,3 +213,10 @@ def test_mirror_without_the_driver_names_its_dsn(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert "the mirror's DSN is given but the PostgreSQL driver is not installed" in done.stderr
     assert "DSH_SHARED_STORE" not in done.stderr
+
+
+def test_status_before_any_turn_does_not_claim_up_to_date(tmp_path: Path) -> None:
+    down = f"host={tmp_path / 'nowhere'} dbname=course"
+    with start_kernel(tmp_path / "k", env=_env(down, "hank")) as k:
+        shared = [line for line in _status(k).splitlines() if line.startswith("shared:")]
+        assert len(shared) == 1 and "up to date" not in shared[0], shared

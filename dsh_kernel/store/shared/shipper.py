@@ -72,6 +72,9 @@ class ShipperStatus:
 
     def line(self) -> str:
         """One line: where, and how far behind."""
+        if self.error is None and self.shipped == 0 and self.behind == 0 and not self.connected:
+            # nothing was asked of the server yet: "up to date" would claim it answered
+            return f"shared store {self.target}: not contacted yet (nothing to send so far)"
         if self.error is None:
             state = (
                 "up to date"
