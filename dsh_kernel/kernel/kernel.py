@@ -21,7 +21,8 @@ and ``evalue`` = what happened and what to do; our own tracebacks are never show
 Secrets (``_protect_secrets``, at start): the redactor learns the provider keys and the credentials
 of configured base URLs, then the keys move out of ``os.environ`` into the process's key store (so
 no tool, subprocess or ``repr(os.environ)`` finds them; ``dsh_kernel.api_key`` gives them to code of
-your own), and the kernel's log handlers get the redacting filter. Every error the kernel replies
+your own), and so does the shared store's ``PGPASSWORD`` (given to libpq explicitly by the
+shipper), and the kernel's log handlers get the redacting filter. Every error the kernel replies
 with is redacted too.
 """
 
@@ -173,6 +174,7 @@ class DshKernel(IPythonKernel):
 
     def _protect_secrets(self) -> None:
         """See the module docstring (light imports only: this runs at kernel start)."""
+        from dsh_kernel.kernel.shared import take_password
         from dsh_kernel.llm.keys import KEYS
         from dsh_kernel.llm.secrets import REDACTOR, install_log_filter
 
@@ -181,6 +183,7 @@ class DshKernel(IPythonKernel):
         install_log_filter(self.log)
         for warning in KEYS.take_environment():
             self.log.warning("dsh: %s", warning)
+        take_password(self.log)
 
     def _check_store(self) -> None:
         """Say at start (in the kernel log, where Jupyter's terminal shows it) when the store cannot

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dsh_kernel.store.journal import JournalWriter
     from dsh_kernel.store.shared.shipper import Shipper
 
-__all__ = ["SharedLink", "check_at_start"]
+__all__ = ["SharedLink", "check_at_start", "take_password"]
 
 _log = logging.getLogger(__name__)
 
@@ -68,7 +68,16 @@ def check_at_start(
 ) -> None:
     """Say in the kernel log at start when a configured shared store is off (``%agent status`` says
     it again). A password in the target is refused, and ``PGPASSWORD`` learnt by the redactor,
-    before anything logs."""
+    before anything logs. The shared store's loggers write to the kernel log's handlers from now on:
+    without a handler of their own, Python's last-resort handler wrote their warnings to
+    ``sys.stderr`` — the running cell's output, saved into the notebook."""
+    base = log.logger if isinstance(log, logging.LoggerAdapter) else log
+    for name in ("dsh_kernel.store.shared", "dsh_kernel.kernel.shared"):
+        logger = logging.getLogger(name)
+        for handler in base.handlers:
+            if handler not in logger.handlers:
+                logger.addHandler(handler)
+        logger.propagate = not base.handlers
     if not target:
         return
     import os
@@ -76,9 +85,23 @@ def check_at_start(
     from dsh_kernel.llm.secrets import REDACTOR
     from dsh_kernel.store.shared.connection import check_target, driver
 
-    REDACTOR.add(os.environ.get("PGPASSWORD"))
+    REDACTOR.add_password(os.environ.get("PGPASSWORD"))
     try:
         check_target(target)
         driver()
     except StoreError as exc:
         log.warning("dsh: the shared store is off: %s", exc.message)
+
+
+def take_password(log: logging.Logger | logging.LoggerAdapter[logging.Logger]) -> None:
+    """Move ``PGPASSWORD`` out of ``os.environ`` into the key store, as the model API keys are (the
+    read-only ``inspect`` tool returns ``os.environ``), after teaching the redactor it whatever its
+    length; ``store.shared.connection.connect`` gives it to libpq explicitly."""
+    import os
+
+    from dsh_kernel.llm.keys import KEYS
+    from dsh_kernel.llm.secrets import REDACTOR
+
+    REDACTOR.add_password(os.environ.get("PGPASSWORD"))
+    for warning in KEYS.take_environment(("PGPASSWORD",)):
+        log.warning("dsh: %s", warning)

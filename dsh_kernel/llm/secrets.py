@@ -37,7 +37,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Final, NoReturn, cast
 
 from dsh_kernel.jsonvalue import JsonValue
@@ -66,6 +66,12 @@ CREDENTIAL_PARAMS: Final = frozenset(
 
 MIN_SECRET: Final = 8
 """The shortest value treated as a secret, and the shortest piece of one that is redacted."""
+
+MIN_PASSWORD: Final = 4
+"""The shortest password given explicitly (``add_password``: the shared store's) that is redacted.
+Lower than ``MIN_SECRET`` because such a value is known to be a secret — not guessed from a
+variable that may hold anything — and a short one (``bobpw``) is still someone's password; it is
+matched whole, never by pieces. Not lower: a 1–3 character value would blank out ordinary words."""
 
 REDACTED: Final = "[redacted]"
 
@@ -180,6 +186,9 @@ class Redactor:
         self._forms: set[str] = set()
         self._seen: dict[str, str] = {}
         self._index: _Index | None = None
+        self._short_words: set[str] = set()
+        self._short: re.Pattern[str] | None = None
+        """Passwords shorter than ``MIN_SECRET`` (``add_password``), matched whole."""
         self._lock = threading.Lock()
         self._refreshed = False
 
@@ -202,6 +211,24 @@ class Redactor:
             self._secrets.add(secret)
             self._forms |= written_forms(secret)
             self._index = _Index(self._forms)
+
+    def add_password(self, secret: str | None) -> None:
+        """Treat ``secret``, known to be a password, as secret whatever its length down to
+        ``MIN_PASSWORD`` (a short one is redacted where it occurs whole)."""
+        if not secret:
+            return
+        secret = secret.strip()
+        if len(secret) >= MIN_SECRET:
+            self.add(secret)
+            return
+        if len(secret) < MIN_PASSWORD or secret in self._short_words:
+            return
+        with self._lock:
+            self._short_words.add(secret)
+            forms = {secret, json.dumps(secret)[1:-1], urllib.parse.quote(secret, safe="")}
+            self._short = re.compile(
+                "|".join(re.escape(f) for f in sorted(forms, key=len, reverse=True))
+            )
 
     def add_url(self, url: str | None) -> None:
         """Treat the credentials inside ``url`` as secret."""
@@ -230,6 +257,8 @@ class Redactor:
             self._forms.clear()
             self._seen.clear()
             self._index = None
+            self._short_words.clear()
+            self._short = None
             self._refreshed = False
 
     # --- scrubbing -------------------------------------------------------------------------------
@@ -239,9 +268,12 @@ class Redactor:
         if not self._refreshed:
             self.refresh()
         index = self._index
-        if index is None or len(text) < MIN_SECRET:
-            return text
-        return index.redact(text)
+        if index is not None and len(text) >= MIN_SECRET:
+            text = index.redact(text)
+        short = self._short
+        if short is not None and short.search(text):
+            text = short.sub(REDACTED, text)
+        return text
 
     def scrub(self, data: JsonValue) -> JsonValue:
         """Redact every string and object key inside ``data`` (plain JSON: ``dict``, ``list``,
@@ -249,6 +281,8 @@ class Redactor:
         string when ``data`` is one)."""
         if not self._refreshed:
             self.refresh()
+        if self._short is not None:
+            return _scrub_each(data, self.redact)
         index = self._index
         if index is None:
             return data
@@ -290,12 +324,33 @@ class Redactor:
         is made only when something is redacted)."""
         if not self._refreshed:
             self.refresh()
-        index = self._index
-        if index is None:
+        if self._index is None and self._short is None:
             return data
-        if not any(len(s) >= MIN_SECRET and index.redact(s) is not s for s in _strings(data)):
+        if not any(self.redact(s) is not s for s in _strings(data)):
             return data
         return self.scrub(_copy(data))
+
+
+def _scrub_each(data: JsonValue, redact: Callable[[str], str]) -> JsonValue:
+    """``redact`` applied to every string and key of ``data``, in place (the slow path, taken only
+    when a short password is known)."""
+    if isinstance(data, str):
+        return redact(data)
+    stack: list[JsonValue] = [data]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            items = [(redact(k), redact(v) if isinstance(v, str) else v) for k, v in node.items()]
+            node.clear()
+            node.update(items)
+            stack.extend(v for _, v in items if isinstance(v, dict | list))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                if isinstance(v, str):
+                    node[i] = redact(v)
+                elif isinstance(v, dict | list):
+                    stack.append(v)
+    return data
 
 
 def _copy(data: JsonValue) -> JsonValue:

@@ -56,6 +56,7 @@ DATA_FILES = {
     # The shared store's PostgreSQL migrations (its own, beside the DuckDB ones).
     "dsh_kernel/store/shared/migrations/0001_events.sql",
     "dsh_kernel/store/shared/migrations/0002_sessions.sql",
+    "dsh_kernel/store/shared/migrations/0003_consistent_sessions.sql",
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 

@@ -134,3 +134,89 @@ def test_a_password_in_the_url_is_refused_with_one_line(
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
     assert shared_db.rows("SELECT to_regclass('dsh_events')") == [(None,)]
+
+
+def test_a_malformed_target_is_one_line_and_the_kernel_runs_on(tmp_path: Path) -> None:
+    with start_kernel(tmp_path / "k", env=_env("postgresql://[::1", "erin")) as k:
+        assert k.execute("Hello! What can you do?", timeout=GUARD_S).status == "ok"
+        shared = [line for line in _status(k).splitlines() if line.startswith("shared:")]
+        assert shared == [
+            "shared:   off: DSH_SHARED_STORE is not a valid postgresql:// URL (Invalid IPv6 URL); "
+            "check the host part (an IPv6 address is written [::1])"
+        ]
+    for stray in ("postgresql://[::1", "postgresql://host]/db"):
+        for argv in (["ship", "--store", str(tmp_path / "k" / "store")], ["mirror", stray]):
+            env = {**os.environ, "DSH_SHARED_STORE": stray, "DSH_STORE": str(tmp_path / "m")}
+            done = subprocess.run(
+                [sys.executable, "-m", "dsh_kernel", *argv],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=GUARD_S,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
+            assert done.returncode != 0
+            assert "Traceback" not in done.stderr, done.stderr
+            assert "not a valid postgresql:// URL" in done.stderr, done.stderr
+
+
+def test_pgpassword_leaves_the_environment_and_a_short_one_is_redacted(
+    shared_db: SharedDb, tmp_path: Path
+) -> None:
+    env = {**_env(shared_db.target_for("dsh"), "frank"), "PGPASSWORD": "bobpw"}
+    with start_kernel(tmp_path / "k", env=env) as k:
+        assert k.execute("Hello! my password is bobpw", timeout=GUARD_S).status == "ok"
+        seen = k.python(
+            "import os\nfrom dsh_kernel.llm.secrets import REDACTOR\n"
+            "print('PGPASSWORD' in os.environ, REDACTOR.redact('pw=bobpw;'))"
+        )
+        assert seen.split() == ["False", "pw=[redacted];"]
+        _until_shipped(shared_db, "frank", tmp_path / "k" / "store")
+    for path in [*(tmp_path / "k" / "store").rglob("*.jsonl"), tmp_path / "k" / "kernel.log"]:
+        assert b"bobpw" not in path.read_bytes(), path
+    assert not any("bobpw" in str(r) for r in shared_db.rows("SELECT line FROM dsh_events"))
+
+
+def test_shipping_errors_go_to_the_kernel_log_not_the_cell(tmp_path: Path) -> None:
+    down = f"host={tmp_path / 'nowhere'} dbname=course"
+    with start_kernel(tmp_path / "k", env=_env(down, "gina")) as k:
+        chat = k.execute("Hello! What can you do?", timeout=GUARD_S)
+        assert chat.status == "ok"
+        time.sleep(1.5)  # the shipper's first round fails meanwhile
+        status = k.execute("%agent status", timeout=GUARD_S)
+        streams = "".join(
+            str(m["content"].get("text", ""))
+            for m in chat.of_type("stream") + status.of_type("stream")
+        )
+        assert "shipping to the shared store failed" not in streams
+        assert streams.count("shared:") == 1, streams
+    assert "shipping to the shared store failed" in (tmp_path / "k" / "kernel.log").read_text()
+
+
+def test_mirror_without_the_driver_names_its_dsn(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['psycopg'] = None\n"  # a plain install: the driver is absent
+        "from dsh_kernel.store.cli import mirror_main\n"
+        f"sys.exit(mirror_main(['host=x dbname=y', '--store', {str(tmp_path / 'm')!r}]))"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DSH_SHARED_STORE"}
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=GUARD_S,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0
+    assert "the mirror's DSN is given but the PostgreSQL driver is not installed" in done.stderr
+    assert "DSH_SHARED_STORE" not in done.stderr
+
+
+def test_status_before_any_turn_does_not_claim_up_to_date(tmp_path: Path) -> None:
+    down = f"host={tmp_path / 'nowhere'} dbname=course"
+    with start_kernel(tmp_path / "k", env=_env(down, "hank")) as k:
+        shared = [line for line in _status(k).splitlines() if line.startswith("shared:")]
+        assert len(shared) == 1 and "up to date" not in shared[0], shared

@@ -26,7 +26,14 @@ from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.session.codec import dumps, header_from_json
 from dsh_kernel.store.journal import repair_orphan
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.shared.connection import Connection, connect, migrate, server_errors
+from dsh_kernel.store.shared.connection import (
+    Connection,
+    connect,
+    driver,
+    migrate,
+    reason,
+    server_errors,
+)
 from dsh_kernel.store.shared.send import JournalTail, resync, send
 
 try:
@@ -83,17 +90,32 @@ def _ship_tails(conn: Connection, tails: list[JournalTail], skipped: list[str]) 
     resync(conn, tails)
     events = 0
     for tail in tails:
-        while True:
-            rows, offset = tail.read()
-            if not rows and offset == tail.offset:
-                break
-            if rows or tail.next_seq == 0:
-                send(conn, tail, rows)
-            tail.advance(rows, offset)
-            events += len(rows)
-        if tail.torn_at is not None:
+        try:
+            events += _ship_one(conn, tail)
+        except driver().DatabaseError as exc:
+            if conn.closed or conn.broken:
+                raise  # the server went away: the whole run stops (server_errors says why)
+            # refused for this journal only (row-level security: another user's session; a
+            # constraint): the transaction is rolled back, the others go on
+            skipped.append(f"{tail.path}: the shared store refused it: {reason(exc)}")
+            continue
+        if tail.refused is not None:
+            skipped.append(tail.refused)
+        elif tail.torn_at is not None:
             skipped.append(f"{tail.path}: a line at byte {tail.torn_at} is not a journal event")
     return events
+
+
+def _ship_one(conn: Connection, tail: JournalTail) -> int:
+    events = 0
+    while True:
+        rows, offset = tail.read()
+        if not rows and offset == tail.offset:
+            return events
+        if rows or tail.next_seq == 0:
+            send(conn, tail, rows)
+        tail.advance(rows, offset)
+        events += len(rows)
 
 
 def _local_events(path: Path) -> tuple[int, bool]:
@@ -129,6 +151,14 @@ def mirror_store(target: str, store: Store, since: date | None = None) -> Mirror
             for sid, header_obj in listed:
                 try:
                     header = header_from_json(header_obj, where=f"shared session {sid}")
+                    if header.id != sid:
+                        skipped.append(
+                            f"{sid}: its header names another session ({header.id}); "
+                            "not mirrored (a forged or damaged session row)"
+                        )
+                        continue
+                    # named by the server's session_id (the key its events are stored under),
+                    # never by anything else a student wrote
                     path = store.journal_path(header)
                 except (SessionFormatError, StoreError) as exc:
                     skipped.append(f"{sid}: {exc}")

@@ -44,6 +44,7 @@ __all__ = [
     "driver",
     "migrate",
     "migration_names",
+    "reason",
     "server_errors",
 ]
 
@@ -71,11 +72,18 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
         raise StoreError("the shared store target is empty", code="SHARED_STORE_TARGET")
     password: str | None = None
     if _URL.match(text):
-        parts = urlsplit(text)
         try:
+            parts = urlsplit(text)
             password = parts.password
-        except ValueError:
-            password = None
+        except ValueError as exc:
+            # urlsplit refuses an unclosed IPv6 bracket or a stray one; a password in such a URL
+            # is still learnt (best effort) so the line below never carries it
+            REDACTOR.add_password(_url_password_guess(text))
+            raise StoreError(
+                f"{name} is not a valid postgresql:// URL ({exc}); check the host part "
+                "(an IPv6 address is written [::1])",
+                code="SHARED_STORE_TARGET",
+            ) from exc
         if password is None:
             query = parse_qs(parts.query)
             password = next(iter(query.get("password", [])), None)
@@ -92,7 +100,7 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
     else:
         text = f"service={text}"
     if password is not None:
-        REDACTOR.add(password)
+        REDACTOR.add_password(password)
         raise StoreError(
             f"{name} holds a password: remove it from the URL and give it the libpq way "
             "(a service file, PGPASSFILE or ~/.pgpass, or PGPASSWORD)",
@@ -101,18 +109,29 @@ def check_target(raw: str, *, name: str = "DSH_SHARED_STORE") -> str:
     return text
 
 
+def _url_password_guess(text: str) -> str | None:
+    """The ``user:password@`` part's password of a URL ``urlsplit`` could not take apart."""
+    rest = _URL.sub("", text, count=1)
+    userinfo, at, _ = rest.rpartition("@")
+    if not at or ":" not in userinfo:
+        return None
+    return userinfo.split(":", 1)[1] or None
+
+
 def describe_target(target: str) -> str:
     """``target`` for a status line (it holds no password: ``check_target`` saw to that)."""
     return REDACTOR.redact(target)
 
 
-def driver() -> ModuleType:
-    """The psycopg module; ``StoreError(SHARED_STORE_DRIVER)`` when it is not installed."""
+def driver(name: str = "DSH_SHARED_STORE") -> ModuleType:
+    """The psycopg module; ``StoreError(SHARED_STORE_DRIVER)`` when it is not installed (the line
+    names where the target came from: ``name``)."""
     try:
         return importlib.import_module("psycopg")
     except ImportError as exc:
+        given = "is set" if name == "DSH_SHARED_STORE" else "is given"
         raise StoreError(
-            "DSH_SHARED_STORE is set but the PostgreSQL driver is not installed: "
+            f"{name} {given} but the PostgreSQL driver is not installed: "
             "pip install 'dsh-kernel[shared]' (psycopg 3); sessions stay in the local store only",
             code="SHARED_STORE_DRIVER",
         ) from exc
@@ -124,20 +143,35 @@ def connect(
     """A new connection to ``target`` (checked with ``check_target`` first), not in autocommit.
 
     Raises ``StoreError(SHARED_STORE_DOWN)`` naming the server's reason (never a password)."""
-    psycopg = driver()
+    psycopg = driver(name)
     conninfo = check_target(target, name=name)
-    REDACTOR.add(os.environ.get("PGPASSWORD"))
+    password = _password()
+    extra = {} if password is None else {"password": password}
     try:
         conn = psycopg.connect(
-            conninfo, connect_timeout=max(1, int(timeout_s)), application_name="dsh-kernel"
+            conninfo,
+            connect_timeout=max(1, int(timeout_s)),
+            application_name="dsh-kernel",
+            **extra,
         )
     except psycopg.Error as exc:
         raise StoreError(
-            f"the shared store {describe_target(conninfo)} is unreachable: {_reason(exc)}",
+            f"the shared store {describe_target(conninfo)} is unreachable: {reason(exc)}",
             code="SHARED_STORE_DOWN",
         ) from exc
-    REDACTOR.add(conn.info.password or None)
+    REDACTOR.add_password(conn.info.password or None)
     return conn
+
+
+def _password() -> str | None:
+    """``PGPASSWORD`` as set now, else the one the kernel moved out of ``os.environ`` at start
+    (``kernel._protect_secrets``), learnt by the redactor whatever its length; ``None``: libpq's
+    own ways (service file, password file)."""
+    from dsh_kernel.llm.keys import KEYS
+
+    password = os.environ.get("PGPASSWORD") or KEYS.taken("PGPASSWORD")
+    REDACTOR.add_password(password)
+    return password or None
 
 
 @contextlib.contextmanager
@@ -149,12 +183,13 @@ def server_errors(target: str) -> Generator[None]:
         yield
     except psycopg.Error as exc:
         raise StoreError(
-            f"the shared store {describe_target(check_target(target))} refused: {_reason(exc)}",
+            f"the shared store {describe_target(check_target(target))} refused: {reason(exc)}",
             code="SHARED_STORE_FAILED",
         ) from exc
 
 
-def _reason(exc: BaseException) -> str:
+def reason(exc: BaseException) -> str:
+    """The driver's error ``exc`` as one redacted line (at most 300 characters)."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return REDACTOR.redact(text[:300])
 

@@ -2,8 +2,11 @@
 
 ``JournalTail`` is what a shipper remembers of one journal: the byte offset up to which its lines
 were shipped and the next ``seq`` the server lacks. ``read()`` returns the complete lines past the
-offset as rows — never a torn tail: only newline-terminated lines are read, and a line that does not
-parse as a journal event stops the read there (it is logged once and never shipped; the crash repair
+offset as rows; a journal whose header ``id`` is not its session id (the file's stem) is refused
+once (``refused``, logged) and never read — the server and the mirror name a session by its id, so a
+header naming another's session must not reach them. It returns the rows — never a torn tail: only
+newline-terminated lines are read, and a line that does not parse as a journal event stops the read
+there (it is logged once and never shipped; the crash repair
 of ``load_session``/``repair_orphan`` is what turns such a journal into one that ships again). With
 ``durable`` (the live writer's ``committed``), lines past the events the writer has committed are left
 for later, so a write the journal is about to take back is never shipped.
@@ -69,6 +72,8 @@ class JournalTail:
     last_time: int = 0
     torn_at: int | None = field(default=None, repr=False)
     """The offset of a line that did not parse (warned about once)."""
+    refused: str | None = field(default=None, repr=False)
+    """Why this journal is never shipped (its header names another session), logged once."""
 
     def behind(self) -> int:
         """Durable events not shipped yet (for a journal nobody writes: 0 once it is read)."""
@@ -79,6 +84,8 @@ class JournalTail:
     def read(self, limit: int = MAX_BATCH) -> tuple[list[Row], int]:
         """Up to ``limit`` rows past ``next_seq`` and the offset just past the last line read.
         Changes nothing: ``advance`` does, once the rows are on the server."""
+        if self.refused is not None:
+            return [], self.offset
         cap = self.durable() if self.durable is not None else None
         try:
             with open(self.path, "rb") as f:
@@ -98,6 +105,9 @@ class JournalTail:
                 if obj is None or obj.get("type") != "session":
                     self._torn(0)
                     break
+                if obj.get("id") != self.session_id:
+                    self._refuse(obj.get("id"))
+                    return [], self.offset
                 self.header = obj
                 pos = nl + 1
                 continue
@@ -119,6 +129,13 @@ class JournalTail:
         if rows:
             self.next_seq = rows[-1].seq + 1
             self.last_time = max(self.last_time, rows[-1].time)
+
+    def _refuse(self, header_id: JsonValue) -> None:
+        self.refused = (
+            f"{self.path}: its header's id {json.dumps(header_id)} is not its session id "
+            f"{self.session_id!r} (the file's name); not shipped"
+        )
+        _log.warning("dsh: %s", self.refused)
 
     def _torn(self, at: int) -> None:
         if self.torn_at != at:

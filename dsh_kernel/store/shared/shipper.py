@@ -72,8 +72,15 @@ class ShipperStatus:
 
     def line(self) -> str:
         """One line: where, and how far behind."""
+        if self.error is None and self.shipped == 0 and self.behind == 0 and not self.connected:
+            # nothing was asked of the server yet: "up to date" would claim it answered
+            return f"shared store {self.target}: not contacted yet (nothing to send so far)"
         if self.error is None:
-            state = "up to date" if self.behind == 0 else f"{self.behind} events to send"
+            state = (
+                "up to date"
+                if self.behind == 0
+                else f"{self.behind} event{'' if self.behind == 1 else 's'} to send"
+            )
             return f"shared store {self.target}: {state} ({self.shipped} events shipped)"
         retry = f"; next try in {self.retry_in_s:.0f} s" if self.retry_in_s is not None else ""
         return (

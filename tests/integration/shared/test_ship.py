@@ -38,12 +38,16 @@ def _server_counts(db) -> dict[str, int]:
 def test_migrations_are_ordered_and_recorded(shared_db) -> None:
     conn = connect(shared_db.target)
     try:
-        assert migrate(conn) == migration_names() == ["0001_events", "0002_sessions"]
+        assert (
+            migrate(conn)
+            == migration_names()
+            == ["0001_events", "0002_sessions", "0003_consistent_sessions"]
+        )
         assert migrate(conn) == []
     finally:
         conn.close()
     names = [r[0] for r in shared_db.rows("SELECT name FROM dsh_schema_migrations ORDER BY name")]
-    assert names == ["0001_events", "0002_sessions"]
+    assert names == ["0001_events", "0002_sessions", "0003_consistent_sessions"]
 
 
 def test_reshipping_the_same_journals_twice_gives_no_duplicates(shared_db, course) -> None:
