@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
 from traitlets import Bool, Enum, Float, Integer, Unicode
@@ -432,12 +432,9 @@ class DshKernel(IPythonKernel):
 
     def _client_session(self) -> str | None:
         """The client session (header ``session``) of the running ``execute_request``."""
-        parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
-        header: object = parent.get("header")
-        session: object = (
-            cast("dict[str, object]", header).get("session") if isinstance(header, dict) else None
-        )
-        return session if isinstance(session, str) else None
+        from dsh_kernel.kernel.notebook_comm import client_session
+
+        return client_session(self.get_parent("shell"))  # pyright: ignore[reportUnknownMemberType]
 
     async def _execute_compact(self, count: int) -> dict[str, Any]:
         """The ``%agent compact`` cell (``kernel.compact``): its line, or its failure's."""

@@ -113,6 +113,13 @@ def _obj(value: object) -> dict[str, object]:
     return cast("dict[str, object]", value) if isinstance(value, dict) else {}
 
 
+def client_session(msg: object) -> str | None:
+    """The client session (header ``session``) of a Jupyter message: the same for every message
+    one kernel connection sends (a ``comm_open`` and the ``execute_request`` of its notebook)."""
+    session = _obj(_obj(msg).get("header")).get("session")
+    return session if isinstance(session, str) else None
+
+
 class NotebookComms:
     """The registry and the requests (module docstring). One per kernel."""
 
@@ -129,14 +136,13 @@ class NotebookComms:
 
     def opened(self, comm: CommLike, msg: dict[str, object]) -> None:
         """The target's handler: keep the comm, keyed by the session that opened it."""
-        header = _obj(msg.get("header"))
         hello = _obj(_obj(msg.get("content")).get("data"))
-        session = header.get("session")
+        session = client_session(msg)
         path = hello.get("path")
         protocol = hello.get("protocol")
         fe = Frontend(
             comm=comm,
-            session=session if isinstance(session, str) else "",
+            session=session or "",
             path=path if isinstance(path, str) and path else None,
             frontend=str(hello.get("frontend") or ""),
             version=str(hello.get("version") or ""),
