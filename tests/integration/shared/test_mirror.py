@@ -12,25 +12,13 @@ from dsh_kernel.store.cli import mirror_main
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest import ingest
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.schema_doc import PUBLIC_VIEWS
 from dsh_kernel.store.shared.catchup import ship_store
 from tests.support.course_sample import make_course
 from tests.support.shared_db import SharedDb
 
-VIEWS = (
-    "sessions",
-    "turns",
-    "messages",
-    "events",
-    "tool_calls",
-    "requests",
-    "usage",
-    "compactions",
-    "approvals",
-    "code_runs",
-    "errors",
-    "images",
-    "image_data",
-)
+VIEWS = PUBLIC_VIEWS
+"""Every documented view, so a view added later is compared too."""
 
 
 def _rows(store: Store) -> dict[str, list[tuple[object, ...]]]:
