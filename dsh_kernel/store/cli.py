@@ -171,7 +171,8 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
 
 def ship_main(argv: list[str]) -> int:
     """``python -m dsh_kernel ship [--store PATH]``: catch the shared store up with a store's
-    journals (``store.shared.catchup.ship_store``); the server is ``DSH_SHARED_STORE``."""
+    journals (``store.shared.catchup.ship_store``); the server is ``DSH_SHARED_STORE``. Exits 1
+    when a journal was skipped (each is named on stderr), the others shipped all the same."""
     import os
 
     p = argparse.ArgumentParser(
@@ -204,8 +205,12 @@ def ship_main(argv: list[str]) -> int:
             f"shipped {done.events} new events of {done.journals} journals from {store.root} to "
             f"{describe_target(target)}"
         )
+        skipped.extend(done.skipped)
 
-    return _run(action, store)
+    skipped: list[str] = []
+    status = _run(action, store)
+    # A journal left behind is a failure a script must see (a cron job, the course's hub hook).
+    return 1 if status == 0 and skipped else status
 
 
 def mirror_main(argv: list[str]) -> int:

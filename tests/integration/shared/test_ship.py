@@ -123,6 +123,25 @@ def test_ship_cli_repairs_a_crashed_journal_first(
     assert _server_counts(shared_db) == {src.stem: data.count(b"\n") - 1}
 
 
+def test_ship_cli_exits_1_when_it_skipped_a_journal_and_ships_the_others(
+    shared_db, tmp_path: Path, course, monkeypatch, capsys
+) -> None:
+    store = Store.at(tmp_path / "store")
+    good, other = list(course["chen"].iter_journals())[:2]
+    for src in (good, other):
+        dest = store.journals_dir / src.parent.name / src.name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(src.read_bytes())
+    # a journal whose header names another session: refused, never shipped
+    forged = store.journals_dir / other.parent.name / other.name
+    forged.rename(forged.with_name("forged-session.jsonl"))
+    monkeypatch.setenv("DSH_SHARED_STORE", shared_db.target)
+    assert ship_main(["--store", str(store.root)]) == 1
+    captured = capsys.readouterr()
+    assert "skipped " in captured.err and "forged-session" in captured.err
+    assert _server_counts(shared_db) == {good.stem: good.read_bytes().count(b"\n") - 1}
+
+
 def test_ship_cli_without_a_target_says_what_to_set(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.delenv("DSH_SHARED_STORE", raising=False)
     assert ship_main(["--store", str(tmp_path)]) == 1
