@@ -209,7 +209,7 @@ def reach(fe: Frontend, server: ModelServer, state: str, tmp: Path) -> Callable[
         return lambda: len(server.requests()) == 1
     if state == "streaming":
         server.script(sc.hang_mid_stream(12, delay_ms=10))
-        return lambda: bool(fe.markdown_updates("s4 "))
+        return lambda: bool(fe.text_updates("s4 "))
     if state == "approval":
         server.script(sc.python_call("never = 1"))
         return lambda: bool(fe.buttons("Always allow"))

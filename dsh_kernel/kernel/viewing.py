@@ -56,6 +56,7 @@ class CellView:
             images_in_force=_images_in_force(agent),
             image_data=agent.session.image_data,
             budget=host.budgets.footer_text,
+            live_outputs=True,
         )
         self._dispose = agent.session.subscribe(self.view.observe)
         # Stop and Send must work while the agent's code holds the main thread (kernel.busy).

@@ -17,15 +17,18 @@ from collections.abc import Callable, Sequence
 from typing import cast
 
 import ipywidgets  # pyright: ignore[reportMissingTypeStubs]
+import traitlets
 
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.views.safe_html import sanitize
 
 Widget = ipywidgets.Widget
 DOMWidget = ipywidgets.DOMWidget
 Box = ipywidgets.Box
 VBox = ipywidgets.VBox
 HBox = ipywidgets.HBox
-HTML = ipywidgets.HTML
+StyleHTML = ipywidgets.HTML
+"""The plain HTML widget: only ``views.style`` uses it, for the kernel's own constant ``<style>``."""
 Button = ipywidgets.Button
 Text = ipywidgets.Text
 Output = ipywidgets.Output
@@ -33,6 +36,17 @@ Accordion = ipywidgets.Accordion
 RadioButtons = ipywidgets.RadioButtons
 SelectMultiple = ipywidgets.SelectMultiple
 Label = ipywidgets.Label
+
+
+class HTML(ipywidgets.HTML):
+    """An HTML widget whose value is always sanitised (``views.safe_html.sanitize``) before it is
+    stored or sent: whatever a view assigns, the page gets only allowlisted markup. The frontend
+    sets ``innerHTML`` and never typesets it."""
+
+    @traitlets.validate("value")
+    def _sanitised(self, proposal: dict[str, object]) -> str:
+        value = proposal["value"]
+        return sanitize(value) if isinstance(value, str) and value else ""
 
 
 def set_children(box: Box, widgets: Sequence[DOMWidget]) -> None:

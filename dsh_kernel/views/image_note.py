@@ -35,7 +35,7 @@ from typing import Final
 from dsh_kernel.llm.types import ImageBlock
 from dsh_kernel.runtime.text import format_size
 from dsh_kernel.views.images import MessageImages
-from dsh_kernel.views.markdown import escape, escape_inline_markdown
+from dsh_kernel.views.safe_html import escape, inline_markdown_text
 from dsh_kernel.views.static_style import attrs
 
 MAX_THUMBNAIL_CHARS: Final = 1_000_000
@@ -199,7 +199,7 @@ def images_markdown(m: MessageImages | None, *, attached: bool = False) -> str:
         return ""
     icon = "📎" if attached else "🖼️"
     head, *rest = lines
-    out = [f"{icon} *{escape_inline_markdown(head.text)}*"]
+    out = [f"{icon} *{inline_markdown_text(head.text)}*"]
     if rest:
-        out += ["", *(f"- {escape_inline_markdown(line.text)}" for line in rest)]
+        out += ["", *(f"- {inline_markdown_text(line.text)}" for line in rest)]
     return "\n".join(out)

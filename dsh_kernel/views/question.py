@@ -29,7 +29,7 @@ from dsh_kernel.tools.builtin.ask_user import (
     check_answers,
 )
 from dsh_kernel.views import _ipw
-from dsh_kernel.views.markdown import escape
+from dsh_kernel.views.safe_html import escape
 
 SubmitCallback = Callable[[str, JsonObject], None]
 

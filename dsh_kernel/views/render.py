@@ -20,27 +20,21 @@ code blocks — arguments, results, the fences in model text such as a suggested
 (``views.static_style``: JupyterLab's sanitiser removes ``<style>`` from untrusted notebooks).
 
 Both renderings are pure functions of a ``TurnModel`` (``fold_turn(turn_events(log, n))``) plus the
-optional tool lookup, model info, session id and images (``read_images(turn_events(log, n))``). Model text never becomes markup: the Markdown
-rendering passes it through ``safe_markdown`` (no raw HTML tag survives) and the HTML rendering
-through ``markdown_to_html`` (markdown-it-py with raw HTML off: every character escaped). Raw
-``text/html`` from tool outputs is not embedded in either (it would be arbitrary markup in a
-document that is no longer sandboxed by the live ``Output`` widget): its ``text/plain`` fallback is
-shown instead.
-
-Everything else that came from a tool is escaped too: names, titles and labels as text; arguments
-and result text inside fences their content cannot close; an image only as a data URI of one of
-``_IMAGE_MIMES`` whose payload is strict base64 (anything else in the data — a quote, an attribute —
-and the image is named, not embedded), attribute-escaped. Arguments are shown whole (they are what
-ran); result texts are cut at ``MAX_STATIC_TEXT`` with a marker.
+optional tool lookup, model info, session id and images (``read_images(turn_events(log, n))``).
+Nothing that came from outside becomes markup (``views.safe_html``): the HTML is built by the same
+functions the live view uses and passes ``sanitize`` as a whole, inside a container MathJax skips;
+the Markdown alternative escapes every HTML-significant character of outside text and writes code
+as entity-escaped ``<pre><code>``. Tool outputs are reduced (``views.outputs``): a raster image whose
+payload is strict base64, embedded as a data URI under ``MAX_INLINE_IMAGE``, else named; otherwise
+their text. Their HTML, SVG, Markdown and LaTeX are never embedded. Arguments are shown whole (they
+are what ran); result texts are cut at ``MAX_STATIC_TEXT`` with a marker.
 """
 
 from __future__ import annotations
 
-import base64
-import re
 from typing import Final
 
-from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.views.card_content import (
     RECOVERED_TITLE,
@@ -60,13 +54,6 @@ from dsh_kernel.views.format import (
 )
 from dsh_kernel.views.image_note import images_html, images_markdown
 from dsh_kernel.views.images import NO_IMAGES, MessageImages, TurnImages
-from dsh_kernel.views.markdown import (
-    escape,
-    escape_inline_markdown,
-    fence,
-    safe_markdown,
-)
-from dsh_kernel.views.markdown_html import markdown_to_html
 from dsh_kernel.views.model import (
     NoticeItem,
     ReasoningItem,
@@ -76,7 +63,19 @@ from dsh_kernel.views.model import (
     ToolItem,
     TurnModel,
 )
-from dsh_kernel.views.static_style import attrs, style
+from dsh_kernel.views.outputs import image_of, plain_text
+from dsh_kernel.views.safe_html import (
+    NO_MATH,
+    code_html,
+    escape,
+    inline_markdown_text,
+    markdown_alternative,
+    markdown_code,
+    markdown_html,
+    sanitize,
+    text_html,
+)
+from dsh_kernel.views.static_style import attrs
 
 __all__ = [
     "MAX_INLINE_IMAGE",
@@ -92,9 +91,6 @@ __all__ = [
 
 MAX_INLINE_IMAGE: Final = 1_000_000
 """Largest base64 image (characters) embedded as a data URI; larger ones are named, not shown."""
-_IMAGE_MIMES: Final = ("image/png", "image/jpeg", "image/gif", "image/svg+xml")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_BASE64 = re.compile(r"[A-Za-z0-9+/]*={0,2}")
 
 
 def _reasoning_title(item: ReasoningItem) -> str:
@@ -103,48 +99,9 @@ def _reasoning_title(item: ReasoningItem) -> str:
     return f"{title} · {tokens(len(item.text))} chars"
 
 
-def _image(output: JsonObject) -> tuple[str, str | None] | None:
-    """``(mime, base64)`` of the first image in a display output, if any; the base64 is ``None``
-    when the data is not strict base64 (then it must not go into a tag at all)."""
-    data = output.get("data")
-    if not isinstance(data, dict):
-        return None
-    for mime in _IMAGE_MIMES:
-        value = data.get(mime)
-        if isinstance(value, str) and value:
-            if mime == "image/svg+xml":
-                return mime, base64.b64encode(value.encode()).decode()
-            b64 = "".join(value.split())
-            ok = len(b64) % 4 == 0 and _BASE64.fullmatch(b64) is not None
-            return mime, b64 if ok else None
-    return None
-
-
 def _data_uri(mime: str, b64: str) -> str:
-    """An ``<img>`` of a checked image: the mime is one of ``_IMAGE_MIMES``, the payload strict
-    base64, and both are attribute-escaped all the same."""
+    """An ``<img>``'s ``src`` of a checked image (``views.outputs.image_of``)."""
     return f'src="data:{escape(mime)};base64,{escape(b64)}"'
-
-
-def _plain(output: JsonObject) -> str:
-    match output.get("output_type"):
-        case "stream":
-            return _str(output.get("text"))
-        case "error":
-            tb = output.get("traceback")
-            lines = (
-                [_ANSI.sub("", t) for t in tb if isinstance(t, str)] if isinstance(tb, list) else []
-            )
-            head = f"{_str(output.get('ename'))}: {_str(output.get('evalue'))}"
-            return "\n".join(lines) if lines else head
-        case _:
-            data = output.get("data")
-            if isinstance(data, dict):
-                for mime in ("text/plain", "text/markdown", "text/latex"):
-                    text = data.get(mime)
-                    if isinstance(text, str):
-                        return text
-            return ""
 
 
 MAX_STATIC_TEXT: Final = 20_000
@@ -164,28 +121,22 @@ def _sections(view: CardView) -> list[tuple[Section, str]]:
     return [(s, s.text) for s in view.args] + [(s, _capped(s.text)) for s in view.result]
 
 
-def _str(v: JsonValue) -> str:
-    return v if isinstance(v, str) else ""
-
-
 # --- Markdown ----------------------------------------------------------------------------------------
 
 
 def _md_output(output: JsonObject) -> str:
-    image = _image(output)
+    image = image_of(output)
     if image is not None:
         mime, b64 = image
         if b64 is None:
-            return (
-                f"*({escape_inline_markdown(mime)} output that is not valid base64, not embedded)*"
-            )
+            return f"*({inline_markdown_text(mime)} output that is not valid base64, not embedded)*"
         if len(b64) <= MAX_INLINE_IMAGE:
             return f'<img {_data_uri(mime, b64)} alt="output">'
         return (
-            f"*({escape_inline_markdown(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)*"
+            f"*({inline_markdown_text(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)*"
         )
-    text = _capped(_plain(output))
-    return fence(text) if text else ""
+    text = _capped(plain_text(output))
+    return markdown_code(text) if text else ""
 
 
 def _md_card(view: CardView, images: MessageImages | None) -> str:
@@ -195,8 +146,8 @@ def _md_card(view: CardView, images: MessageImages | None) -> str:
     parts = [f"<details><summary>{summary}</summary>", ""]
     for s, text in _sections(view):
         if s.label:
-            parts += [f"**{escape_inline_markdown(s.label)}**", ""]
-        parts += [fence(text, s.lang), ""]
+            parts += [f"**{inline_markdown_text(s.label)}**", ""]
+        parts += [markdown_code(text), ""]
     for o in view.outputs:
         rendered = _md_output(o)
         if rendered:
@@ -222,34 +173,35 @@ def render_markdown(
     images = images or NO_IMAGES
     blocks: list[str] = []
     if include_prompt and model.prompt:
-        blocks.append("> **You:** " + escape_inline_markdown(model.prompt))
+        blocks.append("> **You:** " + inline_markdown_text(model.prompt))
     attached = images_markdown(images.prompt, attached=True)
     if attached:
         blocks.append(attached)
     for item in model.items:
         match item:
             case ReasoningItem():
-                body = safe_markdown(item.text, close_fence=True)
+                body = markdown_alternative(item.text)
                 title = escape(_reasoning_title(item))
                 blocks.append(f"<details><summary>💭 {title}</summary>\n\n{body}\n\n</details>")
             case TextItem():
                 if item.text:
-                    blocks.append(safe_markdown(item.text, close_fence=True))
+                    blocks.append(markdown_alternative(item.text))
             case ToolItem():
                 defn = lookup(tools, item.card.name)
                 blocks.append(_md_card(card_view(item.card, defn), images.item(item.key)))
             case SteerItem():
-                blocks.append("> ↳ **You:** " + escape_inline_markdown(item.text))
+                blocks.append("> ↳ **You:** " + inline_markdown_text(item.text))
                 attached = images_markdown(images.item(item.key), attached=True)
                 if attached:
                     blocks.append(attached)
             case NoticeItem():
-                blocks.append(f"> {notice_icon(item)} " + escape_inline_markdown(item.text))
+                blocks.append(f"> {notice_icon(item)} " + inline_markdown_text(item.text))
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
-        line = f"> {icon} **{escape_inline_markdown(notice.title)}**"
-        blocks.append(line + (f"\n>\n> {notice.hint}" if notice.hint else ""))
+        line = f"> {icon} **{inline_markdown_text(notice.title)}**"
+        hint = markdown_alternative(notice.hint).replace("\n", "\n> ") if notice.hint else ""
+        blocks.append(line + (f"\n>\n> {hint}" if hint else ""))
     footer = footer_parts(model, session_id=session_id, info=model_info, budget=budget)
     if footer:
         blocks.append("<sub>" + escape(" · ".join(footer)) + "</sub>")
@@ -259,12 +211,9 @@ def render_markdown(
 # --- HTML --------------------------------------------------------------------------------------------
 # The live view's structure and classes, styled inline (``views.static_style`` says why inline).
 
-_PRE: Final = attrs("dsh-code")
-_CODE: Final = style("dsh-code-text")
-
 
 def _html_output(output: JsonObject) -> str:
-    image = _image(output)
+    image = image_of(output)
     if image is not None:
         mime, b64 = image
         if b64 is None:
@@ -274,8 +223,8 @@ def _html_output(output: JsonObject) -> str:
         return (
             f"<p><em>({escape(mime)} output of {len(b64) * 3 // 4:,} bytes not embedded)</em></p>"
         )
-    text = _capped(_plain(output))
-    return f'<pre{_PRE}><code style="{_CODE}">{escape(text)}</code></pre>' if text else ""
+    text = _capped(plain_text(output))
+    return text_html(text) if text else ""
 
 
 def _html_head(view: CardView, status_key: str) -> str:
@@ -304,8 +253,7 @@ def _html_card(card: ToolCardModel, view: CardView, images: MessageImages | None
     for s, text in _sections(view):
         if s.label:
             body.append(f"<div{attrs('dsh-label')}>{escape(s.label)}</div>")
-        cls = f' class="language-{escape(s.lang)}"' if s.lang else ""
-        body.append(f'<pre{_PRE}><code{cls} style="{_CODE}">{escape(text)}</code></pre>')
+        body.append(code_html(text, s.lang))
     body += [r for r in (_html_output(o) for o in view.outputs) if r]
     # Open when the live card's Details opens by itself: an approval was asked, or rich outputs.
     opened = " open" if card.approval_id is not None or view.outputs else ""
@@ -344,11 +292,11 @@ def render_html(
                 blocks.append(
                     f"<details{attrs('dsh-reasoning')}><summary{attrs('dsh-details-title')}>💭 "
                     f"{escape(_reasoning_title(item))}</summary>\n"
-                    f"{markdown_to_html(item.text, pre_attrs=_PRE, code_style=_CODE)}\n</details>"
+                    f"{markdown_html(item.text)}\n</details>"
                 )
             case TextItem():
                 if item.text:
-                    blocks.append(markdown_to_html(item.text, pre_attrs=_PRE, code_style=_CODE))
+                    blocks.append(markdown_html(item.text))
             case ToolItem():
                 defn = lookup(tools, item.card.name)
                 blocks.append(
@@ -366,9 +314,7 @@ def render_html(
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
-        hint = (
-            markdown_to_html(notice.hint, pre_attrs=_PRE, code_style=_CODE) if notice.hint else ""
-        )
+        hint = markdown_html(notice.hint) if notice.hint else ""
         blocks.append(
             f"<div{attrs('dsh-end', f'dsh-{notice.level}')}><p>{icon} "
             f"<strong>{escape(notice.title)}</strong></p>{hint}</div>"
@@ -376,7 +322,7 @@ def render_html(
     footer = footer_parts(model, session_id=session_id, info=model_info, budget=budget)
     if footer:
         blocks.append(f"<div{attrs('dsh-footer')}>{escape(' · '.join(footer))}</div>")
-    return '<div class="dsh-turn-static">\n' + "\n".join(blocks) + "\n</div>"
+    return sanitize(f'<div class="dsh-turn-static {NO_MATH}">\n' + "\n".join(blocks) + "\n</div>")
 
 
 def static_bundle(

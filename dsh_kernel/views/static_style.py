@@ -23,9 +23,8 @@ frontend (the ``Details`` fold, code blocks).
 
 from __future__ import annotations
 
+from html import escape
 from typing import Final, TypeAlias
-
-from dsh_kernel.views.markdown import escape
 
 Declaration: TypeAlias = tuple[str, str, str | None]
 """``(property, plain value, theme variable or None)``."""

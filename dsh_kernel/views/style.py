@@ -24,7 +24,7 @@ _CANDIDATES = (
     Path(__file__).with_name("dsh.css"),
     Path(__file__).resolve().parents[2] / "widgets" / "dsh.css",
 )
-_shared: list[_ipw.HTML] = []
+_shared: list[_ipw.StyleHTML] = []
 
 
 def stylesheet_path() -> Path | None:
@@ -45,12 +45,12 @@ def stylesheet() -> str:
     return path.read_text(encoding="utf-8")
 
 
-def style_widget() -> _ipw.HTML:
+def style_widget() -> _ipw.StyleHTML:
     """The kernel's shared ``<style>`` widget (made again if it was closed)."""
     if _shared and _ipw.is_open(_shared[0]):
         return _shared[0]
     css = stylesheet()
-    widget = _ipw.HTML(value=f"<style>{css}</style>" if css else "")
+    widget = _ipw.StyleHTML(value=f"<style>{css}</style>" if css else "")
     # A <style> element applies wherever it sits, even in a hidden element; hiding the widget
     # keeps its empty line box out of the layout.
     _ipw.set_visible(widget, False)

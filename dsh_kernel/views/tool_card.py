@@ -48,31 +48,38 @@ from dsh_kernel.views.card_content import (
 )
 from dsh_kernel.views.image_note import images_html
 from dsh_kernel.views.images import MessageImages
-from dsh_kernel.views.markdown import escape, escape_inline_markdown, fence
 from dsh_kernel.views.model import ToolCardModel
+from dsh_kernel.views.outputs import reduced
 from dsh_kernel.views.question import QuestionForm
+from dsh_kernel.views.safe_html import code_html, escape
 
 BODY_MAX_HEIGHT = "32em"
 """Height of the Details box beyond which it scrolls (it is never cut)."""
+
+LIVE_OUTPUT_TOOLS = frozenset({"python"})
+"""Tools whose rich outputs come from code run in this kernel (shown whole when the view is live)."""
 
 ApprovalAnswer: TypeAlias = Literal["allowed-once", "rejected", "allowed-always"]
 ApprovalCallback = Callable[[str, ApprovalAnswer], None]
 AnswerCallback = Callable[[str, JsonObject], None]
 
 
-def _markdown_output(text: str) -> JsonObject:
-    return {"output_type": "display_data", "data": {"text/markdown": text}, "metadata": {}}
-
-
-def body_outputs(view: CardView) -> list[JsonObject]:
-    """The Details ``Output`` widget's outputs: argument and result sections as Markdown (each a
-    fenced block the model's text cannot escape), then the rich outputs as they are."""
-    outputs: list[JsonObject] = []
+def body_html(view: CardView) -> str:
+    """The Details box's sections as HTML: each argument and result section under its label, code
+    highlighted by its language, every text shown as itself (``views.safe_html``)."""
+    parts: list[str] = []
     for s in (*view.args, *view.result):
-        label = f"**{escape_inline_markdown(s.label)}**\n\n" if s.label else ""
-        outputs.append(_markdown_output(label + fence(s.text, s.lang)))
-    outputs.extend(view.outputs)
-    return outputs
+        if s.label:
+            parts.append(f'<div class="dsh-label">{escape(s.label)}</div>')
+        parts.append(code_html(s.text, s.lang))
+    return "".join(parts)
+
+
+def body_outputs(view: CardView, *, live: bool) -> list[JsonObject]:
+    """The Details ``Output`` widget's outputs: the rich outputs of the call. ``live``: the code
+    ran in this kernel now, so its outputs are shown as a cell's would be; otherwise (a journal,
+    another process) they are reduced to images and text (``views.outputs.reduced``)."""
+    return list(view.outputs) if live else [reduced(o) for o in view.outputs]
 
 
 def header_html(view: CardView, status_key: str) -> str:
@@ -103,8 +110,10 @@ class ToolCardWidget:
         tools: ToolLookup | None = None,
         on_approval: ApprovalCallback | None = None,
         on_answer: AnswerCallback | None = None,
+        live_outputs: bool = False,
     ) -> None:
         self._tools = tools
+        self._live_outputs = live_outputs
         self._on_approval = on_approval
         self._on_answer = on_answer
         self.head = _ipw.HTML()
@@ -122,8 +131,13 @@ class ToolCardWidget:
         _ipw.add_class(self.approval_note, "dsh-approval-note")
         self.approval_row = _ipw.HBox([self.allow, self.deny, self.always, self.approval_note])
         _ipw.set_visible(self.approval_row, False)
-        self.body = _ipw.Output(layout={"max_height": BODY_MAX_HEIGHT, "overflow": "auto"})
-        self.details = _ipw.Accordion(children=[self.body], selected_index=None)
+        self.sections = _ipw.HTML()
+        self.body = _ipw.Output()
+        self.details_box = _ipw.VBox(
+            [self.sections, self.body],
+            layout={"max_height": BODY_MAX_HEIGHT, "overflow": "auto"},
+        )
+        self.details = _ipw.Accordion(children=[self.details_box], selected_index=None)
         _ipw.set_titles(self.details, ["Details"])
         self.question: QuestionForm | None = None
         self.widget = _ipw.VBox([self.head, self.images, self.approval_row, self.details])
@@ -157,7 +171,9 @@ class ToolCardWidget:
         self.images.value = images_html(images)
         _ipw.set_visible(self.images, bool(self.images.value))
         self._update_approval(card)
-        _ipw.set_outputs(self.body, body_outputs(view))
+        self.sections.value = body_html(view)
+        live = self._live_outputs and card.name in LIVE_OUTPUT_TOOLS
+        _ipw.set_outputs(self.body, body_outputs(view, live=live))
         if card.approval_id is not None:
             self._open_once("approval")
         if view.outputs:

@@ -15,10 +15,10 @@ are drawn at the next loop iteration. Every flush draws the *whole* current mode
 between two flushes is lost. With no running loop (a replay in plain code) drawing waits for
 ``flush()`` or ``finish()``.
 
-What is sent: the answer is split into Markdown pieces (``split_segments``), each an ``Output``
-widget holding one ``text/markdown`` display rendered by the frontend (code highlighting, tables,
-math); only the last, growing piece is resent. Model text passes ``safe_markdown`` first (an
-``Output`` widget renders trusted HTML). Reasoning sits in a collapsed ``Accordion`` whose title
+What is sent: the answer is split into Markdown pieces (``views.segments``), each an ``HTML``
+widget holding that piece rendered to sanitised HTML by the kernel (``views.safe_html``: the
+frontend is never asked to interpret outside text); only the last, growing piece is rendered and
+sent again. Reasoning, rendered the same way, sits in a collapsed ``Accordion`` whose title
 carries its length; its text is sent only while the accordion is open and once the block ends.
 Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
 images of the prompt and of steering messages are one small note each (``views.images`` reads them
@@ -68,8 +68,6 @@ from dsh_kernel.views.format import (
 )
 from dsh_kernel.views.image_note import images_html
 from dsh_kernel.views.images import NO_IMAGES, ImageDataLookup, ImageReader
-from dsh_kernel.views.markdown import escape, safe_markdown, split_segments
-from dsh_kernel.views.markdown_html import markdown_to_html
 from dsh_kernel.views.model import (
     NoticeItem,
     ReasoningItem,
@@ -82,6 +80,8 @@ from dsh_kernel.views.model import (
 from dsh_kernel.views.question import QuestionBroker
 from dsh_kernel.views.render import static_bundle
 from dsh_kernel.views.replayed import as_drawn
+from dsh_kernel.views.safe_html import escape, markdown_html
+from dsh_kernel.views.segments import split_segments
 from dsh_kernel.views.style import style_widget
 from dsh_kernel.views.tool_card import ApprovalAnswer, ToolCardWidget
 
@@ -108,31 +108,24 @@ def _guard(what: str, fn: Callable[[], None]) -> None:
 
 
 class _TextBlock:
+    """The answer as HTML widgets, one per ``split_segments`` piece: only the growing last piece
+    is rendered and sent again."""
+
     def __init__(self) -> None:
         self.widget = _ipw.VBox()
-        self._outs: list[_ipw.Output] = []
+        self._pieces: list[_ipw.HTML] = []
         self._raw: list[str] = []
 
     def update(self, text: str) -> None:
         pieces = split_segments(text)
-        while len(self._outs) < len(pieces):
-            self._outs.append(_ipw.Output())
+        while len(self._pieces) < len(pieces):
+            self._pieces.append(_ipw.HTML())
             self._raw.append("\0")  # never equal to a real piece: forces the first draw
         for i, piece in enumerate(pieces):
             if self._raw[i] != piece:
                 self._raw[i] = piece
-                md = safe_markdown(piece)
-                _ipw.set_outputs(
-                    self._outs[i],
-                    [
-                        {
-                            "output_type": "display_data",
-                            "data": {"text/markdown": md},
-                            "metadata": {},
-                        }
-                    ],
-                )
-        _ipw.set_children(self.widget, self._outs[: len(pieces)])
+                self._pieces[i].value = markdown_html(piece)
+        _ipw.set_children(self.widget, self._pieces[: len(pieces)])
 
 
 class _ReasoningBlock:
@@ -151,7 +144,7 @@ class _ReasoningBlock:
             self.show()
 
     def show(self) -> None:
-        self.content.value = f'<div class="dsh-reasoning">{escape(self._text)}</div>'
+        self.content.value = markdown_html(self._text)
 
 
 class TurnView:
@@ -167,6 +160,9 @@ class TurnView:
     request header in force as the turn starts sends images (``views.images.route_takes_images``
     of the log), and ``image_data`` the session's image index (``Session.image_data``), for what
     the images line says and draws. ``max_rate_hz``: redraws per second while streaming.
+    ``live_outputs``: the events are this kernel's own, as they happen, so a ``python`` card's
+    rich outputs came from code run here and are shown whole; otherwise (the default: a replayed
+    or imported journal) they are reduced to images and text (``views.outputs``).
     """
 
     def __init__(
@@ -183,8 +179,10 @@ class TurnView:
         image_data: ImageDataLookup | None = None,
         max_rate_hz: float = 20.0,
         budget: Callable[[bool], str | None] | None = None,
+        live_outputs: bool = False,
     ) -> None:
         self.controls = controls or ViewControls()
+        self._live_outputs = live_outputs
         self.message_id = message_id
         self.session_id = session_id
         self._tools = tools
@@ -392,7 +390,7 @@ class TurnView:
         if notice is None:
             self.end.value = ""
         else:
-            hint = markdown_to_html(notice.hint) if notice.hint else ""
+            hint = markdown_html(notice.hint) if notice.hint else ""
             self.end.value = (
                 f'<div class="dsh-end dsh-{notice.level}"><strong>{escape(notice.title)}</strong>'
                 f"{hint}</div>"
@@ -425,7 +423,10 @@ class TurnView:
             case ToolItem():
                 if not isinstance(block, ToolCardWidget):
                     block = self._blocks[item.key] = ToolCardWidget(
-                        tools=self._tools, on_approval=self._approval, on_answer=self._answer
+                        tools=self._tools,
+                        on_approval=self._approval,
+                        on_answer=self._answer,
+                        live_outputs=self._live_outputs,
                     )
                 block.update(item.card, self._seen_images.item(item.key))
                 return block.widget

@@ -46,7 +46,7 @@ def test_streamed_answer_arrives_as_several_view_updates(live: Live) -> None:
     ex = live.fe.run("Count to sixty, slowly.")
     assert ex.status == "ok", ex.content
     full = sc.expected_words(60)
-    updates = live.fe.markdown_updates("w0 ")
+    updates = live.fe.text_updates("w0 ")
     assert len(updates) >= 4, updates  # ~0.9 s of stream at the view's 20 Hz redraw
     # Each redraw holds everything streamed so far: a growing prefix, ending with the whole answer.
     for before, after in itertools.pairwise(updates):

@@ -24,7 +24,7 @@ def _first_token(live: Live) -> Callable[[], bool]:
 
 def _streaming(live: Live) -> Callable[[], bool]:
     live.server.script(sc.hang_mid_stream(12))
-    return lambda: bool(live.fe.markdown_updates("s4 "))
+    return lambda: bool(live.fe.text_updates("s4 "))
 
 
 def _approval(live: Live) -> Callable[[], bool]:

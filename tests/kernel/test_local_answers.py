@@ -49,7 +49,7 @@ def test_a_text_tool_call_runs_python_with_a_card_and_goes_back_as_tool_use(live
     cell.pump(
         lambda: bool(live.fe.buttons("Allow once")), what="the approval of the recovered call"
     )
-    assert not live.fe.markdown_updates('{"name"')  # the JSON was never drawn as the answer
+    assert not live.fe.text_updates('{"name"')  # the JSON was never drawn as the answer
     heads = [str(m.state.get("value")) for m in live.fe.models.values() if m.name == "HTMLModel"]
     assert any("dsh-card-note" in h and "recovered from text" in h for h in heads)  # the live card
     live.fe.click(live.fe.buttons("Allow once")[0])

@@ -82,7 +82,7 @@ def test_interrupt_mid_answer_keeps_the_text(kernel_at: KernelFactory, smollm: L
         fe = Frontend(k)
         cell = fe.submit("Write a long essay about the history of Rome, with many details.")
         cell.pump(
-            lambda: any(len(t) > 80 for t in fe.markdown_updates("")),
+            lambda: any(len(t) > 80 for t in fe.text_updates("")),
             timeout=300,
             what="80 characters of the answer",
         )

@@ -31,8 +31,8 @@ from dsh_kernel.store.importing import import_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query import run_query
 from dsh_kernel.views.card_content import card_view
-from dsh_kernel.views.markdown import fence
 from dsh_kernel.views.model import ToolCardModel
+from dsh_kernel.views.safe_html import code_html, markdown_code
 from tests.integration.store.image_session import BLUE, GREEN, PHOTO, RED, record_image_session
 from tests.reliability.support import (
     chat,
@@ -44,7 +44,7 @@ from tests.reliability.support import (
     text_reply,
     tool_reply,
 )
-from tests.support.frontend import markdown_of, saved_bundle
+from tests.support.frontend import html_text, saved_bundle
 from tests.support.kernel import Execution, Kernel
 from tests.support.sse_server import SseServer
 
@@ -505,17 +505,20 @@ def test_the_approval_card_shows_all_of_50000_characters_of_code(rig: Rig) -> No
         for m in ex.of_type("comm_msg")
     ]
     shown = [
-        (cid, markdown_of(state["outputs"]))
+        (cid, html_text(state["value"]))
         for cid, state in states
-        if "outputs" in state and "value_00000" in markdown_of(state["outputs"])
+        if isinstance(state.get("value"), str) and "value_00000" in state["value"]
     ]
     assert shown, "the card never showed the code"
     for _, text in shown:
         assert code in text, f"the card showed {len(text):,} characters of {len(code):,}"
         assert "more characters not shown" not in text
-    # the box scrolls instead of growing: its layout caps the height, overflow auto
-    layout_ref = opens[shown[0][0]]["layout"]
-    layout = opens[layout_ref.removeprefix("IPY_MODEL_")]
+    # the box scrolls instead of growing: the Details box holding it caps the height, overflow auto
+    boxes = [
+        state for state in opens.values() if f"IPY_MODEL_{shown[0][0]}" in state.get("children", [])
+    ]
+    assert boxes, "the code is not in a box"
+    layout = opens[boxes[0]["layout"].removeprefix("IPY_MODEL_")]
     assert layout["overflow"] == "auto" and layout["max_height"], layout
     asked = [e for e in k.events() if e["type"] == "approval/asked"]
     assert asked and asked[-1]["data"]["toolName"] == "python"
@@ -536,7 +539,11 @@ def test_card_view_never_cuts_arguments_but_still_cuts_results() -> None:
     assert len(view.result[0].text) < 25_000 and "more characters not shown" in view.result[0].text
 
 
-def test_a_fence_language_from_a_tool_cannot_break_the_fence() -> None:
-    hostile = "py`\n<img src=x onerror=alert(3)>"
-    assert fence("print(1)", hostile) == "```\nprint(1)\n```"
-    assert fence("print(1)", "python") == "```python\nprint(1)\n```"
+def test_a_code_language_from_a_tool_cannot_break_out_of_the_code_block() -> None:
+    hostile = 'py"><img src=x onerror=alert(3)>'
+    shown = code_html("print(1)", hostile)
+    assert "<img" not in shown and "onerror" not in shown
+    assert 'class="language-python"' in code_html("print(1)", "python")
+    assert markdown_code("<img src=x onerror=alert(3)>") == (
+        "<pre><code>&lt;img src=x onerror=alert(3)&gt;</code></pre>"
+    )

@@ -18,8 +18,10 @@ reads messages until a condition holds (so a test can act mid-turn: click, inter
 
 from __future__ import annotations
 
+import html
 import json
 import queue
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -43,17 +45,11 @@ class Model:
         return str(self.state.get("_model_name", ""))
 
 
-def markdown_of(outputs: object) -> str:
-    """The ``text/markdown`` of an ``Output`` widget's ``outputs`` state, joined."""
-    if not isinstance(outputs, list):
+def html_text(value: object) -> str:
+    """The text a person reads in an HTML widget's ``value`` (tags dropped, entities decoded)."""
+    if not isinstance(value, str):
         return ""
-    parts = []
-    for out in outputs:
-        if isinstance(out, dict):
-            data = out.get("data")
-            if isinstance(data, dict) and isinstance(data.get("text/markdown"), str):
-                parts.append(data["text/markdown"])
-    return "".join(parts)
+    return html.unescape(re.sub(r"<[^>]+>", "", value))
 
 
 def saved_bundle(ex: Execution) -> dict[str, Any]:
@@ -192,15 +188,15 @@ class Frontend:
             and self.visible(m, drawn=drawn)
         ]
 
-    def markdown_updates(self, fragment: str) -> list[str]:
-        """The ``text/markdown`` of every ``Output`` widget update whose text contains ``fragment``,
-        in arrival order (an answer streamed into its view)."""
+    def text_updates(self, fragment: str) -> list[str]:
+        """The text of every ``HTML`` widget update whose text contains ``fragment``, in arrival
+        order (an answer streamed into its view)."""
         out = []
         for m in self.models.values():
-            if m.name != "OutputModel":
+            if m.name != "HTMLModel":
                 continue
             for delta in m.updates:
-                text = markdown_of(delta.get("outputs"))
+                text = html_text(delta.get("value"))
                 if fragment in text:
                     out.append(text)
         return out

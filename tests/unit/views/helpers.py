@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import html
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -116,14 +118,22 @@ def find(
     return found
 
 
-def markdown_texts(widget: ipywidgets.Widget) -> list[str]:
-    """The ``text/markdown`` of every ``Output`` under ``widget``, in order."""
+def html_text(value: str) -> str:
+    """What a person reads of an HTML value: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", value))
+
+
+def answer_texts(widget: ipywidgets.Widget) -> list[str]:
+    """The text of every rendered Markdown piece of an answer under ``widget`` (``HTML`` widgets
+    holding ``views.safe_html.markdown_html``, outside the folded reasoning), in order."""
     texts: list[str] = []
-    for out in find(widget, ipywidgets.Output):
-        for o in out.outputs:
-            md = o.get("data", {}).get("text/markdown")
-            if isinstance(md, str):
-                texts.append(md)
+    if isinstance(widget, ipywidgets.Accordion):
+        return texts
+    if isinstance(widget, ipywidgets.HTML) and widget.value.startswith('<div class="dsh-md'):
+        texts.append(html_text(widget.value).strip("\n"))
+    if widget.has_trait("children"):
+        for c in cast(Any, widget).children:
+            texts += answer_texts(c)
     return texts
 
 

@@ -18,7 +18,7 @@ from dsh_kernel.views import TurnView
 from dsh_kernel.views.tool_card import ToolCardWidget
 
 from ..runtime.images import make_png
-from .helpers import CommLog, attach, replay, state_of
+from .helpers import CommLog, attach, html_text, replay, state_of
 
 PNG = make_png(4, 3)
 CODE = (
@@ -69,12 +69,13 @@ async def test_python_run_shows_code_streams_and_image(
     agent, view, bundle = await run(CODE, shell)
     card = card_of(view)
     assert "Plot rows" in card.head.value and ">done<" in card.head.value
+    assert html_text(card.sections.value).startswith("Code" + "import IPython")
+    assert 'class="language-python"' in card.sections.value
     outputs = card.body.outputs
-    assert outputs[0]["data"]["text/markdown"].startswith("**Code**\n\n```python\nimport IPython")
-    kinds = [o["output_type"] for o in outputs[1:]]
+    kinds = [o["output_type"] for o in outputs]
     assert kinds == ["stream", "display_data"]
-    assert outputs[1]["text"] == "rows: 3\n"
-    b64 = outputs[2]["data"]["image/png"]
+    assert outputs[0]["text"] == "rows: 3\n"
+    b64 = outputs[1]["data"]["image/png"]
     assert base64.b64decode(b64) == PNG
     assert card.details.selected_index == 0
     assert f"data:image/png;base64,{b64.strip()}" in bundle["text/html"]
@@ -88,7 +89,7 @@ async def test_python_failure_shows_the_traceback(comms: CommLog, shell: Interac
     card = card_of(view)
     assert "dsh-status-failed" in card.head.value
     outputs = card.body.outputs
-    assert [o["output_type"] for o in outputs[1:]] == ["stream", "error"]
-    error = outputs[2]
+    assert [o["output_type"] for o in outputs] == ["stream", "error"]
+    error = outputs[1]
     assert error["ename"] == "ZeroDivisionError" and "division by zero" in error["evalue"]
     assert "ZeroDivisionError" in bundle["text/html"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import os
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -28,7 +29,15 @@ from dsh_kernel.views.model import (
 )
 from dsh_kernel.views.render import MAX_INLINE_IMAGE, render_html, render_markdown, static_bundle
 
-from .test_markdown import TagCollector
+
+class _TagCollector(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
 
 SNAPSHOTS = Path(__file__).with_name("snapshots")
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 16).decode()
@@ -199,14 +208,15 @@ def test_saved_html_draws_the_live_card_with_inline_styles() -> None:
     model = turn(ToolItem(key="k", card=CARDS["done"]), TextItem(key="t", text=answer, done=True))
     html = render_html(model)
     assert "<style" not in html  # JupyterLab's sanitiser removes it from untrusted notebooks
-    tags = TagCollector()
+    tags = _TagCollector()
     tags.feed(html)
     by_class = {dict(a).get("class"): dict(a) for _, a in tags.tags if dict(a).get("class")}
     for cls in ("dsh-card", "dsh-card-head", "dsh-pill dsh-status-done", "dsh-dur", "dsh-code"):
         assert "style" in by_class[cls], cls  # the live view's class, and its look inline
     assert "border: 1px solid" in (by_class["dsh-card"]["style"] or "")
     assert "color: #2e7d32" in (by_class["dsh-pill dsh-status-done"]["style"] or "")
-    assert '<code class="language-sql" style="background: transparent">%%sql\nSELECT' in html
+    assert '<code class="language-sql" style="background: transparent">' in html
+    assert "%%</span>" in html and "dsh-hl-k" in html and "SELECT" in html
     assert ">done</span>" in html and ">1.2 s</span>" in html
 
 
@@ -284,10 +294,10 @@ def test_presenters_shape_the_card() -> None:
     )
     md = render_markdown(model, tools=lambda name: defn if name == "sh" else None)
     assert "🔍 <b>made all</b> <code>sh</code> — done · 1.2 s" in md
-    assert '```json\n{\n  "cmd": "make <all>",\n  "cwd": "/tmp"\n}\n```' in md
-    assert "```\nin <the> shell\n```" in md
-    assert "**Locations**\n\n```\nMakefile:3\nREADME.md\n```" in md
-    assert "**Result**\n\n```\nboom\n```" in md and "\nx\n" not in md
+    assert '<pre><code>{\n  "cmd": "make &lt;all&gt;",\n  "cwd": "/tmp"\n}</code></pre>' in md
+    assert "<pre><code>in &lt;the&gt; shell</code></pre>" in md
+    assert "**Locations**\n\n<pre><code>Makefile:3\nREADME.md</code></pre>" in md
+    assert "**Result**\n\n<pre><code>boom</code></pre>" in md and "\nx\n" not in md
 
     def broken(name: str) -> ToolDefinition | None:
         raise KeyError(name)
@@ -301,7 +311,7 @@ def test_a_call_recovered_from_text_says_so_in_both_renderings() -> None:
     recovered = turn(ToolItem(key="k", card=card("done", recovered=True)))
     md, html = render_markdown(recovered), render_html(recovered)
     assert "done · recovered from text · 1.2 s" in md
-    tags = TagCollector()
+    tags = _TagCollector()
     tags.feed(html)
     (note,) = [dict(a) for _, a in tags.tags if dict(a).get("class") == "dsh-card-note"]
     assert "font-style: italic" in (note["style"] or "")

@@ -37,15 +37,17 @@ from dsh_kernel.views.tool_card import ToolCardWidget
 
 from .helpers import (
     CommLog,
+    answer_texts,
     attach,
     find,
+    html_text,
     ignoring_result,
-    markdown_texts,
     replay,
     state_of,
     wait_for,
 )
 
+MD = '<div class="dsh-md mathjax_ignore tex2jax_ignore">'
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 64).decode()
 
 
@@ -84,10 +86,10 @@ async def test_streamed_answer_is_coalesced_and_complete(comms: CommLog) -> None
     live_flushes = view.flushes
     view.finish()
 
-    assert "".join(markdown_texts(view.items)) == text
-    outs = find(view.items, ipywidgets.Output)
+    assert " ".join(answer_texts(view.items)).split() == text.split()
+    outs = find(view.items, ipywidgets.HTML)
     assert len(outs) > 1  # long answers are split into pieces; only the last one grows
-    updates = sum(len(comms.updates(o, "outputs")) for o in outs)
+    updates = sum(len(comms.updates(o, "value")) for o in outs)
     assert updates < 200, updates  # 2,000 chunks, nowhere near one update per chunk
     assert live_flushes >= 3, live_flushes  # and it did stream: several redraws while running
     assert live_flushes <= elapsed * 20 * 1.5 + 10, (live_flushes, elapsed)
@@ -108,8 +110,12 @@ async def test_reasoning_is_collapsed_with_its_length_and_answer_is_markdown(
     acc = find(view.items, ipywidgets.Accordion)[0]
     assert acc.selected_index is None
     assert acc.titles == ("💭 Reasoning · 17 chars",)
-    assert acc.children[0].value == '<div class="dsh-reasoning">think &lt;b&gt;hard&lt;/b&gt;</div>'
-    assert markdown_texts(view.items) == ["**Bold** and <code>a&lt;b</code>"]
+    assert acc.children[0].value == (
+        '<div class="dsh-md mathjax_ignore tex2jax_ignore"><p>think &lt;b&gt;hard&lt;/b&gt;</p></div>'
+    )
+    assert answer_texts(view.items) == ["Bold and a<b"]
+    (piece,) = [w.value for w in find(view.items, ipywidgets.HTML) if "Bold" in w.value]
+    assert "<strong>Bold</strong> and <code>a&lt;b</code>" in piece
     assert view.control_row.layout.display == "none"
 
 
@@ -136,11 +142,11 @@ async def test_reasoning_text_is_sent_only_when_opened_or_done(comms: CommLog) -
     await wait_for(lambda: "8 chars" in acc.titles[0])
     assert acc.children[0].value == ""  # collapsed and still streaming: title only
     comms.set_state(acc, selected_index=0)  # the person opens it
-    assert acc.children[0].value == '<div class="dsh-reasoning">step one</div>'
+    assert acc.children[0].value == f"{MD}<p>step one</p></div>"
     release.set()
     await agent.when_idle()
     view.finish()
-    assert acc.children[0].value == '<div class="dsh-reasoning">step one, step two</div>'
+    assert acc.children[0].value == f"{MD}<p>step one, step two</p></div>"
 
 
 def plot_tool() -> ToolDefinition:
@@ -186,10 +192,10 @@ async def test_tool_card_shows_code_and_rich_outputs(comms: CommLog) -> None:
     bundle = view.finish()
     (card,) = cards(view)
     assert "dsh-status-done" in card.head.value and ">done<" in card.head.value
+    assert html_text(card.sections.value) == "Code" + "plt.plot([1, 2])"
     outputs = card.body.outputs
-    assert outputs[0]["data"]["text/markdown"] == "**Code**\n\n```python\nplt.plot([1, 2])\n```"
-    assert outputs[1] == {"output_type": "stream", "name": "stdout", "text": "hello\n"}
-    assert outputs[2]["data"]["image/png"] == PNG
+    assert outputs[0] == {"output_type": "stream", "name": "stdout", "text": "hello\n"}
+    assert outputs[1]["data"]["image/png"] == PNG
     assert card.details.selected_index == 0  # rich outputs open the details
     assert card.approval_row.layout.display == "none"  # read-only: no approval asked
     assert f"data:image/png;base64,{PNG}" in bundle["text/html"]
@@ -250,7 +256,7 @@ async def test_allow_once_runs_the_tool(comms: CommLog) -> None:
     assert clicks[0][0] == card.card.approval_id
     assert card.approval_note.value == "allowed once"
     assert all(b.disabled for b in (card.allow, card.deny, card.always))
-    assert "deleted a.txt" in card.body.outputs[-1]["data"]["text/markdown"]
+    assert "deleted a.txt" in html_text(card.sections.value)
 
 
 async def test_deny_refuses_the_tool(comms: CommLog) -> None:
@@ -259,7 +265,7 @@ async def test_deny_refuses_the_tool(comms: CommLog) -> None:
     assert card.card is not None and card.card.status == "denied"
     assert "dsh-status-denied" in card.head.value
     assert card.approval_note.value == "denied"
-    assert r"**Error \(DENIED\)**" in card.body.outputs[-1]["data"]["text/markdown"]
+    assert "Error (DENIED)" in html_text(card.sections.value)
 
 
 async def test_always_allow_sets_the_policy(comms: CommLog) -> None:
@@ -293,14 +299,14 @@ async def test_stop_button_aborts_and_keeps_the_visible_text(comms: CommLog) -> 
     view = TurnView(ViewControls(on_stop=agent.cancel))
     attach(agent, view)
     agent.followup("hi")
-    await wait_for(lambda: markdown_texts(view.items) == ["partial"])
+    await wait_for(lambda: answer_texts(view.items) == ["partial"])
     assert view.control_row.layout.display is None  # Stop and steer while running
     comms.click(view.stop)
     await agent.when_idle()
     view.finish()
     assert view.stop.disabled
     assert "Stopped by you." in view.end.value
-    assert markdown_texts(view.items) == ["partial"]
+    assert answer_texts(view.items) == ["partial"]
     assert view.control_row.layout.display == "none"
 
 
@@ -370,8 +376,8 @@ async def test_view_binds_to_its_message_only(comms: CommLog) -> None:
     await agent.when_idle()
     second.finish()
     nxt.finish()
-    assert markdown_texts(second.items) == ["second"]
-    assert markdown_texts(nxt.items) == ["second"]
+    assert answer_texts(second.items) == ["second"]
+    assert answer_texts(nxt.items) == ["second"]
     assert second.model.prompt == "two" and second.model.turn == 2
 
 
@@ -413,7 +419,7 @@ async def test_replayed_events_draw_the_same_widgets(comms: CommLog) -> None:
     assert fresh.flushes == 1
     assert state_of(fresh.widget) == state_of(live.widget)
     assert replay_bundle == live_bundle
-    assert "```python\nx < 1\n```" in "".join(markdown_texts(live.items))
+    assert "x < 1" in "".join(answer_texts(live.items))
 
 
 def test_one_style_widget_is_shared_by_every_view(comms: CommLog) -> None:
