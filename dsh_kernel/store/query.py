@@ -35,7 +35,6 @@ existed.
 from __future__ import annotations
 
 import contextlib
-import html
 import importlib
 import re
 import threading
@@ -47,6 +46,7 @@ from typing import Literal, TypeAlias
 import duckdb
 
 from dsh_kernel.errors import StoreError
+from dsh_kernel.markup.safe_html import NO_MATH, escape, sanitize
 from dsh_kernel.store.db import (
     DEFAULT_TIMEOUT_S,
     DatabaseBusy,
@@ -167,15 +167,17 @@ class QueryResult:
         return "\n".join(lines)
 
     def _repr_html_(self, limit: int = 200) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        """The rows as a table of text (``markup.safe_html``: what the session logged is outside
+        text; nothing of it is markup or typeset math)."""
+        head = "".join(f"<th>{escape(c)}</th>" for c in self.columns)
         body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in r) + "</tr>"
+            "<tr>" + "".join(f"<td>{escape(_cell(v))}</td>" for v in r) + "</tr>"
             for r in self.rows[:limit]
         )
-        notes = "".join(f"<p><em>{html.escape(n)}</em></p>" for n in self.notices)
-        return (
-            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-            f"<p>{html.escape(self.summary())}</p>{notes}"
+        notes = "".join(f"<p><em>{escape(n)}</em></p>" for n in self.notices)
+        return sanitize(
+            f'<div class="{NO_MATH}"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody>'
+            f"</table><p>{escape(self.summary())}</p>{notes}</div>"
         )
 
     def __repr__(self) -> str:

@@ -1,8 +1,9 @@
 """A ``CourseReport`` as Markdown or as one self-contained HTML page.
 
 Everything a student typed or named — user names, notebook paths, tool names, error codes — is
-untrusted text. In HTML every value goes through ``html.escape`` (no script, no markup, no attribute
-escapes); the page has no external resources and no script of its own. In Markdown a value's
+untrusted text. In HTML every value is escaped and the page's body passes the one sanitiser
+(``markup.safe_html``): no script, no markup, no attribute escapes; the page has no external
+resources and no script of its own, only its constant ``<style>``. In Markdown a value's
 characters that Markdown or a notebook's renderer would read as syntax (emphasis, links, table
 pipes, raw HTML, ``$`` math) are backslash-escaped and its whitespace is collapsed to one line, so a
 value cannot break out of its table cell. The output holds no time of its own (no "generated at"):
@@ -11,12 +12,12 @@ the same exports give the same bytes.
 
 from __future__ import annotations
 
-import html
 import re
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Literal
 
+from dsh_kernel.markup.safe_html import NO_MATH, escape, sanitize
 from dsh_kernel.store.report import CourseReport, Totals
 
 Format = Literal["md", "html"]
@@ -170,7 +171,7 @@ _TEXT_COLUMNS = frozenset({"student", "notebook", "tool", "code", "AI policy", "
 
 def html_page(report: CourseReport) -> str:
     """The report as one HTML page: inline style, no script, every value escaped."""
-    e = html.escape
+    e = escape
     body = [f"<h1>Course report</h1>\n<p>{e(_summary(report))}</p>"]
     for title, headers, rows in _tables(report):
         body.append(f"<h2>{e(title)}</h2>")
@@ -195,5 +196,7 @@ def html_page(report: CourseReport) -> str:
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f"<title>Course report</title>\n<style>{_STYLE}</style>\n</head>\n"
-        '<body>\n<div class="dsh-report">\n' + "\n".join(body) + "\n</div>\n</body>\n</html>\n"
+        "<body>\n"
+        + sanitize(f'<div class="dsh-report {NO_MATH}">\n' + "\n".join(body) + "\n</div>")
+        + "\n</body>\n</html>\n"
     )

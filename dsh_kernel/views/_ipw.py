@@ -20,7 +20,7 @@ import ipywidgets  # pyright: ignore[reportMissingTypeStubs]
 import traitlets
 
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.views.safe_html import sanitize
+from dsh_kernel.markup.safe_html import sanitize
 
 Widget = ipywidgets.Widget
 DOMWidget = ipywidgets.DOMWidget
@@ -39,7 +39,7 @@ Label = ipywidgets.Label
 
 
 class HTML(ipywidgets.HTML):
-    """An HTML widget whose value is always sanitised (``views.safe_html.sanitize``) before it is
+    """An HTML widget whose value is always sanitised (``markup.safe_html.sanitize``) before it is
     stored or sent: whatever a view assigns, the page gets only allowlisted markup. The frontend
     sets ``innerHTML`` and never typesets it."""
 

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 from typing import Final
 
 from dsh_kernel.llm.types import ImageBlock
+from dsh_kernel.markup.safe_html import escape, inline_markdown_text
+from dsh_kernel.markup.static_style import attrs
 from dsh_kernel.runtime.text import format_size
 from dsh_kernel.views.images import MessageImages
-from dsh_kernel.views.safe_html import escape, inline_markdown_text
-from dsh_kernel.views.static_style import attrs
 
 MAX_THUMBNAIL_CHARS: Final = 1_000_000
 """Largest base64 image drawn as a thumbnail (as ``render.MAX_INLINE_IMAGE`` for outputs)."""
@@ -169,7 +169,7 @@ def _cls(name: str, static: bool) -> str:
 def images_html(m: MessageImages | None, *, attached: bool = False, static: bool = False) -> str:
     """The note as HTML: ``<div class="dsh-images">`` of ``dsh-image-line`` rows, each with its
     thumbnail (``img.dsh-thumb``); the classes' rules are inline when ``static`` (the saved
-    rendering, ``views.static_style``), from ``dsh.css`` otherwise. Empty for no images."""
+    rendering, ``markup.static_style``), from ``dsh.css`` otherwise. Empty for no images."""
     lines = image_lines(m, attached=attached)
     if not lines:
         return ""

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dsh_kernel.abort import AbortCause, AbortedError, AbortSignal
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.markup.safe_html import escape
 from dsh_kernel.tools.builtin.ask_user import (
     Answer,
     Question,
@@ -29,7 +30,6 @@ from dsh_kernel.tools.builtin.ask_user import (
     check_answers,
 )
 from dsh_kernel.views import _ipw
-from dsh_kernel.views.safe_html import escape
 
 SubmitCallback = Callable[[str, JsonObject], None]
 

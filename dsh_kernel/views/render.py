@@ -17,11 +17,11 @@ header line (icon, title, tool name, a ``dsh-pill dsh-status-<status>`` badge, a
 ``Details`` fold, open where the live one opens by itself (an approval was asked, or rich outputs);
 code blocks — arguments, results, the fences in model text such as a suggested ``%%sql`` query — as
 ``<pre class="dsh-code"><code class="language-…">``. The look is written inline
-(``views.static_style``: JupyterLab's sanitiser removes ``<style>`` from untrusted notebooks).
+(``markup.static_style``: JupyterLab's sanitiser removes ``<style>`` from untrusted notebooks).
 
 Both renderings are pure functions of a ``TurnModel`` (``fold_turn(turn_events(log, n))``) plus the
 optional tool lookup, model info, session id and images (``read_images(turn_events(log, n))``).
-Nothing that came from outside becomes markup (``views.safe_html``): the HTML is built by the same
+Nothing that came from outside becomes markup (``markup.safe_html``): the HTML is built by the same
 functions the live view uses and passes ``sanitize`` as a whole, inside a container MathJax skips;
 the Markdown alternative escapes every HTML-significant character of outside text and writes code
 as entity-escaped ``<pre><code>``. Tool outputs are reduced (``views.outputs``): a raster image whose
@@ -36,6 +36,18 @@ from typing import Final
 
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.markup.safe_html import (
+    NO_MATH,
+    code_html,
+    escape,
+    inline_markdown_text,
+    markdown_alternative,
+    markdown_code,
+    markdown_html,
+    sanitize,
+    text_html,
+)
+from dsh_kernel.markup.static_style import attrs
 from dsh_kernel.views.card_content import (
     RECOVERED_TITLE,
     CardView,
@@ -64,18 +76,6 @@ from dsh_kernel.views.model import (
     TurnModel,
 )
 from dsh_kernel.views.outputs import image_of, plain_text
-from dsh_kernel.views.safe_html import (
-    NO_MATH,
-    code_html,
-    escape,
-    inline_markdown_text,
-    markdown_alternative,
-    markdown_code,
-    markdown_html,
-    sanitize,
-    text_html,
-)
-from dsh_kernel.views.static_style import attrs
 
 __all__ = [
     "MAX_INLINE_IMAGE",
@@ -209,7 +209,7 @@ def render_markdown(
 
 
 # --- HTML --------------------------------------------------------------------------------------------
-# The live view's structure and classes, styled inline (``views.static_style`` says why inline).
+# The live view's structure and classes, styled inline (``markup.static_style`` says why inline).
 
 
 def _html_output(output: JsonObject) -> str:

@@ -1,6 +1,6 @@
 """Cutting a streaming answer into Markdown pieces that render the same on their own.
 
-The live view renders each piece to HTML separately (``views.safe_html.markdown_html``) and, while
+The live view renders each piece to HTML separately (``markup.safe_html.markdown_html``) and, while
 the answer grows, renders and sends again only the last piece: a long answer costs the same per
 redraw at its end as at its start.
 """

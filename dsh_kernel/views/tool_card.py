@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Literal, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.markup.safe_html import code_html, escape
 from dsh_kernel.tools.builtin.ask_user import answers_from_json, parse_questions
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import (
@@ -51,7 +52,6 @@ from dsh_kernel.views.images import MessageImages
 from dsh_kernel.views.model import ToolCardModel
 from dsh_kernel.views.outputs import reduced
 from dsh_kernel.views.question import QuestionForm
-from dsh_kernel.views.safe_html import code_html, escape
 
 BODY_MAX_HEIGHT = "32em"
 """Height of the Details box beyond which it scrolls (it is never cut)."""
@@ -66,7 +66,7 @@ AnswerCallback = Callable[[str, JsonObject], None]
 
 def body_html(view: CardView) -> str:
     """The Details box's sections as HTML: each argument and result section under its label, code
-    highlighted by its language, every text shown as itself (``views.safe_html``)."""
+    highlighted by its language, every text shown as itself (``markup.safe_html``)."""
     parts: list[str] = []
     for s in (*view.args, *view.result):
         if s.label:

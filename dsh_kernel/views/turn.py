@@ -16,7 +16,7 @@ between two flushes is lost. With no running loop (a replay in plain code) drawi
 ``flush()`` or ``finish()``.
 
 What is sent: the answer is split into Markdown pieces (``views.segments``), each an ``HTML``
-widget holding that piece rendered to sanitised HTML by the kernel (``views.safe_html``: the
+widget holding that piece rendered to sanitised HTML by the kernel (``markup.safe_html``: the
 frontend is never asked to interpret outside text); only the last, growing piece is rendered and
 sent again. Reasoning, rendered the same way, sits in a collapsed ``Accordion`` whose title
 carries its length; its text is sent only while the accordion is open and once the block ends.
@@ -52,6 +52,7 @@ from dsh_kernel.abort import AbortSignal
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.types import ModelInfo
+from dsh_kernel.markup.safe_html import escape, markdown_html
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.tools.builtin.ask_user import Answer, Question
@@ -80,7 +81,6 @@ from dsh_kernel.views.model import (
 from dsh_kernel.views.question import QuestionBroker
 from dsh_kernel.views.render import static_bundle
 from dsh_kernel.views.replayed import as_drawn
-from dsh_kernel.views.safe_html import escape, markdown_html
 from dsh_kernel.views.segments import split_segments
 from dsh_kernel.views.style import style_widget
 from dsh_kernel.views.tool_card import ApprovalAnswer, ToolCardWidget

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2] / "dsh_kernel"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("jsonvalue",),
-    ("ids", "textcap"),
+    ("ids", "textcap", "markup"),
     ("errors",),
     ("abort", "failures"),
     ("llm",),
@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("testing", "__init__", "__main__"),
 )
 """Lowest first: the root modules (``errors``, ``ids``, ``jsonvalue``, ``textcap``, ``abort``,
-``failures``), then the packages, then what sits on top (the public fakes, the package's lazy
+``failures``) and ``markup`` (outside text to inert HTML: pure functions the views, the store's
+query results and the course report share), then the packages, then what sits on top (the public fakes, the package's lazy
 re-exports of ``Agent``/``tool``, ``python -m dsh_kernel``)."""
 
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}

@@ -125,7 +125,7 @@ def html_text(value: str) -> str:
 
 def answer_texts(widget: ipywidgets.Widget) -> list[str]:
     """The text of every rendered Markdown piece of an answer under ``widget`` (``HTML`` widgets
-    holding ``views.safe_html.markdown_html``, outside the folded reasoning), in order."""
+    holding ``markup.safe_html.markdown_html``, outside the folded reasoning), in order."""
     texts: list[str] = []
     if isinstance(widget, ipywidgets.Accordion):
         return texts

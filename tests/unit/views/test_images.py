@@ -28,6 +28,7 @@ from dsh_kernel.llm.types import (
     TextBlock,
     UserSource,
 )
+from dsh_kernel.markup.safe_html import inline_markdown_text as escape_inline_markdown
 from dsh_kernel.runtime.text import format_size
 from dsh_kernel.session.codec import decode_event, encode_event
 from dsh_kernel.session.events import SessionEvent
@@ -38,7 +39,6 @@ from dsh_kernel.tools.types import ToolContext, ToolDefinition
 from dsh_kernel.views import TurnView, fold_turn, static_bundle, turn_events
 from dsh_kernel.views.image_note import image_lines, images_html
 from dsh_kernel.views.images import ImageDataLookup, MessageImages, read_images, route_takes_images
-from dsh_kernel.views.safe_html import inline_markdown_text as escape_inline_markdown
 from dsh_kernel.views.tool_card import ToolCardWidget
 
 from ..runtime.images import make_png

@@ -1,4 +1,4 @@
-"""The one renderer of outside text (``views.safe_html``): Markdown to inert HTML, the Markdown
+"""The one renderer of outside text (``markup.safe_html``): Markdown to inert HTML, the Markdown
 alternative, and the hostile corpus (``tests/data/hostile-markdown.json``) through both."""
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
-from dsh_kernel.views import _ipw
-from dsh_kernel.views.safe_html import (
+from dsh_kernel.markup.safe_html import (
     ALLOWED_TAGS,
     code_html,
     inline_markdown_text,
@@ -25,6 +24,7 @@ from dsh_kernel.views.safe_html import (
     sanitize,
     text_html,
 )
+from dsh_kernel.views import _ipw
 from dsh_kernel.views.segments import split_segments
 
 CORPUS = json.loads(

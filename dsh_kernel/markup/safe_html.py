@@ -25,7 +25,7 @@ frontend as Markdown, LaTeX or HTML for it to interpret. Instead:
   only tags in it are our own, written here.
 
 The live view and the saved rendering call the same functions, so what streams is what is saved;
-styles are inline (``views.static_style`` explains why: they survive a saved notebook's sanitiser).
+styles are inline (``markup.static_style`` explains why: they survive a saved notebook's sanitiser).
 ``docs/security.md`` states the boundary this module is one side of. Parsers are built on first use.
 """
 
@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
-from dsh_kernel.views.static_style import attrs, style
+from dsh_kernel.markup.static_style import attrs, style
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
