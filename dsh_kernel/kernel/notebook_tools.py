@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.cells import cell_magic
 from dsh_kernel.kernel.notebook_cards import (
     cells_text,
     insert_text,
@@ -83,7 +84,6 @@ _log = logging.getLogger(__name__)
 READ: Final = "notebook_read"
 INSERT: Final = "notebook_insert"
 NOTEBOOK_NO_ANCHOR: Final = "NOTEBOOK_NO_ANCHOR"
-_CELL_MAGIC_PYTHON: Final = ("%%python", "%%py")
 
 Applied = Literal["extension", "set_next_input", "card"]
 """How an insertion was applied: through the extension; its first cell in the ``set_next_input``
@@ -438,11 +438,12 @@ class NotebookDesk:
 
     def code_source(self, source: str) -> str:
         """A code cell's source as this kernel runs it (module docstring)."""
-        first, _, rest = source.lstrip("\n").partition("\n")
-        is_python_magic = first.strip() in _CELL_MAGIC_PYTHON
+        magic = cell_magic(source)
         if self.python_cells:
-            return source if first.startswith("%%") else f"%%python\n{source}"
-        return rest if is_python_magic else source
+            return source if magic is not None else f"%%python\n{source}"
+        if magic is not None and magic.name in ("python", "py") and not magic.args:
+            return magic.body
+        return source
 
 
 def _int_arg(args: JsonObject, name: str) -> int | None:

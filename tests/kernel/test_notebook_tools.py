@@ -571,6 +571,33 @@ def test_kernel_is_dsh_python_code_cells_have_no_python_magic(tmp_path: Path) ->
             assert [c["source"] for c in req["cells"]] == ["y = 2"]
 
 
+def test_a_tab_after_chat_is_a_chat_cell_for_the_router_and_refused_by_insert(
+    tmp_path: Path,
+) -> None:
+    source = "%%chat\tplease\nsummarise df again"
+    with SseServer() as server:
+        env = provider_env(server, tmp_path, DSH_APPROVAL="auto")
+        with start_kernel(tmp_path, "dsh-python", env=env) as kernel:
+            fe = Frontend(kernel)
+            nb = Notebook(fe, cells())
+            new = [{"cell_type": "code", "source": source}]
+            server.script(
+                sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("No.")
+            )
+            ex = nb.run("%%chat\nAdd a cell.")
+            assert ex.status == "ok", ex.content
+            assert nb.requests == []  # refused before anything reached the frontend
+            [result] = [e["data"] for e in turn_events(fe) if e["type"] == "tool/result"]
+            assert result["error"]["code"] == "INVALID_ARGS"
+            [text] = tool_texts(server, 1)
+            assert "a %%chat cell would send its text to the agent again" in text
+            # the kernel's router reads the same source as a chat message
+            server.script(sc.text("Summarised."))
+            ex = fe.run(source)
+            assert ex.status == "ok", ex.content
+            assert "summarise df again" in json.dumps(server.requests[-1].json["messages"])
+
+
 class CellWithId(RunningCell):
     """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata, and from a
     notebook (not a console) ``deletedCells`` and ``recordTiming`` too (``@jupyterlab/notebook``)."""

@@ -378,6 +378,42 @@ def test_an_inserted_chat_cell_is_refused() -> None:
     assert check_insert_args({"cells": [kept]}) == [kept]
 
 
+@pytest.mark.parametrize(
+    ("source", "chat"),
+    [
+        ("%%chat\tsummarise df", True),
+        ("%%chat\t\nsummarise df", True),
+        ("\n  \n%%chat\nsummarise df", True),
+        ("  %%chat\nsummarise df", True),
+        ("%%chat\u00a0summarise df", True),
+        ("%%chat\r\nsummarise df", True),
+        ("%%chatter\nx = 1", False),
+        ("%%chat.x\nx = 1", False),
+        ("%%sql\tchat\nSELECT 1", False),
+        ("print('%%chat')", False),
+        ("# %%chat\nx = 1", False),
+    ],
+)
+def test_insert_refuses_exactly_what_the_router_runs_as_chat(source: str, chat: bool) -> None:
+    # One reading of a cell: the check refuses a cell exactly when the kernel would route it, as
+    # inserted (the dsh kernel adds %%python to a cell that starts with no magic), as chat.
+    from dsh_kernel.kernel.cells import classify
+    from dsh_kernel.kernel.notebook_checks import check_insert_args
+
+    args: JsonObject = {"cells": [{"cell_type": "code", "source": source}]}
+    if chat:
+        with pytest.raises(ToolArgsError, match="%%chat cell would send its text"):
+            check_insert_args(args)
+    else:
+        assert check_insert_args(args) == args["cells"]
+    for python_cells in (True, False):
+        desk = NotebookDesk(
+            NotebookComms(), namespace={}, notebook_name=None, python_cells=python_cells
+        )
+        routed = classify(desk.code_source(source), "chat" if python_cells else "python")
+        assert (routed.kind == "chat") == chat, (source, python_cells)
+
+
 def test_one_card_only_cell_is_singular() -> None:
     from dsh_kernel.kernel.notebook_cards import insert_text
 
