@@ -8,7 +8,8 @@ picks where the notebook is for that cell: the ``dsh.notebook`` comm of the same
 **notebook_read** (read-only; ``{first?, last?}``, 1-based cells, inclusive): the cells as
 ``kernel.notebook_cells.render`` writes them, passed through the secret redactor. From the extension
 the cells are the live notebook model; without it, the saved file (``JPY_SESSION_NAME``'s, else
-VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale. With neither the tool is not
+VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale; a file over 20 MB is refused
+unread, and each version of the file is parsed once (``kernel.notebook_cells``). With neither the tool is not
 offered for that cell (``begin_cell`` hides it), so the model is never told of a tool that cannot work.
 
 **notebook_insert** (not read-only: under ``ask`` it asks first, and its card shows every cell it
@@ -57,9 +58,9 @@ from dsh_kernel.kernel.notebook_cards import (
     present_read,
 )
 from dsh_kernel.kernel.notebook_cells import (
+    SavedNotebooks,
     fallback_file,
     render,
-    snapshot_from_file,
     snapshot_from_reply,
 )
 from dsh_kernel.kernel.notebook_checks import (
@@ -122,6 +123,8 @@ class NotebookDesk:
         """The ``dsh`` kernel: a code cell the agent writes starts with ``%%python``."""
         self.cwd = cwd or Path(os.getcwd())
         self.cell: RunningCell | None = None
+        self.saved = SavedNotebooks()
+        """The saved file's last parse, reused while the file is unchanged."""
         self._hidden: Callable[[], None] | None = None
         """Removes the filter that hides ``notebook_read`` (``offer``)."""
 
@@ -247,7 +250,7 @@ class NotebookDesk:
                         "cannot be read; use `inspect` for the namespace",
                         code="NOTEBOOK_UNAVAILABLE",
                     )
-                snap = snapshot_from_file(path)
+                snap = self.saved.read(path)
             return redact(render(snap, first, last))
 
         return ToolDefinition(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -419,3 +420,52 @@ def test_one_card_only_cell_is_singular() -> None:
 
     text = insert_text({"applied": "card", "cells": [{"cell_type": "code"}]}, for_model=True)
     assert "the 1 cell is only shown" in text
+
+
+def saved_notebook(path: Path, heading: str) -> None:
+    cell = {"id": "a", "cell_type": "markdown", "metadata": {}, "source": [heading]}
+    doc = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+async def read_saved(desk: NotebookDesk) -> str:
+    result = read_tool(desk).execute({}, ctx())
+    text = await result if asyncio.iscoroutine(result) else result
+    assert isinstance(text, str)
+    return text
+
+
+async def test_a_saved_file_over_the_cap_is_refused_without_being_parsed(tmp_path: Path) -> None:
+    from dsh_kernel.kernel.notebook_cells import MAX_FILE_BYTES
+
+    big = tmp_path / "big.ipynb"
+    with big.open("wb") as f:  # sparse, and not JSON: parsing it would say NOTEBOOK_FILE_UNREADABLE
+        f.truncate(MAX_FILE_BYTES + 1)
+    desk = NotebookDesk(
+        NotebookComms(), namespace={}, notebook_name=str(big), python_cells=True, cwd=tmp_path
+    )
+    with pytest.raises(ToolError) as info:
+        await read_saved(desk)
+    assert info.value.code == "NOTEBOOK_FILE_TOO_LARGE"
+    message = info.value.message
+    assert str(big) in message and f"{MAX_FILE_BYTES // 1_000_000} MB" in message
+    assert "extension" in message and "clear" in message.lower()
+
+
+async def test_an_unchanged_saved_file_is_parsed_once(tmp_path: Path) -> None:
+    nb = tmp_path / "nb.ipynb"
+    saved_notebook(nb, "# First")
+    desk = NotebookDesk(
+        NotebookComms(), namespace={}, notebook_name=str(nb), python_cells=True, cwd=tmp_path
+    )
+    assert "# First" in await read_saved(desk)
+    # Same size and modification time, other bytes: the one parse of this version is reused.
+    stamp = nb.stat()
+    saved_notebook(nb, "# Other")
+    os.utime(nb, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert nb.stat().st_size == stamp.st_size
+    assert "# First" in await read_saved(desk)
+    # A new version (saved again) is parsed again.
+    os.utime(nb, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
+    text = await read_saved(desk)
+    assert "# Other" in text and "# First" not in text
