@@ -35,7 +35,9 @@ from typing import Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_comm import MAX_ID_CHARS, MAX_PATH_CHARS, frontend_text
 from dsh_kernel.runtime.mime import summarize_output
+from dsh_kernel.textcap import ECHO_CHARS
 
 MAX_CELLS: Final = 60
 """Cells one read returns; the text says how to read the rest."""
@@ -94,33 +96,33 @@ def _count(value: object) -> int | None:
 
 
 def snapshot_from_reply(reply: JsonObject, fallback_path: str | None) -> Snapshot:
-    """The extension's ``read`` reply as a ``Snapshot`` (unreadable cells are skipped)."""
+    """The extension's ``read`` reply as a ``Snapshot`` (unreadable cells are skipped; ids, types
+    and the path capped as ``kernel.notebook_comm`` caps every frontend text)."""
     cells: list[NotebookCell] = []
     raw = reply.get("cells")
     for c in cast("list[object]", raw) if isinstance(raw, list) else []:
         d = _obj(c)
-        cell_id = d.get("id")
-        if not isinstance(cell_id, str):
+        cell_id = frontend_text(d.get("id"), MAX_ID_CHARS)
+        if cell_id is None:
             continue
         dsh = _obj(d.get("metadata_dsh"))
         cells.append(
             NotebookCell(
                 id=cell_id,
-                cell_type=str(d.get("cell_type") or "code"),
+                cell_type=frontend_text(d.get("cell_type"), ECHO_CHARS) or "code",
                 source=_text(d.get("source")),
                 execution_count=_count(d.get("execution_count")),
                 outputs=_text(d.get("outputs"))[:OUTPUT_SUMMARY_CHARS],
                 by_agent=dsh.get("by") == "agent",
             )
         )
-    path = reply.get("path")
-    active = reply.get("active_cell_id")
+    path = frontend_text(reply.get("path"), MAX_PATH_CHARS)
     dirty = reply.get("dirty")
     return Snapshot(
         origin="frontend",
-        path=path if isinstance(path, str) and path else (fallback_path or "the open notebook"),
+        path=path or fallback_path or "the open notebook",
         cells=tuple(cells),
-        active_cell_id=active if isinstance(active, str) else None,
+        active_cell_id=frontend_text(reply.get("active_cell_id"), MAX_ID_CHARS),
         dirty=dirty if isinstance(dirty, bool) else None,
     )
 

@@ -25,6 +25,14 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   ``NOTEBOOK_ANCHOR_GONE``) with the frontend's message. Replies nobody waits for (late, or for an
   id we never sent) are dropped and logged.
 
+**Caps.** Everything the frontend sends is text a page wrote, logged and resent to the model, so
+it is capped where it enters (``frontend_text``, ``textcap.cap_echo``: a cut says how much):
+a path at ``MAX_PATH_CHARS``, a cell id at ``MAX_ID_CHARS`` (nbformat's own limit is 64),
+the frontend's name and version at ``textcap.ECHO_CHARS``, a refusal's message at
+``MAX_MESSAGE_BYTES``; an error ``code`` that is not
+UPPER_SNAKE of at most ``MAX_CODE_CHARS`` becomes ``NOTEBOOK_INSERT_FAILED``; an ``insert``
+reply's ids are read for at most as many cells as were sent (``inserted_ids``).
+
 Every failure is a ``ToolError`` with a stable code, so the tool pipeline turns it into a result the
 model reads; nothing here can fail the kernel. A bad ``comm_open`` (no session, a ``hello`` that is
 not an object) is kept with what could be read: the protocol field is only recorded, because a
@@ -36,12 +44,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final, Protocol, cast
 
 from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.textcap import ECHO_CHARS, cap_echo, cap_text
 
 _log = logging.getLogger(__name__)
 
@@ -56,6 +66,15 @@ TIMEOUT_ADVICE: Final = (
     "restart Jupyter too) and to run the cell again; read the notebook before trying again"
 )
 """What a ``NOTEBOOK_TIMEOUT`` tells the model to pass on: the user can act on it, the model can't."""
+
+MAX_PATH_CHARS: Final = 1_000
+"""A notebook path a frontend names (hello, replies, path updates)."""
+MAX_ID_CHARS: Final = 64
+"""A cell id a frontend names (nbformat 4.5: 1 to 64 characters)."""
+MAX_CODE_CHARS: Final = 64
+"""An error code a frontend's refusal carries."""
+MAX_MESSAGE_BYTES: Final = 4_000
+"""A frontend's refusal message (``textcap.cap_text``: head and tail)."""
 
 NOTEBOOK_AMBIGUOUS: Final = "NOTEBOOK_AMBIGUOUS"
 NOTEBOOK_TIMEOUT: Final = "NOTEBOOK_TIMEOUT"
@@ -113,6 +132,22 @@ def _obj(value: object) -> dict[str, object]:
     return cast("dict[str, object]", value) if isinstance(value, dict) else {}
 
 
+def frontend_text(value: object, max_chars: int) -> str | None:
+    """A string the frontend sent, capped at ``max_chars`` (one line; module docstring);
+    ``None`` when it is not a non-empty string."""
+    if not isinstance(value, str) or not value:
+        return None
+    return cap_echo(value, max_chars)
+
+
+def inserted_ids(raw: object, sent: int) -> list[str]:
+    """An ``insert`` reply's ``inserted``: the first ``sent`` ids (one per cell sent), each
+    capped at ``MAX_ID_CHARS`` — what the ``notebook/insert`` event records."""
+    items = cast("list[object]", raw) if isinstance(raw, list) else []
+    ids = (frontend_text(i, MAX_ID_CHARS) for i in items[:sent])
+    return [i for i in ids if i is not None]
+
+
 def client_session(msg: object) -> str | None:
     """The client session (header ``session``) of a Jupyter message: the same for every message
     one kernel connection sends (a ``comm_open`` and the ``execute_request`` of its notebook)."""
@@ -138,14 +173,13 @@ class NotebookComms:
         """The target's handler: keep the comm, keyed by the session that opened it."""
         hello = _obj(_obj(msg.get("content")).get("data"))
         session = client_session(msg)
-        path = hello.get("path")
         protocol = hello.get("protocol")
         fe = Frontend(
             comm=comm,
             session=session or "",
-            path=path if isinstance(path, str) and path else None,
-            frontend=str(hello.get("frontend") or ""),
-            version=str(hello.get("version") or ""),
+            path=frontend_text(hello.get("path"), MAX_PATH_CHARS),
+            frontend=frontend_text(hello.get("frontend"), ECHO_CHARS) or "",
+            version=frontend_text(hello.get("version"), ECHO_CHARS) or "",
             protocol=protocol if isinstance(protocol, int) else None,
         )
         self.frontends[comm.comm_id] = fe
@@ -276,5 +310,14 @@ def _checked(fe: Frontend, reply: JsonObject) -> JsonObject:
             f"(no ok/error): {str(reply)[:200]}",
             code=NOTEBOOK_BAD_REPLY,
         )
-    text = message if isinstance(message, str) and message else f"the frontend said {code}"
-    raise ToolError(text, code=code if code.isupper() else NOTEBOOK_INSERT_FAILED)
+    said = cap_echo(code, MAX_CODE_CHARS)
+    text = (
+        cap_text(message, MAX_MESSAGE_BYTES)
+        if isinstance(message, str) and message
+        else f"the frontend said {said}"
+    )
+    known = len(code) <= MAX_CODE_CHARS and _CODE.fullmatch(code) is not None
+    raise ToolError(text, code=code if known else NOTEBOOK_INSERT_FAILED)
+
+
+_CODE: Final = re.compile(r"[A-Z][A-Z0-9_]*")

@@ -35,7 +35,9 @@ by: "agent"}``.
 The cards and result texts are ``kernel.notebook_cards``.
 
 Each applied insertion appends one ``notebook/insert`` event (``session.payloads.NotebookInsert``):
-the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids.
+the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids —
+what the frontend answered capped as every frontend text is (``kernel.notebook_comm``): at most one
+id per cell sent, each id and the path cut.
 """
 
 from __future__ import annotations
@@ -70,7 +72,14 @@ from dsh_kernel.kernel.notebook_checks import (
     check_insert_args,
     from_notebook_cell,
 )
-from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
+from dsh_kernel.kernel.notebook_comm import (
+    MAX_PATH_CHARS,
+    PROTOCOL,
+    Frontend,
+    NotebookComms,
+    frontend_text,
+    inserted_ids,
+)
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
@@ -301,15 +310,11 @@ class NotebookDesk:
                 reply = await self.comms.request(
                     fe, {"request": "insert", "after": anchor, "cells": cast("JsonValue", cells)}
                 )
-                raw = reply.get("inserted")
-                inserted = (
-                    [i for i in cast("list[object]", raw) if isinstance(i, str)]
-                    if isinstance(raw, list)
-                    else []
-                )
-                now = reply.get("path")  # the notebook may have been renamed since its hello
+                inserted = inserted_ids(reply.get("inserted"), len(cells))
+                # the notebook may have been renamed since its hello
+                now = frontend_text(reply.get("path"), MAX_PATH_CHARS)
                 applied = "extension"
-                path = self._recorded(fe.path, now if isinstance(now, str) and now else fe.path)
+                path = self._recorded(fe.path, now or fe.path)
                 if cell is not None and inserted:
                     cell.last_inserted = inserted[-1]
             else:

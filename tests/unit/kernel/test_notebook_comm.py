@@ -180,6 +180,42 @@ async def test_a_refusal_carries_the_frontend_code_and_message() -> None:
     assert info.value.message == "no cell with id c9 in a.ipynb"
 
 
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [
+        ("NOTEBOOK_ANCHOR_GONE", True),
+        ("A" * 65, False),
+        ("NOT-A-CODE", False),
+        ("lower_case", False),
+    ],
+)
+async def test_a_refusal_is_capped_like_every_frontend_text(code: str, kept: bool) -> None:
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    task = asyncio.ensure_future(comms.request(fe, {"request": "insert", "after": "c9"}))
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict)
+    error = {"code": code, "message": "m" * 1_000_000}
+    wire.answer({"reply_to": sent["id"], "ok": False, "error": error})
+    with pytest.raises(ToolError) as info:
+        await task
+    assert info.value.code == (code if kept else "NOTEBOOK_INSERT_FAILED")
+    assert len(info.value.message) <= 4_000 and "characters cut" in info.value.message
+
+
+def test_a_hello_is_capped_like_every_frontend_text() -> None:
+    comms = NotebookComms()
+    hello = {"protocol": 1, "path": "p/" * 100_000, "frontend": "f" * 10_000, "version": "9" * 500}
+    comms.opened(Wire("w"), {"header": {"session": "lab"}, "content": {"data": hello}})
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.path is not None
+    assert len(fe.path) < 1_100 and fe.path.endswith("characters cut]")
+    assert len(fe.describe()) < 1_400
+
+
 async def test_no_answer_times_out_and_a_close_fails_the_wait_at_once() -> None:
     comms = NotebookComms(timeout_s=0.05)
     wire = open_comm(comms, "lab")
