@@ -7,6 +7,9 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   kernel never opens one.
 * **the registry** of open comms, keyed by the client session (the ``session`` field of the
   ``comm_open``'s header) that opened them. A ``comm_close`` (or a failed send) removes one.
+* **where the notebook is** (``notebook``, a ``kernel.notebook_file.NotebookFile`` from
+  ``JPY_SESSION_NAME``): the path a ``hello`` names, and every ``{"event": "path", "path"}``
+  message (the notebook was renamed or moved), move it and the comm's ``path``. No reply is sent.
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
   ``kernel.notebook_tools``); several naming one notebook path (JupyterLab's "New View for
@@ -47,10 +50,12 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, Protocol, cast
 
 from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_path
 from dsh_kernel.textcap import ECHO_CHARS, cap_echo, cap_text
 
 _log = logging.getLogger(__name__)
@@ -109,7 +114,10 @@ class Frontend:
     session: str
     """The client session of its ``comm_open`` (header ``session``)."""
     path: str | None = None
-    """The notebook's path relative to the server root, as its ``hello`` said."""
+    """The notebook's path relative to the server root, as its ``hello`` or a later ``path``
+    message said."""
+    hello_path: str | None = None
+    """The path its ``hello`` said (with ``JPY_SESSION_NAME``, it tells the server root)."""
     frontend: str = ""
     version: str = ""
     protocol: int | None = None
@@ -158,8 +166,12 @@ def client_session(msg: object) -> str | None:
 class NotebookComms:
     """The registry and the requests (module docstring). One per kernel."""
 
-    def __init__(self, *, timeout_s: float = REPLY_TIMEOUT_S) -> None:
+    def __init__(
+        self, *, timeout_s: float = REPLY_TIMEOUT_S, notebook: NotebookFile | None = None
+    ) -> None:
         self.timeout_s = timeout_s
+        self.notebook = notebook or NotebookFile(notebook_path(), Path.cwd())
+        """Where the kernel's notebook file is, as the frontends say (module docstring)."""
         self.frontends: dict[str, Frontend] = {}
         """Open comms by comm id."""
         self._ids = itertools.count(1)
@@ -174,10 +186,12 @@ class NotebookComms:
         hello = _obj(_obj(msg.get("content")).get("data"))
         session = client_session(msg)
         protocol = hello.get("protocol")
+        path = frontend_text(hello.get("path"), MAX_PATH_CHARS)
         fe = Frontend(
             comm=comm,
             session=session or "",
-            path=frontend_text(hello.get("path"), MAX_PATH_CHARS),
+            path=path,
+            hello_path=path,
             frontend=frontend_text(hello.get("frontend"), ECHO_CHARS) or "",
             version=frontend_text(hello.get("version"), ECHO_CHARS) or "",
             protocol=protocol if isinstance(protocol, int) else None,
@@ -186,6 +200,8 @@ class NotebookComms:
         comm.on_msg(lambda m: self._message(fe, m))
         comm.on_close(lambda _m: self.closed(fe))
         _log.info("dsh.notebook: %s opened by session %s", fe.describe(), fe.session or "?")
+        if path is not None:
+            self.notebook.named(path, path)
 
     def closed(self, fe: Frontend) -> None:
         """``comm_close`` (or a comm that cannot be written): forget it; fail what waits on it."""
@@ -204,12 +220,27 @@ class NotebookComms:
 
     def _message(self, fe: Frontend, msg: dict[str, object]) -> None:
         data = _obj(_obj(msg.get("content")).get("data"))
+        if data.get("event") == "path":
+            self._moved(fe, data.get("path"))
+            return
         reply_to = data.get("reply_to")
         future = fe.waiting.pop(reply_to, None) if isinstance(reply_to, str) else None
         if future is None:
             _log.warning("dsh.notebook: a message nobody waits for (reply_to=%r) dropped", reply_to)
             return
         _settle(future, cast("JsonObject", data))
+
+    def _moved(self, fe: Frontend, raw: object) -> None:
+        """The frontend says its notebook is now at ``raw`` (renamed or moved)."""
+        path = frontend_text(raw, MAX_PATH_CHARS)
+        if path is None:
+            _log.warning(
+                "dsh.notebook: a path message without a path from %s dropped", fe.describe()
+            )
+            return
+        _log.info("dsh.notebook: %s is now %s", fe.describe(), path)
+        fe.path = path
+        self.notebook.named(path, fe.hello_path)
 
     # --- which frontend serves a cell -------------------------------------------------------------
 

@@ -80,6 +80,7 @@ from dsh_kernel.kernel.notebook_comm import (
     frontend_text,
     inserted_ids,
 )
+from dsh_kernel.kernel.notebook_file import server_root
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
@@ -314,7 +315,7 @@ class NotebookDesk:
                 # the notebook may have been renamed since its hello
                 now = frontend_text(reply.get("path"), MAX_PATH_CHARS)
                 applied = "extension"
-                path = self._recorded(fe.path, now or fe.path)
+                path = self._recorded(fe.hello_path, now or fe.path)
                 if cell is not None and inserted:
                     cell.last_inserted = inserted[-1]
             else:
@@ -403,15 +404,10 @@ class NotebookDesk:
 
     def _recorded(self, hello: str | None, now: str | None) -> str | None:
         """The frontend's path ``now`` (relative to the server root) in ``sessions.notebook``'s
-        form: when ``JPY_SESSION_NAME`` is absolute and ends with the ``hello`` path, the server
-        root is what precedes it, and ``now`` is joined to it; otherwise ``now`` as it is."""
-        name = self.notebook_name
-        if not (name and now and hello and os.path.isabs(name)):
-            return now
-        rel = hello.lstrip("/")
-        if not name.replace(os.sep, "/").endswith("/" + rel):
-            return now
-        return name[: len(name) - len(rel)] + now.lstrip("/")
+        form: joined to the server root ``JPY_SESSION_NAME`` and the ``hello`` path imply
+        (``notebook_file.server_root``), else ``now`` as it is."""
+        root = server_root(self.notebook_name, hello)
+        return root + now.lstrip("/") if root and now else now
 
     def _cells(self, args: JsonObject, *, session: str, call_id: str) -> list[JsonObject]:
         raw = check_insert_args(args)

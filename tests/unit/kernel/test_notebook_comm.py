@@ -505,3 +505,22 @@ async def test_an_unchanged_saved_file_is_parsed_once(tmp_path: Path) -> None:
     os.utime(nb, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
     text = await read_saved(desk)
     assert "# Other" in text and "# First" not in text
+
+
+def test_a_path_message_moves_the_frontend_and_the_notebook_file(tmp_path: Path) -> None:
+    from dsh_kernel.kernel.notebook_file import NotebookFile
+
+    (tmp_path / "work").mkdir()
+    old = tmp_path / "work" / "a.ipynb"
+    saved_notebook(old, "# A")
+    comms = NotebookComms(notebook=NotebookFile(str(old), tmp_path / "work"))
+    wire = open_comm(comms, "lab", "work/a.ipynb")
+    new = tmp_path / "work" / "b.ipynb"
+    old.rename(new)
+    wire.answer({"event": "path", "path": "work/b.ipynb"})
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.path == "work/b.ipynb" and fe.hello_path == "work/a.ipynb"
+    assert comms.notebook.find() == new
+    assert wire.sent == []  # an event, not a request: nothing is answered
+    wire.answer({"event": "path", "path": "p" * 5_000})  # capped, names no file: not followed
+    assert fe.path is not None and len(fe.path) < 1_100 and comms.notebook.find() == new
