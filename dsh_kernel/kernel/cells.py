@@ -13,6 +13,14 @@ In both, ``%%chat`` is a message and a cell made only of line magics / shell esc
 (``%agent status``, ``%pip install x``, ``!ls``) is handled by IPython. Any other ``%%magic`` cell is
 IPython's (so ``%%time``, ``%%writefile`` … keep working).
 
+``classify`` is the one reading of what a cell is: the kernel routes with it, and
+``notebook_insert`` checks the cells the agent writes with it (``kernel.notebook_checks``), so a
+cell the check lets through is never routed as chat. Its first line is found as IPython finds a
+cell magic's: blank (whitespace-only) lines before it are skipped and its indentation ignored. The
+magic's name runs to the first whitespace of any kind — a space, a tab — and what follows is its
+arguments (IPython itself splits at a space only, so ``%%chat<TAB>hi`` would be an unknown magic
+there; here it is a chat cell, for the router and the check alike).
+
 Prompt syntax (Solveit-compatible): ``$`expr``` inserts a description of a namespace value;
 ``&`fn``` offers a notebook function as a tool for this message. A bare ``$`` (prices, shell
 snippets) is never touched, and a backslash escapes the sigil (``\\$`x```) .
@@ -39,7 +47,34 @@ class Cell:
     """Whatever followed the routing magic on its line (e.g. ``%%sql result <<``)."""
 
 
-_MAGIC_LINE = re.compile(r"^%%([A-Za-z_][\w-]*)[ \t]*(.*)$")
+_MAGIC_LINE = re.compile(r"%%(\S+)(?:\s+(.*))?", re.DOTALL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellMagic:
+    """The cell magic a cell starts with (``cell_magic``)."""
+
+    name: str
+    """``sql`` for ``%%sql``."""
+    args: str
+    """The rest of the magic's line, stripped."""
+    body: str
+    """The lines after the magic's line."""
+
+
+def cell_magic(code: str) -> CellMagic | None:
+    """The cell magic ``code`` starts with, found as the module docstring says; ``None`` when its
+    first line that is not blank is not a ``%%name`` line."""
+    lines = code.split("\n")
+    at = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if at is None:
+        return None
+    m = _MAGIC_LINE.fullmatch(lines[at].strip())
+    if m is None:
+        return None
+    return CellMagic(
+        name=m.group(1), args=(m.group(2) or "").strip(), body="\n".join(lines[at + 1 :])
+    )
 
 
 def _only_line_magics(code: str) -> bool:
@@ -52,18 +87,15 @@ def _only_line_magics(code: str) -> bool:
 
 
 def classify(code: str, default: DefaultCell) -> Cell:
-    """Decide how a cell runs. Leading blank lines before a ``%%magic`` are ignored."""
-    stripped = code.lstrip("\n")
-    first, _, rest = stripped.partition("\n")
-    m = _MAGIC_LINE.match(first.rstrip())
-    if m is not None:
-        name, args = m.group(1), m.group(2).strip()
-        if name == "chat":
-            return Cell(kind="chat", body=rest, args=args)
-        if name == "sql":
-            return Cell(kind="sql", body=rest, args=args)
-        if name in ("python", "py") and default == "chat":
-            return Cell(kind="python", body=rest, args=args)
+    """Decide how a cell runs (module docstring)."""
+    magic = cell_magic(code)
+    if magic is not None:
+        if magic.name == "chat":
+            return Cell(kind="chat", body=magic.body, args=magic.args)
+        if magic.name == "sql":
+            return Cell(kind="sql", body=magic.body, args=magic.args)
+        if magic.name in ("python", "py") and default == "chat":
+            return Cell(kind="python", body=magic.body, args=magic.args)
         return Cell(kind="python", body=code)
     if default == "python" or _only_line_magics(code):
         return Cell(kind="python", body=code)

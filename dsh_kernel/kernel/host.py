@@ -57,13 +57,13 @@ from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
 from dsh_kernel.kernel.budgets import KernelBudgets
+from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_path
 from dsh_kernel.kernel.policy import PolicyGate
 from dsh_kernel.kernel.prompt import variables_context
 from dsh_kernel.kernel.settings import (
     HostSettings,
     base_url_owner,
     choose_provider,
-    notebook_path,
     settings_from_env,
 )
 from dsh_kernel.kernel.shared import SharedLink
@@ -121,7 +121,8 @@ class AgentHost:
         self.journal: JournalWriter | None = None
         self.provider_note = ""
         self.notebook = notebook_path()
-        self.policy = PolicyGate(self.settings.course, self.notebook, Path.cwd())
+        where = desk.comms.notebook if desk is not None else NotebookFile(self.notebook, Path.cwd())
+        self.policy = PolicyGate(self.settings.course, where)
         """The AI policy in force: the configuration's, or the notebook's stricter (``kernel.policy``)."""
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""

@@ -254,8 +254,8 @@ class DshKernel(IPythonKernel):
         return self._host
 
     def _desk(self) -> NotebookDesk:
+        from dsh_kernel.kernel.notebook_file import notebook_path
         from dsh_kernel.kernel.notebook_tools import NotebookDesk
-        from dsh_kernel.kernel.settings import notebook_path
 
         assert self.shell is not None
         return NotebookDesk(

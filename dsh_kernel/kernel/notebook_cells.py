@@ -8,9 +8,13 @@ and where it came from:
 * ``frontend`` — the extension's ``read`` reply (``docs/dev/notebook-comm.md``): the notebook
   *model*, unsaved edits included (``snapshot_from_reply``);
 * ``file`` — the saved ``.ipynb`` (``snapshot_from_file``), when no extension serves the cell: the
-  file ``JPY_SESSION_NAME`` names (resolved like the AI policy's, ``kernel.policy.notebook_file``),
+  file ``JPY_SESSION_NAME`` names (resolved like the AI policy's, ``kernel.notebook_file``),
   else VS Code's ``__vsc_ipynb_file__`` in the namespace (``fallback_file``). It may be stale: it
-  is what was last saved, and the text says so with the file's modification time.
+  is what was last saved, and the text says so with the file's modification time. A file over
+  ``MAX_FILE_BYTES`` is refused unread (``NOTEBOOK_FILE_TOO_LARGE``, saying what to do: open the
+  notebook where the extension serves it, or clear its large outputs), and ``SavedNotebooks``
+  parses each version of a file once — keyed by (path, ``st_mtime_ns``, ``st_size``) — so a turn
+  that reads a large saved notebook several times parses it once.
 
 ``render(snapshot, first, last)`` is the model's text: a header line, then each cell of the range
 (1-based, inclusive; default all) as ``--- cell N · id … · type [count]`` and its source, each
@@ -31,7 +35,9 @@ from typing import Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_comm import MAX_ID_CHARS, MAX_PATH_CHARS, frontend_text
 from dsh_kernel.runtime.mime import summarize_output
+from dsh_kernel.textcap import ECHO_CHARS
 
 MAX_CELLS: Final = 60
 """Cells one read returns; the text says how to read the rest."""
@@ -40,7 +46,12 @@ MAX_TEXT_BYTES: Final = 60_000
 OUTPUT_SUMMARY_CHARS: Final = 300
 """As the extension's summary (the contract's 300 characters per cell)."""
 
+MAX_FILE_BYTES: Final = 20_000_000
+"""The largest saved notebook ``notebook_read`` parses (a 200 MB file took 11.6 s and over 500 MB
+of memory, on every call). Large files are large outputs: images, long logs."""
+
 NOTEBOOK_FILE_UNREADABLE: Final = "NOTEBOOK_FILE_UNREADABLE"
+NOTEBOOK_FILE_TOO_LARGE: Final = "NOTEBOOK_FILE_TOO_LARGE"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,33 +96,33 @@ def _count(value: object) -> int | None:
 
 
 def snapshot_from_reply(reply: JsonObject, fallback_path: str | None) -> Snapshot:
-    """The extension's ``read`` reply as a ``Snapshot`` (unreadable cells are skipped)."""
+    """The extension's ``read`` reply as a ``Snapshot`` (unreadable cells are skipped; ids, types
+    and the path capped as ``kernel.notebook_comm`` caps every frontend text)."""
     cells: list[NotebookCell] = []
     raw = reply.get("cells")
     for c in cast("list[object]", raw) if isinstance(raw, list) else []:
         d = _obj(c)
-        cell_id = d.get("id")
-        if not isinstance(cell_id, str):
+        cell_id = frontend_text(d.get("id"), MAX_ID_CHARS)
+        if cell_id is None:
             continue
         dsh = _obj(d.get("metadata_dsh"))
         cells.append(
             NotebookCell(
                 id=cell_id,
-                cell_type=str(d.get("cell_type") or "code"),
+                cell_type=frontend_text(d.get("cell_type"), ECHO_CHARS) or "code",
                 source=_text(d.get("source")),
                 execution_count=_count(d.get("execution_count")),
                 outputs=_text(d.get("outputs"))[:OUTPUT_SUMMARY_CHARS],
                 by_agent=dsh.get("by") == "agent",
             )
         )
-    path = reply.get("path")
-    active = reply.get("active_cell_id")
+    path = frontend_text(reply.get("path"), MAX_PATH_CHARS)
     dirty = reply.get("dirty")
     return Snapshot(
         origin="frontend",
-        path=path if isinstance(path, str) and path else (fallback_path or "the open notebook"),
+        path=path or fallback_path or "the open notebook",
         cells=tuple(cells),
-        active_cell_id=active if isinstance(active, str) else None,
+        active_cell_id=frontend_text(reply.get("active_cell_id"), MAX_ID_CHARS),
         dirty=dirty if isinstance(dirty, bool) else None,
     )
 
@@ -136,11 +147,32 @@ def summarize_outputs(outputs: object) -> str:
     return f"{head} ({len(items)} output{'s' if len(items) != 1 else ''})"[:OUTPUT_SUMMARY_CHARS]
 
 
+def _too_large(path: Path, size: int) -> ToolError:
+    return ToolError(
+        f"the saved notebook {path} is {size / 1_000_000:,.1f} MB, and without the notebook "
+        f"extension notebook_read reads saved files of at most {MAX_FILE_BYTES // 1_000_000} MB "
+        "(it would parse the whole file, outputs included, on every read); nothing was read. Ask "
+        "the user to open the notebook in JupyterLab or Notebook 7 with the dsh-kernel extension "
+        "(it reads the live notebook, whatever its size), or to clear its large outputs (Edit › "
+        "Clear Outputs of All Cells, or of the cells with big images or logs) and save; meanwhile "
+        "use `inspect` for the namespace",
+        code=NOTEBOOK_FILE_TOO_LARGE,
+    )
+
+
 def snapshot_from_file(path: Path) -> Snapshot:
-    """The saved notebook at ``path``; ``NOTEBOOK_FILE_UNREADABLE`` saying why when it cannot be read."""
+    """The saved notebook at ``path``; ``NOTEBOOK_FILE_TOO_LARGE`` (unread) over
+    ``MAX_FILE_BYTES``, ``NOTEBOOK_FILE_UNREADABLE`` saying why when it cannot be read."""
     try:
-        saved_at = path.stat().st_mtime
-        doc: object = json.loads(path.read_text(encoding="utf-8"))
+        st = path.stat()
+        if st.st_size > MAX_FILE_BYTES:
+            raise _too_large(path, st.st_size)
+        saved_at = st.st_mtime
+        with path.open("rb") as f:
+            data = f.read(MAX_FILE_BYTES + 1)  # it may have grown since the stat
+        if len(data) > MAX_FILE_BYTES:
+            raise _too_large(path, len(data))
+        doc: object = json.loads(data.decode("utf-8"))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ToolError(
             f"the saved notebook {path} could not be read ({exc}); ask the user to save it, or "
@@ -168,12 +200,34 @@ def snapshot_from_file(path: Path) -> Snapshot:
     return Snapshot(origin="file", path=str(path), cells=tuple(cells), saved_at=saved_at)
 
 
+class SavedNotebooks:
+    """One parse per version of a saved notebook (module docstring): ``read(path)`` is
+    ``snapshot_from_file``'s snapshot, reused while the file's (path, ``st_mtime_ns``,
+    ``st_size``) stays the same. Only the last version read is kept: a kernel reads one notebook,
+    and a snapshot holds sources and short output summaries, not the file."""
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[str, int, int], Snapshot] | None = None
+
+    def read(self, path: Path) -> Snapshot:
+        try:
+            st = path.stat()
+        except OSError:
+            return snapshot_from_file(path)  # it says why, as NOTEBOOK_FILE_UNREADABLE
+        stamp = (str(path), st.st_mtime_ns, st.st_size)
+        if self._last is not None and self._last[0] == stamp:
+            return self._last[1]
+        snap = snapshot_from_file(path)
+        self._last = (stamp, snap)
+        return snap
+
+
 def fallback_file(
     notebook_name: str | None, namespace: dict[str, object], cwd: Path
 ) -> Path | None:
     """The saved notebook to read without the extension: ``JPY_SESSION_NAME``'s file, else VS
     Code's ``__vsc_ipynb_file__``; ``None`` when neither names an existing file."""
-    from dsh_kernel.kernel.policy import notebook_file
+    from dsh_kernel.kernel.notebook_file import notebook_file
 
     if notebook_name:
         found = notebook_file(notebook_name, cwd)

@@ -1,6 +1,7 @@
 """What the notebook tools check before they act (issue 18): the size caps of one
 ``notebook_insert`` (``check_insert_args``, run before approval so the card never shows an
-insertion that cannot happen) and whether a chat cell's request came from a notebook cell or a
+insertion that cannot happen; a code cell the router would run as chat, ``kernel.cells.classify``,
+is refused) and whether a chat cell's request came from a notebook cell or a
 console (``from_notebook_cell``, which decides whether ``set_next_input`` may be sent).
 """
 
@@ -10,6 +11,7 @@ from typing import Final, cast
 
 from dsh_kernel.errors import ToolArgsError
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.kernel.cells import classify
 
 MAX_INSERT_CELLS: Final = 20
 MAX_CELL_CHARS: Final = 50_000
@@ -56,8 +58,7 @@ def check_insert_args(args: JsonObject) -> list[JsonObject]:
                 f"invalid arguments: $.cells[{i}].source: {len(source):,} characters; a cell "
                 f"may have at most {MAX_CELL_CHARS:,} ({_TOO_BIG}); nothing was inserted"
             )
-        first = source.lstrip().partition("\n")[0].strip()
-        if d.get("cell_type") == "code" and first.split(" ")[0] == "%%chat":
+        if d.get("cell_type") == "code" and classify(source, "python").kind == "chat":
             raise ToolArgsError(
                 f"invalid arguments: $.cells[{i}]: a %%chat cell would send its text to the agent "
                 "again when run; write the code itself (or a markdown cell); nothing was inserted"

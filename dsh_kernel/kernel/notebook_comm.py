@@ -7,6 +7,9 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   kernel never opens one.
 * **the registry** of open comms, keyed by the client session (the ``session`` field of the
   ``comm_open``'s header) that opened them. A ``comm_close`` (or a failed send) removes one.
+* **where the notebook is** (``notebook``, a ``kernel.notebook_file.NotebookFile`` from
+  ``JPY_SESSION_NAME``): the path a ``hello`` names, and every ``{"event": "path", "path"}``
+  message (the notebook was renamed or moved), move it and the comm's ``path``. No reply is sent.
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
   ``kernel.notebook_tools``); several naming one notebook path (JupyterLab's "New View for
@@ -25,6 +28,14 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   ``NOTEBOOK_ANCHOR_GONE``) with the frontend's message. Replies nobody waits for (late, or for an
   id we never sent) are dropped and logged.
 
+**Caps.** Everything the frontend sends is text a page wrote, logged and resent to the model, so
+it is capped where it enters (``frontend_text``, ``textcap.cap_echo``: a cut says how much):
+a path at ``MAX_PATH_CHARS``, a cell id at ``MAX_ID_CHARS`` (nbformat's own limit is 64),
+the frontend's name and version at ``textcap.ECHO_CHARS``, a refusal's message at
+``MAX_MESSAGE_BYTES``; an error ``code`` that is not
+UPPER_SNAKE of at most ``MAX_CODE_CHARS`` becomes ``NOTEBOOK_INSERT_FAILED``; an ``insert``
+reply's ids are read for at most as many cells as were sent (``inserted_ids``).
+
 Every failure is a ``ToolError`` with a stable code, so the tool pipeline turns it into a result the
 model reads; nothing here can fail the kernel. A bad ``comm_open`` (no session, a ``hello`` that is
 not an object) is kept with what could be read: the protocol field is only recorded, because a
@@ -36,12 +47,16 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final, Protocol, cast
 
 from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_path
+from dsh_kernel.textcap import ECHO_CHARS, cap_echo, cap_text
 
 _log = logging.getLogger(__name__)
 
@@ -56,6 +71,15 @@ TIMEOUT_ADVICE: Final = (
     "restart Jupyter too) and to run the cell again; read the notebook before trying again"
 )
 """What a ``NOTEBOOK_TIMEOUT`` tells the model to pass on: the user can act on it, the model can't."""
+
+MAX_PATH_CHARS: Final = 1_000
+"""A notebook path a frontend names (hello, replies, path updates)."""
+MAX_ID_CHARS: Final = 64
+"""A cell id a frontend names (nbformat 4.5: 1 to 64 characters)."""
+MAX_CODE_CHARS: Final = 64
+"""An error code a frontend's refusal carries."""
+MAX_MESSAGE_BYTES: Final = 4_000
+"""A frontend's refusal message (``textcap.cap_text``: head and tail)."""
 
 NOTEBOOK_AMBIGUOUS: Final = "NOTEBOOK_AMBIGUOUS"
 NOTEBOOK_TIMEOUT: Final = "NOTEBOOK_TIMEOUT"
@@ -90,7 +114,10 @@ class Frontend:
     session: str
     """The client session of its ``comm_open`` (header ``session``)."""
     path: str | None = None
-    """The notebook's path relative to the server root, as its ``hello`` said."""
+    """The notebook's path relative to the server root, as its ``hello`` or a later ``path``
+    message said."""
+    hello_path: str | None = None
+    """The path its ``hello`` said (with ``JPY_SESSION_NAME``, it tells the server root)."""
     frontend: str = ""
     version: str = ""
     protocol: int | None = None
@@ -113,6 +140,22 @@ def _obj(value: object) -> dict[str, object]:
     return cast("dict[str, object]", value) if isinstance(value, dict) else {}
 
 
+def frontend_text(value: object, max_chars: int) -> str | None:
+    """A string the frontend sent, capped at ``max_chars`` (one line; module docstring);
+    ``None`` when it is not a non-empty string."""
+    if not isinstance(value, str) or not value:
+        return None
+    return cap_echo(value, max_chars)
+
+
+def inserted_ids(raw: object, sent: int) -> list[str]:
+    """An ``insert`` reply's ``inserted``: the first ``sent`` ids (one per cell sent), each
+    capped at ``MAX_ID_CHARS`` — what the ``notebook/insert`` event records."""
+    items = cast("list[object]", raw) if isinstance(raw, list) else []
+    ids = (frontend_text(i, MAX_ID_CHARS) for i in items[:sent])
+    return [i for i in ids if i is not None]
+
+
 def client_session(msg: object) -> str | None:
     """The client session (header ``session``) of a Jupyter message: the same for every message
     one kernel connection sends (a ``comm_open`` and the ``execute_request`` of its notebook)."""
@@ -123,8 +166,12 @@ def client_session(msg: object) -> str | None:
 class NotebookComms:
     """The registry and the requests (module docstring). One per kernel."""
 
-    def __init__(self, *, timeout_s: float = REPLY_TIMEOUT_S) -> None:
+    def __init__(
+        self, *, timeout_s: float = REPLY_TIMEOUT_S, notebook: NotebookFile | None = None
+    ) -> None:
         self.timeout_s = timeout_s
+        self.notebook = notebook or NotebookFile(notebook_path(), Path.cwd())
+        """Where the kernel's notebook file is, as the frontends say (module docstring)."""
         self.frontends: dict[str, Frontend] = {}
         """Open comms by comm id."""
         self._ids = itertools.count(1)
@@ -138,20 +185,23 @@ class NotebookComms:
         """The target's handler: keep the comm, keyed by the session that opened it."""
         hello = _obj(_obj(msg.get("content")).get("data"))
         session = client_session(msg)
-        path = hello.get("path")
         protocol = hello.get("protocol")
+        path = frontend_text(hello.get("path"), MAX_PATH_CHARS)
         fe = Frontend(
             comm=comm,
             session=session or "",
-            path=path if isinstance(path, str) and path else None,
-            frontend=str(hello.get("frontend") or ""),
-            version=str(hello.get("version") or ""),
+            path=path,
+            hello_path=path,
+            frontend=frontend_text(hello.get("frontend"), ECHO_CHARS) or "",
+            version=frontend_text(hello.get("version"), ECHO_CHARS) or "",
             protocol=protocol if isinstance(protocol, int) else None,
         )
         self.frontends[comm.comm_id] = fe
         comm.on_msg(lambda m: self._message(fe, m))
         comm.on_close(lambda _m: self.closed(fe))
         _log.info("dsh.notebook: %s opened by session %s", fe.describe(), fe.session or "?")
+        if path is not None:
+            self.notebook.named(path, path)
 
     def closed(self, fe: Frontend) -> None:
         """``comm_close`` (or a comm that cannot be written): forget it; fail what waits on it."""
@@ -170,12 +220,27 @@ class NotebookComms:
 
     def _message(self, fe: Frontend, msg: dict[str, object]) -> None:
         data = _obj(_obj(msg.get("content")).get("data"))
+        if data.get("event") == "path":
+            self._moved(fe, data.get("path"))
+            return
         reply_to = data.get("reply_to")
         future = fe.waiting.pop(reply_to, None) if isinstance(reply_to, str) else None
         if future is None:
             _log.warning("dsh.notebook: a message nobody waits for (reply_to=%r) dropped", reply_to)
             return
         _settle(future, cast("JsonObject", data))
+
+    def _moved(self, fe: Frontend, raw: object) -> None:
+        """The frontend says its notebook is now at ``raw`` (renamed or moved)."""
+        path = frontend_text(raw, MAX_PATH_CHARS)
+        if path is None:
+            _log.warning(
+                "dsh.notebook: a path message without a path from %s dropped", fe.describe()
+            )
+            return
+        _log.info("dsh.notebook: %s is now %s", fe.describe(), path)
+        fe.path = path
+        self.notebook.named(path, fe.hello_path)
 
     # --- which frontend serves a cell -------------------------------------------------------------
 
@@ -276,5 +341,14 @@ def _checked(fe: Frontend, reply: JsonObject) -> JsonObject:
             f"(no ok/error): {str(reply)[:200]}",
             code=NOTEBOOK_BAD_REPLY,
         )
-    text = message if isinstance(message, str) and message else f"the frontend said {code}"
-    raise ToolError(text, code=code if code.isupper() else NOTEBOOK_INSERT_FAILED)
+    said = cap_echo(code, MAX_CODE_CHARS)
+    text = (
+        cap_text(message, MAX_MESSAGE_BYTES)
+        if isinstance(message, str) and message
+        else f"the frontend said {said}"
+    )
+    known = len(code) <= MAX_CODE_CHARS and _CODE.fullmatch(code) is not None
+    raise ToolError(text, code=code if known else NOTEBOOK_INSERT_FAILED)
+
+
+_CODE: Final = re.compile(r"[A-Z][A-Z0-9_]*")

@@ -8,7 +8,8 @@ picks where the notebook is for that cell: the ``dsh.notebook`` comm of the same
 **notebook_read** (read-only; ``{first?, last?}``, 1-based cells, inclusive): the cells as
 ``kernel.notebook_cells.render`` writes them, passed through the secret redactor. From the extension
 the cells are the live notebook model; without it, the saved file (``JPY_SESSION_NAME``'s, else
-VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale. With neither the tool is not
+VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale; a file over 20 MB is refused
+unread, and each version of the file is parsed once (``kernel.notebook_cells``). With neither the tool is not
 offered for that cell (``begin_cell`` hides it), so the model is never told of a tool that cannot work.
 
 **notebook_insert** (not read-only: under ``ask`` it asks first, and its card shows every cell it
@@ -34,7 +35,9 @@ by: "agent"}``.
 The cards and result texts are ``kernel.notebook_cards``.
 
 Each applied insertion appends one ``notebook/insert`` event (``session.payloads.NotebookInsert``):
-the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids.
+the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids —
+what the frontend answered capped as every frontend text is (``kernel.notebook_comm``): at most one
+id per cell sent, each id and the path cut.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.cells import cell_magic
 from dsh_kernel.kernel.notebook_cards import (
     cells_text,
     insert_text,
@@ -56,9 +60,9 @@ from dsh_kernel.kernel.notebook_cards import (
     present_read,
 )
 from dsh_kernel.kernel.notebook_cells import (
+    SavedNotebooks,
     fallback_file,
     render,
-    snapshot_from_file,
     snapshot_from_reply,
 )
 from dsh_kernel.kernel.notebook_checks import (
@@ -68,7 +72,15 @@ from dsh_kernel.kernel.notebook_checks import (
     check_insert_args,
     from_notebook_cell,
 )
-from dsh_kernel.kernel.notebook_comm import PROTOCOL, Frontend, NotebookComms
+from dsh_kernel.kernel.notebook_comm import (
+    MAX_PATH_CHARS,
+    PROTOCOL,
+    Frontend,
+    NotebookComms,
+    frontend_text,
+    inserted_ids,
+)
+from dsh_kernel.kernel.notebook_file import server_root
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
@@ -83,7 +95,6 @@ _log = logging.getLogger(__name__)
 READ: Final = "notebook_read"
 INSERT: Final = "notebook_insert"
 NOTEBOOK_NO_ANCHOR: Final = "NOTEBOOK_NO_ANCHOR"
-_CELL_MAGIC_PYTHON: Final = ("%%python", "%%py")
 
 Applied = Literal["extension", "set_next_input", "card"]
 """How an insertion was applied: through the extension; its first cell in the ``set_next_input``
@@ -122,6 +133,8 @@ class NotebookDesk:
         """The ``dsh`` kernel: a code cell the agent writes starts with ``%%python``."""
         self.cwd = cwd or Path(os.getcwd())
         self.cell: RunningCell | None = None
+        self.saved = SavedNotebooks()
+        """The saved file's last parse, reused while the file is unchanged."""
         self._hidden: Callable[[], None] | None = None
         """Removes the filter that hides ``notebook_read`` (``offer``)."""
 
@@ -247,7 +260,7 @@ class NotebookDesk:
                         "cannot be read; use `inspect` for the namespace",
                         code="NOTEBOOK_UNAVAILABLE",
                     )
-                snap = snapshot_from_file(path)
+                snap = self.saved.read(path)
             return redact(render(snap, first, last))
 
         return ToolDefinition(
@@ -298,15 +311,11 @@ class NotebookDesk:
                 reply = await self.comms.request(
                     fe, {"request": "insert", "after": anchor, "cells": cast("JsonValue", cells)}
                 )
-                raw = reply.get("inserted")
-                inserted = (
-                    [i for i in cast("list[object]", raw) if isinstance(i, str)]
-                    if isinstance(raw, list)
-                    else []
-                )
-                now = reply.get("path")  # the notebook may have been renamed since its hello
+                inserted = inserted_ids(reply.get("inserted"), len(cells))
+                # the notebook may have been renamed since its hello
+                now = frontend_text(reply.get("path"), MAX_PATH_CHARS)
                 applied = "extension"
-                path = self._recorded(fe.path, now if isinstance(now, str) and now else fe.path)
+                path = self._recorded(fe.hello_path, now or fe.path)
                 if cell is not None and inserted:
                     cell.last_inserted = inserted[-1]
             else:
@@ -395,15 +404,10 @@ class NotebookDesk:
 
     def _recorded(self, hello: str | None, now: str | None) -> str | None:
         """The frontend's path ``now`` (relative to the server root) in ``sessions.notebook``'s
-        form: when ``JPY_SESSION_NAME`` is absolute and ends with the ``hello`` path, the server
-        root is what precedes it, and ``now`` is joined to it; otherwise ``now`` as it is."""
-        name = self.notebook_name
-        if not (name and now and hello and os.path.isabs(name)):
-            return now
-        rel = hello.lstrip("/")
-        if not name.replace(os.sep, "/").endswith("/" + rel):
-            return now
-        return name[: len(name) - len(rel)] + now.lstrip("/")
+        form: joined to the server root ``JPY_SESSION_NAME`` and the ``hello`` path imply
+        (``notebook_file.server_root``), else ``now`` as it is."""
+        root = server_root(self.notebook_name, hello)
+        return root + now.lstrip("/") if root and now else now
 
     def _cells(self, args: JsonObject, *, session: str, call_id: str) -> list[JsonObject]:
         raw = check_insert_args(args)
@@ -438,11 +442,12 @@ class NotebookDesk:
 
     def code_source(self, source: str) -> str:
         """A code cell's source as this kernel runs it (module docstring)."""
-        first, _, rest = source.lstrip("\n").partition("\n")
-        is_python_magic = first.strip() in _CELL_MAGIC_PYTHON
+        magic = cell_magic(source)
         if self.python_cells:
-            return source if first.startswith("%%") else f"%%python\n{source}"
-        return rest if is_python_magic else source
+            return source if magic is not None else f"%%python\n{source}"
+        if magic is not None and magic.name in ("python", "py") and not magic.args:
+            return magic.body
+        return source
 
 
 def _int_arg(args: JsonObject, name: str) -> int | None:

@@ -2,16 +2,21 @@
 
 **In force** is the stricter of the course's configuration (``kernel.course``: ``DSH_AI_POLICY``,
 ``c.DshKernel.ai_policy``) and the notebook's own metadata, ``metadata.dsh.ai_policy``, read from
-the notebook file jupyter-server names in ``JPY_SESSION_NAME``. A notebook can tighten the policy,
-never loosen it. The file is resolved as jupyter-server names it: an absolute path (what it sets
-when it knows the file's name), else a path relative to the kernel's working directory or to one of
-its parents (the server's root), else the file of that name in the working directory. It is read at
-every chat cell, ``%agent status`` and new session — re-read only when its modification time or
-size changed, so a notebook saved while the kernel runs takes effect at its next chat cell. A file
-that cannot be found (no server, a notebook not saved yet) adds nothing; one that cannot be read or
+the notebook file: the one jupyter-server names in ``JPY_SESSION_NAME``, or where the frontend
+extension says it went since (``kernel.notebook_file``: a rename or move). A notebook can tighten
+the policy, never loosen it. The file is read at every chat cell, ``%agent status`` and new
+session — re-read only when its modification time or size changed, so a notebook saved while the
+kernel runs takes effect at its next chat cell. A file that cannot be found (no server, a notebook
+not saved yet, renamed without the extension) adds nothing of its own; one that cannot be read or
 is not JSON (caught mid-save) keeps what was last read from it. A value that is not a policy reads
 as the strictest, ``off``: chat cells are refused with ``AI_POLICY_INVALID`` naming the value
 until the notebook is fixed (a course's restriction is never silently dropped).
+
+**It only tightens while the kernel runs.** The strictest policy in force so far stays in force,
+whatever the notebook says later — edited back, renamed where the kernel cannot follow, or gone: a
+notebook that named ``off`` and is renamed stays ``off`` (``%agent status`` says it is kept, and
+why). A restart of the kernel reads afresh. A value that is not a policy is not kept: it is
+refused while it is there, and once fixed the policy it names (or the one kept) is in force.
 
 **Enforcement**, per policy:
 
@@ -47,7 +52,6 @@ import logging
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from dsh_kernel.agent.prompt import PromptSection
@@ -58,6 +62,7 @@ from dsh_kernel.kernel.course import (
     parse_ai_policy,
     stricter,
 )
+from dsh_kernel.kernel.notebook_file import NotebookFile
 from dsh_kernel.tools.types import ToolCall, ToolDefinition
 
 if TYPE_CHECKING:
@@ -137,18 +142,6 @@ class PolicyInForce:
 # --- the notebook's metadata ------------------------------------------------------------------
 
 
-def notebook_file(name: str, cwd: Path) -> Path | None:
-    """The file ``JPY_SESSION_NAME`` names (module docstring), or ``None`` when none exists."""
-    given = Path(name).expanduser()
-    if given.is_absolute():
-        return given if given.is_file() else None
-    for base in (cwd, *cwd.parents):
-        if (base / given).is_file():
-            return base / given
-    here = cwd / given.name
-    return here if here.is_file() else None
-
-
 def read_notebook_policy(text: str) -> AiPolicy | None:
     """``metadata.dsh.ai_policy`` of a notebook's JSON text; ``None`` when it sets none.
     ``ValueError`` for text that is not a notebook's JSON; ``UsageError`` for a value that is not
@@ -183,17 +176,17 @@ class _Reading:
 class NotebookPolicy:
     """The policy a notebook's metadata asks for, re-read only when its file changed."""
 
-    def __init__(self, name: str | None, cwd: Path) -> None:
-        self.name = name
-        self.cwd = cwd
+    def __init__(self, where: NotebookFile) -> None:
+        self.where = where
         self._last = _Reading(stamp=None)
 
     def read(self) -> _Reading:
-        if self.name is None:
+        name = self.where.name
+        if name is None:
             return _Reading(stamp=None)  # no server told the kernel its notebook: nothing to add
-        path = notebook_file(self.name, self.cwd)
+        path = self.where.find()
         if path is None:
-            return _Reading(stamp=None, note=f"the notebook file {self.name} was not found")
+            return _Reading(stamp=None, note=f"the notebook file {name} was not found")
         try:
             st = path.stat()
             stamp = (str(path), st.st_mtime_ns, st.st_size)
@@ -222,13 +215,35 @@ class NotebookPolicy:
 class PolicyGate:
     """The policy in force for one kernel (module docstring), and what it does to an agent."""
 
-    def __init__(self, course: CourseSettings, notebook: str | None, cwd: Path) -> None:
+    def __init__(self, course: CourseSettings, notebook: NotebookFile) -> None:
         self.course = course
-        self.notebook = NotebookPolicy(notebook, cwd)
+        self.notebook = NotebookPolicy(notebook)
         self._undo: Callable[[], None] | None = None
         """Removes the filter ``apply`` put on the agent (only the host's current one matters)."""
+        self._kept: PolicyInForce | None = None
+        """The strictest valid policy in force so far (module docstring: it only tightens)."""
 
     def in_force(self) -> PolicyInForce:
+        now = self._read()
+        if now.invalid is not None:
+            return now  # off while it is there, never kept
+        kept = self._kept
+        if kept is not None and stricter(kept.policy, now.policy) != now.policy:
+            why = f"kept: {kept.policy} was in force earlier in this kernel's life"
+            if now.notebook is not None:
+                why += f" (the notebook now asks for {now.notebook})"
+            return replace(
+                kept,
+                notebook=now.notebook,
+                note="; ".join(
+                    p for p in (now.note, why, "restart the kernel to read it afresh") if p
+                ),
+            )
+        self._kept = now
+        return now
+
+    def _read(self) -> PolicyInForce:
+        """The policy the configuration and the notebook ask for now (module docstring)."""
         configured = self.course.ai_policy
         origin = self.course.origin.get("ai_policy", "the default")
         if self.course.problem is not None:  # a setting that did not parse: closed, for chat

@@ -223,12 +223,6 @@ def image_caps_from_traits(max_side: int, per_call: int, max_bytes: int) -> Imag
     return ImageCaps(**given)
 
 
-def notebook_path() -> str | None:
-    """The notebook this kernel serves, as jupyter-server names it (``JPY_SESSION_NAME``); ``None``
-    when the kernel was started without a server (a console, nbclient without the variable)."""
-    return os.environ.get("JPY_SESSION_NAME", "").strip() or None
-
-
 def base_url_owner(provider: str, model: str) -> str:
     """The provider a base URL configured beside ``provider`` and ``model`` belongs to."""
     if provider:

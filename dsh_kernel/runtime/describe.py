@@ -15,6 +15,15 @@ running any code of the objects it passes: attributes are read statically
 ``get_ipython.__self__``) are refused outright. ``NameNotFound`` says which part is missing and
 lists close matches.
 
+**The process environment is secret by default.** ``os.environ``, ``os.environb`` and the dict
+under them (``os.environ._data``, which is ``posix.environ``) are described by their variable names
+only, never their values, wherever they appear: described, in the listing's one-line summary, or
+nested in a container's repr. A hub token or a cloud key may be among the values, and neither
+``inspect`` (which runs without approval) nor ``$`os.environ``` should hand it to the model and
+the log. What code takes out of the environment is an ordinary value: ``os.getenv("HOME")`` is a
+``str``, and a copy (``dict(os.environ)``, ``os.environ.copy()``) is a plain ``dict`` described
+like any other — telling a copy from any other dict would be a guess.
+
 ``list_variables(namespace)`` gives one ``VariableRow`` per user variable, sorted by name: names
 starting with ``_``, modules, IPython's own names (``In``, ``Out``, ``get_ipython``, ``exit``,
 ``quit``) and, with ``callables=False``, functions and classes are skipped.
@@ -25,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import inspect
+import os
 import reprlib
 import sys
 import types
@@ -59,8 +69,50 @@ def type_name(value: object) -> str:
     return f"{module.partition('.')[0]}.{t.__qualname__}"
 
 
+def is_environment(value: object) -> bool:
+    """Whether ``value`` is the process environment (module docstring): an ``os._Environ``
+    (``os.environ``, ``os.environb``) or the dict they share."""
+    return isinstance(value, type(os.environ)) or value is getattr(os.environ, "_data", None)
+
+
+def _environment_names(value: object) -> list[str]:
+    keys = cast("Mapping[object, object]", value).keys()
+    return sorted(os.fsdecode(k) if isinstance(k, bytes) else str(k) for k in keys)
+
+
+def _environment_summary(value: object) -> str:
+    n = len(cast("Sized", value))
+    return f"<the process environment: {n:,} variables; values not shown>"
+
+
+def _describe_environment(value: object, max_chars: int) -> str:
+    names = _environment_names(value)
+    head = (
+        f"{type_name(value)} — the process environment, {len(names):,} variables; their values "
+        "are not shown (they may hold tokens and keys). Names: "
+    )
+    shown: list[str] = []
+    used = len(head)
+    for i, name in enumerate(names):
+        if used + len(name) + 2 > max_chars - 20:
+            shown.append(f"… {len(names) - i} more")
+            break
+        shown.append(name)
+        used += len(name) + 2
+    return head + ", ".join(shown)
+
+
+class _Repr(reprlib.Repr):
+    """``reprlib.Repr`` that shows the process environment by its size only, at any depth."""
+
+    def repr1(self, x: object, level: int) -> str:
+        if is_environment(x):
+            return _environment_summary(x)
+        return super().repr1(x, level)
+
+
 def _repr_engine(level: int = 3, width: int = 20, string: int = 80) -> reprlib.Repr:
-    r = reprlib.Repr()
+    r = _Repr()
     r.maxlevel = level
     r.maxdict = r.maxlist = r.maxtuple = r.maxset = r.maxfrozenset = r.maxdeque = width
     r.maxarray = width
@@ -96,6 +148,8 @@ def describe_value(value: object, *, max_chars: int = 2000) -> str:
 
 
 def _describe(value: object, max_chars: int) -> str:
+    if is_environment(value):
+        return _describe_environment(value, max_chars)
     special = _describe_library_value(value, max_chars)
     if special is not None:
         return special

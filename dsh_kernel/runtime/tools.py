@@ -34,7 +34,8 @@ on the calling thread (the pipeline calls a sync body on the loop thread: the ke
 shape, short repr; at most 200 rows); with one (or a dotted path like ``model.coef_``), its
 ``describe_value``. The path is resolved statically (``resolve_name``): no property or
 ``__getattr__`` runs, and private and special names (``_x``, ``__x__``) are refused, so this tool,
-which runs without approval, cannot walk to a secret. A missing name, a private name or a property
+which runs without approval, cannot walk to a secret; the process environment (``os.environ``
+and its kin) is described by its variable names only (``runtime.describe``). A missing name, a private name or a property
 is ``INVALID_ARGS`` saying which (with close matches for a missing one).
 """
 

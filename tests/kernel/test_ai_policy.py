@@ -6,12 +6,15 @@ and a system prompt that says to guide rather than solve, refuses an ``&`fn``` t
 read-only, and a ``python`` call the model makes anyway runs nothing; a notebook's
 ``metadata.dsh.ai_policy`` (the file ``JPY_SESSION_NAME`` names) tightens the configuration but
 never loosens it, and a notebook saved while the kernel runs takes effect at its next chat cell;
-the session header in the store records the policy in force.
+the policy in force only tightens (a renamed notebook keeps what it named), and the extension's
+``path`` message leads the kernel to a renamed notebook; the session header in the store records
+the policy in force.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -290,3 +293,57 @@ def test_a_course_setting_that_does_not_parse_refuses_chat_only(
         assert ex.status == "ok", ex.content
         assert "DSH_BUDGET_TOKENS='lots'" in status(fe)
     assert server.requests == []
+
+
+def open_notebook_comm(fe: Frontend, path: str) -> str:
+    """Open the ``dsh.notebook`` comm as the frontend extension does (its ``hello``)."""
+    comm_id = uuid.uuid4().hex
+    hello = {"protocol": 1, "path": path, "frontend": "test", "version": "0"}
+    content = {"comm_id": comm_id, "target_name": "dsh.notebook", "data": hello}
+    fe.kernel.kc.shell_channel.send(fe.kernel.kc.session.msg("comm_open", content))
+    return comm_id
+
+
+def test_a_renamed_notebook_keeps_the_policy_it_named(server: SseServer, tmp_path: Path) -> None:
+    # No extension tells the kernel where the notebook went: what was in force stays.
+    notebook = write_notebook(tmp_path / "lesson.ipynb", "explain")
+    server.script(sc.text("Look at the mean first."), sc.text("Then the spread."))
+    env = provider_env(server, tmp_path, JPY_SESSION_NAME=str(notebook))
+    with start_kernel(tmp_path, "dsh", env=env) as kernel:
+        fe = Frontend(kernel)
+        assert fe.run("How do I start?").status == "ok"
+        assert "python" not in tool_names(server.requests[0].json)
+        notebook.rename(tmp_path / "lesson-renamed.ipynb")
+        ex = fe.run("And then?")
+        assert ex.status == "ok", ex.content
+        assert "python" not in tool_names(server.requests[1].json)
+        assert "new session" not in ex.stdout  # the policy did not change
+        shown = status(fe)
+        assert "ai policy: explain (the notebook's metadata" in shown
+        assert "was not found" in shown and "kept: explain was in force earlier" in shown
+
+
+def test_the_extension_tells_the_kernel_where_the_notebook_went(
+    server: SseServer, tmp_path: Path
+) -> None:
+    # The kernel has not read the notebook yet when it is renamed; the extension's hello and its
+    # path message (docs/dev/notebook-comm.md) lead the kernel to the file, and an instructor's
+    # later save of the renamed file takes effect.
+    root = tmp_path / "root"
+    notebook = write_notebook(root / "course" / "lesson.ipynb", "explain")
+    server.script(sc.text("Guided answer."))
+    env = provider_env(server, tmp_path, JPY_SESSION_NAME=str(notebook))
+    with start_kernel(tmp_path, "dsh", env=env) as kernel:
+        fe = Frontend(kernel)
+        comm_id = open_notebook_comm(fe, "course/lesson.ipynb")
+        renamed = notebook.rename(root / "course" / "week1.ipynb")
+        fe.send(comm_id, {"event": "path", "path": "course/week1.ipynb"})
+        ex = fe.run("Help me with the exercise.")
+        assert ex.status == "ok", ex.content
+        assert "python" not in tool_names(server.requests[0].json)
+        shown = status(fe)
+        assert "ai policy: explain (the notebook's metadata; configured: full)" in shown
+        write_notebook(renamed, "off")  # the renamed file is the one read
+        ex = fe.run("Still there?")
+        assert ex.status == "error" and ex.content["ename"] == "AI_POLICY_OFF", ex.content
+        assert len(server.requests) == 1

@@ -44,6 +44,8 @@ class Notebook:
         self.answer = True
         self.renamed: str | None = None
         """The path the insert reply names (the notebook was renamed since the hello)."""
+        self.answer_ids: list[str] | None = None
+        """The ids the insert reply names instead of the new cells' (a broken frontend)."""
         self.comm_id = self.open()
         self._next = 0
 
@@ -127,7 +129,8 @@ class Notebook:
                 }
             )
         self.cells[at:at] = new
-        done = {"reply_to": rid, "ok": True, "inserted": [c["id"] for c in new]}
+        ids = [c["id"] for c in new] if self.answer_ids is None else self.answer_ids
+        done = {"reply_to": rid, "ok": True, "inserted": ids}
         return {**done, "path": self.renamed} if self.renamed else done
 
 
@@ -571,6 +574,33 @@ def test_kernel_is_dsh_python_code_cells_have_no_python_magic(tmp_path: Path) ->
             assert [c["source"] for c in req["cells"]] == ["y = 2"]
 
 
+def test_a_tab_after_chat_is_a_chat_cell_for_the_router_and_refused_by_insert(
+    tmp_path: Path,
+) -> None:
+    source = "%%chat\tplease\nsummarise df again"
+    with SseServer() as server:
+        env = provider_env(server, tmp_path, DSH_APPROVAL="auto")
+        with start_kernel(tmp_path, "dsh-python", env=env) as kernel:
+            fe = Frontend(kernel)
+            nb = Notebook(fe, cells())
+            new = [{"cell_type": "code", "source": source}]
+            server.script(
+                sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("No.")
+            )
+            ex = nb.run("%%chat\nAdd a cell.")
+            assert ex.status == "ok", ex.content
+            assert nb.requests == []  # refused before anything reached the frontend
+            [result] = [e["data"] for e in turn_events(fe) if e["type"] == "tool/result"]
+            assert result["error"]["code"] == "INVALID_ARGS"
+            [text] = tool_texts(server, 1)
+            assert "a %%chat cell would send its text to the agent again" in text
+            # the kernel's router reads the same source as a chat message
+            server.script(sc.text("Summarised."))
+            ex = fe.run(source)
+            assert ex.status == "ok", ex.content
+            assert "summarise df again" in json.dumps(server.requests[-1].json["messages"])
+
+
 class CellWithId(RunningCell):
     """A chat cell sent as JupyterLab sends it: its cell id in the request's metadata, and from a
     notebook (not a console) ``deletedCells`` and ``recordTiming`` too (``@jupyterlab/notebook``)."""
@@ -718,3 +748,30 @@ def test_the_recorded_notebook_is_in_the_sessions_form_and_follows_a_rename(
     assert fe.run("Add it.").status == "ok"
     [edit] = [e["data"] for e in turn_events(fe) if e["type"] == "notebook/insert"]
     assert edit["notebook"] == str(tmp / "saved.ipynb")
+
+
+def test_what_a_frontend_answers_is_recorded_capped(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    nb = Notebook(fe, cells())
+    nb.answer_ids = ["i" * 5_000] + [f"extra{i}" for i in range(200_000)]
+    nb.renamed = "deep/" * 200_000 + "nb.ipynb"  # a megabyte of path
+    try:
+        new = [{"cell_type": "markdown", "source": "one cell"}]
+        server.script(
+            sc.tool_calls(("notebook_insert", {"cells": new, "after": "c1"})), sc.text("Done.")
+        )
+        ex = nb.run("Add it.", timeout=120)
+        assert ex.status == "ok", ex.content
+        [event] = [e for e in turn_events(fe) if e["type"] == "notebook/insert"]
+        edit = event["data"]
+        # one id per cell sent, the id and the path cut with a count of what was cut
+        assert edit["inserted"] == ["i" * 64 + "… [4936 characters cut]"]
+        assert edit["notebook"].startswith("deep/deep/") and len(edit["notebook"]) < 1_100
+        assert edit["notebook"].endswith(f"… [{len(nb.renamed) - 1_000} characters cut]")
+        assert len(json.dumps(event)) < 5_000
+        [text] = tool_texts(server, 1)
+        assert "extra1" not in text and len(text) < 2_000
+    finally:
+        nb.close()

@@ -51,6 +51,8 @@ KEYS = {
     "DSH_API_KEY": "dsh-proxy-Rn4Bj7Ym2Ke9Su1Ha6Xc3Vt8",
 }
 TYPED_KEY = "typed-in-Lg3Wq8Zp5Ex2Nb7Ro1Cy4Ud9"
+HUB_TOKEN = "hub-api-token-Ws5Kd8Fy2Mq7Zr4Xt1"
+"""A secret the kernel does not know (no provider reads it): it stays in the environment."""
 ALL_KEYS = {**KEYS, "typed at %agent key": TYPED_KEY}
 PIECE = 8
 
@@ -137,7 +139,13 @@ def assert_no_leak(rig: Rig) -> int:
 def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rig]:
     tmp = tmp_path_factory.mktemp("secrets")
     with SseServer() as a, SseServer() as b, SseServer() as c:
-        env = loopback_env(a, **KEYS, OPENAI_BASE_URL=b.url, ANTHROPIC_BASE_URL=c.url)
+        env = loopback_env(
+            a,
+            **KEYS,
+            OPENAI_BASE_URL=b.url,
+            ANTHROPIC_BASE_URL=c.url,
+            JUPYTERHUB_API_TOKEN=HUB_TOKEN,
+        )
         with launch(tmp, env=env) as k:
             yield Rig(k=k, tmp=tmp, servers={"openai-compatible": a, "openai": b, "anthropic": c})
 
@@ -169,7 +177,7 @@ def test_read_only_tools_and_unapproved_code_cannot_reach_a_key(rig: Rig, tmp_pa
     )
     for call in ("i1", "i2", "i3", "i4"):
         assert "private or special name" in results[call], results[call]
-    assert results["i5"].startswith("os._Environ")  # public, described: the keys left it at start
+    assert results["i5"].startswith("os._Environ — the process environment")  # names only
     assert "DSH_API_KEY" in results["i6"]  # the store's repr names variables, never keys
     assert "never" in results["p1"] and not marker.exists()
     assert "[redacted]" in results["i7"] and "mykey | str" in results["i8"]  # described, scrubbed
@@ -181,6 +189,36 @@ def test_read_only_tools_and_unapproved_code_cannot_reach_a_key(rig: Rig, tmp_pa
     names, digest = rig.cell(check).stdout.split()[:2]
     assert names == "[]", "the provider keys are still in the kernel's environment"
     assert digest == hashlib.sha256(KEYS["ANTHROPIC_API_KEY"].encode()).hexdigest()
+    assert_no_leak(rig)
+
+
+def test_the_environment_shows_its_names_never_its_values(rig: Rig) -> None:
+    # A secret the kernel does not know stays in os.environ: inspect (no approval) and a
+    # $`os.environ` in a chat cell name it and never send its value.
+    rig.reset()
+    setup = "%%python\nimport os, posix\nenv = os.environ\nnested = {'env': os.environb}"
+    assert rig.cell(setup).status == "ok"
+    results = rig.tools(
+        Call("inspect", {"name": "os.environ"}, "e1"),
+        Call("inspect", {"name": "os.environb"}, "e2"),
+        Call("inspect", {"name": "posix.environ"}, "e3"),
+        Call("inspect", {"name": "env"}, "e4"),
+        Call("inspect", {"name": "nested"}, "e5"),
+        Call("inspect", {}, "e6"),
+    )
+    for call in ("e1", "e2", "e3", "e4"):
+        assert "JUPYTERHUB_API_TOKEN" in results[call], results[call]
+    assert "<the process environment: " in results["e5"] and "env | os._Environ" in results["e6"]
+    rig.a.push(text_reply("Those are the names."))
+    ex = rig.cell("Which of these is set? $`os.environ`")
+    assert ex.status == "ok", ex.content
+    message = [m for m in rig.a.requests[-1].json["messages"] if m["role"] == "user"][-1]
+    assert "JUPYTERHUB_API_TOKEN" in str(message["content"])
+    journal_of(rig.k)  # flush
+    for path in (p for p in rig.tmp.rglob("*") if p.is_file() and not p.is_symlink()):
+        assert not leaks(path.read_bytes(), [HUB_TOKEN]), path
+    for r in rig.a.requests:
+        assert not leaks(r.body, [HUB_TOKEN])
     assert_no_leak(rig)
 
 

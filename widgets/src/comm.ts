@@ -9,6 +9,10 @@
  * panel goes — as its session context is disposed, while the kernel connection can still send —
  * and when the page is unloaded, so the kernel never keeps a comm nobody answers.
  *
+ * When the notebook is renamed or moved, the open comm tells the kernel its new path (a `path`
+ * message): jupyter-server named the notebook to the kernel once, at start, and the kernel reads
+ * the course's AI policy from the file.
+ *
  * The panel's node carries `data-dsh-notebook-comm` (`open`, `closed`, or `none` on a kernel that is
  * not a dsh kernel) so a person, or a browser test, can see the state without the kernel.
  */
@@ -18,7 +22,15 @@ import type { Kernel, KernelMessage } from '@jupyterlab/services';
 import type { PartialJSONObject } from '@lumino/coreutils';
 
 import { insertCells, readNotebook } from './notebook';
-import { DSH_KERNELS, failure, Hello, PROTOCOL, TARGET, VERSION } from './protocol';
+import {
+  DSH_KERNELS,
+  failure,
+  Hello,
+  PathChanged,
+  PROTOCOL,
+  TARGET,
+  VERSION
+} from './protocol';
 
 type CommState = 'open' | 'closed' | 'none';
 
@@ -93,6 +105,7 @@ export class NotebookComm {
     // alone (one of two views of a notebook).
     session.disposed.connect(this.dispose, this);
     panel.disposed.connect(this.dispose, this);
+    panel.context.pathChanged.connect(this.pathChanged, this);
     live.add(this);
     this.setState('closed');
     this.update();
@@ -165,6 +178,15 @@ export class NotebookComm {
     this.setState('open');
   }
 
+  /** The notebook was renamed or moved: tell the kernel where it is now. */
+  private pathChanged(_context: unknown, path: string): void {
+    const comm = this.comm;
+    if (comm !== null && !comm.isDisposed) {
+      const moved: PathChanged = { event: 'path', path };
+      comm.send(moved);
+    }
+  }
+
   private onMsg(comm: Kernel.IComm, msg: KernelMessage.ICommMsgMsg): void {
     const data = msg.content.data as PartialJSONObject;
     if (typeof data.id !== 'string' || comm.isDisposed) {
@@ -217,6 +239,7 @@ export class NotebookComm {
     session.statusChanged.disconnect(this.update, this);
     session.connectionStatusChanged.disconnect(this.update, this);
     session.disposed.disconnect(this.dispose, this);
+    this.panel.context.pathChanged.disconnect(this.pathChanged, this);
     this.close();
   }
 }

@@ -25,6 +25,12 @@ export type Hello = {
   version: string;
 };
 
+/** Sent (no reply) when the notebook's path changes: it was renamed or moved. */
+export type PathChanged = {
+  event: 'path';
+  path: string;
+};
+
 /** A cell as `read` reports it. */
 export interface IReadCell extends PartialJSONObject {
   id: string;

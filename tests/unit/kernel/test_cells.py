@@ -31,6 +31,17 @@ from dsh_kernel.kernel.cells import classify, find_references, unescape
         ("\n\n%%sql\nSELECT 2", "chat", "sql", "SELECT 2", ""),
         ("what does %timeit do?", "chat", "chat", "what does %timeit do?", ""),
         ("# just a comment", "chat", "chat", "# just a comment", ""),
+        # the magic's name ends at any whitespace, as the notebook_insert check reads it too
+        ("%%chat\tsummarise df", "python", "chat", "", "summarise df"),
+        ("%%chat\t\nhi", "python", "chat", "hi", ""),
+        ("%%sql\tresult <<\nSELECT 1", "python", "sql", "SELECT 1", "result <<"),
+        ("%%chat\u00a0hi", "python", "chat", "", "hi"),
+        # blank lines and indentation before the magic, as IPython skips them
+        (" \t\n  %%chat\nhi", "python", "chat", "hi", ""),
+        ("\t%%sql\nSELECT 2", "chat", "sql", "SELECT 2", ""),
+        ("%%chatter\nhi", "python", "python", "%%chatter\nhi", ""),
+        ("%%chat.x\nhi", "python", "python", "%%chat.x\nhi", ""),
+        ("%%\nhi", "chat", "chat", "%%\nhi", ""),
     ],
 )
 def test_classify(code: str, default: str, kind: str, body: str, args: str) -> None:

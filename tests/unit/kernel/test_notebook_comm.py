@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -177,6 +178,42 @@ async def test_a_refusal_carries_the_frontend_code_and_message() -> None:
         await task
     assert info.value.code == "NOTEBOOK_ANCHOR_GONE"
     assert info.value.message == "no cell with id c9 in a.ipynb"
+
+
+@pytest.mark.parametrize(
+    ("code", "kept"),
+    [
+        ("NOTEBOOK_ANCHOR_GONE", True),
+        ("A" * 65, False),
+        ("NOT-A-CODE", False),
+        ("lower_case", False),
+    ],
+)
+async def test_a_refusal_is_capped_like_every_frontend_text(code: str, kept: bool) -> None:
+    comms = NotebookComms()
+    wire = open_comm(comms, "lab")
+    fe = comms.frontend_for("lab")
+    assert fe is not None
+    task = asyncio.ensure_future(comms.request(fe, {"request": "insert", "after": "c9"}))
+    await asyncio.sleep(0)
+    [sent] = wire.sent
+    assert isinstance(sent, dict)
+    error = {"code": code, "message": "m" * 1_000_000}
+    wire.answer({"reply_to": sent["id"], "ok": False, "error": error})
+    with pytest.raises(ToolError) as info:
+        await task
+    assert info.value.code == (code if kept else "NOTEBOOK_INSERT_FAILED")
+    assert len(info.value.message) <= 4_000 and "characters cut" in info.value.message
+
+
+def test_a_hello_is_capped_like_every_frontend_text() -> None:
+    comms = NotebookComms()
+    hello = {"protocol": 1, "path": "p/" * 100_000, "frontend": "f" * 10_000, "version": "9" * 500}
+    comms.opened(Wire("w"), {"header": {"session": "lab"}, "content": {"data": hello}})
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.path is not None
+    assert len(fe.path) < 1_100 and fe.path.endswith("characters cut]")
+    assert len(fe.describe()) < 1_400
 
 
 async def test_no_answer_times_out_and_a_close_fails_the_wait_at_once() -> None:
@@ -378,8 +415,112 @@ def test_an_inserted_chat_cell_is_refused() -> None:
     assert check_insert_args({"cells": [kept]}) == [kept]
 
 
+@pytest.mark.parametrize(
+    ("source", "chat"),
+    [
+        ("%%chat\tsummarise df", True),
+        ("%%chat\t\nsummarise df", True),
+        ("\n  \n%%chat\nsummarise df", True),
+        ("  %%chat\nsummarise df", True),
+        ("%%chat\u00a0summarise df", True),
+        ("%%chat\r\nsummarise df", True),
+        ("%%chatter\nx = 1", False),
+        ("%%chat.x\nx = 1", False),
+        ("%%sql\tchat\nSELECT 1", False),
+        ("print('%%chat')", False),
+        ("# %%chat\nx = 1", False),
+    ],
+)
+def test_insert_refuses_exactly_what_the_router_runs_as_chat(source: str, chat: bool) -> None:
+    # One reading of a cell: the check refuses a cell exactly when the kernel would route it, as
+    # inserted (the dsh kernel adds %%python to a cell that starts with no magic), as chat.
+    from dsh_kernel.kernel.cells import classify
+    from dsh_kernel.kernel.notebook_checks import check_insert_args
+
+    args: JsonObject = {"cells": [{"cell_type": "code", "source": source}]}
+    if chat:
+        with pytest.raises(ToolArgsError, match="%%chat cell would send its text"):
+            check_insert_args(args)
+    else:
+        assert check_insert_args(args) == args["cells"]
+    for python_cells in (True, False):
+        desk = NotebookDesk(
+            NotebookComms(), namespace={}, notebook_name=None, python_cells=python_cells
+        )
+        routed = classify(desk.code_source(source), "chat" if python_cells else "python")
+        assert (routed.kind == "chat") == chat, (source, python_cells)
+
+
 def test_one_card_only_cell_is_singular() -> None:
     from dsh_kernel.kernel.notebook_cards import insert_text
 
     text = insert_text({"applied": "card", "cells": [{"cell_type": "code"}]}, for_model=True)
     assert "the 1 cell is only shown" in text
+
+
+def saved_notebook(path: Path, heading: str) -> None:
+    cell = {"id": "a", "cell_type": "markdown", "metadata": {}, "source": [heading]}
+    doc = {"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [cell]}
+    path.write_text(json.dumps(doc), encoding="utf-8")
+
+
+async def read_saved(desk: NotebookDesk) -> str:
+    result = read_tool(desk).execute({}, ctx())
+    text = await result if asyncio.iscoroutine(result) else result
+    assert isinstance(text, str)
+    return text
+
+
+async def test_a_saved_file_over_the_cap_is_refused_without_being_parsed(tmp_path: Path) -> None:
+    from dsh_kernel.kernel.notebook_cells import MAX_FILE_BYTES
+
+    big = tmp_path / "big.ipynb"
+    with big.open("wb") as f:  # sparse, and not JSON: parsing it would say NOTEBOOK_FILE_UNREADABLE
+        f.truncate(MAX_FILE_BYTES + 1)
+    desk = NotebookDesk(
+        NotebookComms(), namespace={}, notebook_name=str(big), python_cells=True, cwd=tmp_path
+    )
+    with pytest.raises(ToolError) as info:
+        await read_saved(desk)
+    assert info.value.code == "NOTEBOOK_FILE_TOO_LARGE"
+    message = info.value.message
+    assert str(big) in message and f"{MAX_FILE_BYTES // 1_000_000} MB" in message
+    assert "extension" in message and "clear" in message.lower()
+
+
+async def test_an_unchanged_saved_file_is_parsed_once(tmp_path: Path) -> None:
+    nb = tmp_path / "nb.ipynb"
+    saved_notebook(nb, "# First")
+    desk = NotebookDesk(
+        NotebookComms(), namespace={}, notebook_name=str(nb), python_cells=True, cwd=tmp_path
+    )
+    assert "# First" in await read_saved(desk)
+    # Same size and modification time, other bytes: the one parse of this version is reused.
+    stamp = nb.stat()
+    saved_notebook(nb, "# Other")
+    os.utime(nb, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert nb.stat().st_size == stamp.st_size
+    assert "# First" in await read_saved(desk)
+    # A new version (saved again) is parsed again.
+    os.utime(nb, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 1_000_000_000))
+    text = await read_saved(desk)
+    assert "# Other" in text and "# First" not in text
+
+
+def test_a_path_message_moves_the_frontend_and_the_notebook_file(tmp_path: Path) -> None:
+    from dsh_kernel.kernel.notebook_file import NotebookFile
+
+    (tmp_path / "work").mkdir()
+    old = tmp_path / "work" / "a.ipynb"
+    saved_notebook(old, "# A")
+    comms = NotebookComms(notebook=NotebookFile(str(old), tmp_path / "work"))
+    wire = open_comm(comms, "lab", "work/a.ipynb")
+    new = tmp_path / "work" / "b.ipynb"
+    old.rename(new)
+    wire.answer({"event": "path", "path": "work/b.ipynb"})
+    fe = comms.frontend_for("lab")
+    assert fe is not None and fe.path == "work/b.ipynb" and fe.hello_path == "work/a.ipynb"
+    assert comms.notebook.find() == new
+    assert wire.sent == []  # an event, not a request: nothing is answered
+    wire.answer({"event": "path", "path": "p" * 5_000})  # capped, names no file: not followed
+    assert fe.path is not None and len(fe.path) < 1_100 and comms.notebook.find() == new

@@ -15,6 +15,7 @@ from dsh_kernel.ids import CallId
 from dsh_kernel.kernel.course import CourseSettings, course_settings
 from dsh_kernel.kernel.host import AgentHost
 from dsh_kernel.kernel.notebook_comm import NotebookComms
+from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_file
 from dsh_kernel.kernel.notebook_tools import NotebookDesk
 from dsh_kernel.kernel.policy import (
     EXPLAIN_GUIDE,
@@ -22,7 +23,6 @@ from dsh_kernel.kernel.policy import (
     NotebookPolicy,
     PolicyGate,
     before_chat,
-    notebook_file,
     read_notebook_policy,
 )
 from dsh_kernel.kernel.settings import HostSettings
@@ -87,7 +87,7 @@ def test_the_file_is_found_as_jupyter_server_names_it(tmp_path: Path) -> None:
 def test_the_file_is_read_again_only_when_it_changed(tmp_path: Path) -> None:
     nb = tmp_path / "lab.ipynb"
     nb.write_text(nb_text({"dsh": {"ai_policy": "explain"}}), encoding="utf-8")
-    reader = NotebookPolicy(str(nb), tmp_path)
+    reader = NotebookPolicy(NotebookFile(str(nb), tmp_path))
     first = reader.read()
     assert first.policy == "explain"
     assert reader.read() is first  # same modification time and size: not read again
@@ -103,8 +103,8 @@ def test_the_file_is_read_again_only_when_it_changed(tmp_path: Path) -> None:
     gone = reader.read()
     assert gone.policy is None and "was not found" in gone.note
     course = course_settings(ai_policy="explain", env={})
-    assert "was not found" in PolicyGate(course, str(nb), tmp_path).in_force().text()
-    assert NotebookPolicy(None, tmp_path).read().policy is None
+    assert "was not found" in PolicyGate(course, NotebookFile(str(nb), tmp_path)).in_force().text()
+    assert NotebookPolicy(NotebookFile(None, tmp_path)).read().policy is None
 
 
 # --- the policy in force --------------------------------------------------------------------------
@@ -115,7 +115,7 @@ def gate(tmp_path: Path, configured: str, notebook: object | None) -> PolicyGate
     meta = {} if notebook is None else {"dsh": {"ai_policy": notebook}}
     nb.write_text(nb_text(meta), encoding="utf-8")
     course = course_settings(ai_policy=configured, env={})
-    return PolicyGate(course, str(nb), tmp_path)
+    return PolicyGate(course, NotebookFile(str(nb), tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -153,6 +153,61 @@ def test_status_text_says_where_the_policy_came_from(tmp_path: Path) -> None:
     invalid = gate(tmp_path, "", "strict").in_force()
     assert invalid.policy == "off" and invalid.invalid is not None
     assert invalid.text().startswith("off — ") and "'strict'" in invalid.text()
+
+
+def write(nb: Path, policy: str | None) -> None:
+    nb.write_text(nb_text({} if policy is None else {"dsh": {"ai_policy": policy}}), "utf-8")
+
+
+def test_the_policy_in_force_only_tightens_while_the_kernel_runs(tmp_path: Path) -> None:
+    nb = tmp_path / "nb.ipynb"
+    write(nb, "explain")
+    policy = PolicyGate(course_settings(ai_policy="", env={}), NotebookFile(str(nb), tmp_path))
+    assert policy.in_force().policy == "explain"
+    write(nb, "off")
+    assert policy.in_force().policy == "off"  # tighter: at once
+    write(nb, "full")  # edited back: kept
+    now = policy.in_force()
+    assert now.policy == "off" and now.origin == NOTEBOOK_ORIGIN and now.notebook == "full"
+    assert "kept: off was in force earlier" in now.text() and "restart the kernel" in now.text()
+    nb.rename(tmp_path / "renamed.ipynb")  # renamed where the kernel is not told: kept
+    gone = policy.in_force()
+    assert gone.policy == "off" and "was not found" in gone.text() and "kept" in gone.text()
+
+
+def test_a_value_that_is_not_a_policy_is_refused_while_there_and_not_kept(
+    tmp_path: Path,
+) -> None:
+    nb = tmp_path / "nb.ipynb"
+    write(nb, "strict")
+    policy = PolicyGate(course_settings(ai_policy="", env={}), NotebookFile(str(nb), tmp_path))
+    assert policy.in_force().invalid is not None
+    write(nb, "explain")  # fixed
+    assert policy.in_force().policy == "explain"
+    write(nb, "stricter")
+    assert policy.in_force().invalid is not None
+    write(nb, "full")  # fixed, but explain was in force
+    assert policy.in_force().policy == "explain"
+
+
+def test_the_notebook_file_follows_what_the_frontend_names(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    (root / "course").mkdir(parents=True)
+    nb = root / "course" / "lesson.ipynb"
+    write(nb, "off")
+    where = NotebookFile(str(nb), root / "course")
+    where.named("course/lesson.ipynb", "course/lesson.ipynb")  # the hello: the same file
+    assert where.name == str(nb) and where.find() == nb
+    where.named("course/nowhere.ipynb", "course/lesson.ipynb")  # names no file: not followed
+    assert where.name == str(nb)
+    moved = root / "week1.ipynb"
+    nb.rename(moved)
+    where.named("week1.ipynb", "course/lesson.ipynb")  # joined to the root the hello implied
+    assert where.find() == moved and where.name == str(moved)
+    # without an absolute JPY_SESSION_NAME, the path is found from the working directory up
+    relative = NotebookFile("course/lesson.ipynb", root / "course")
+    relative.named("week1.ipynb", "course/lesson.ipynb")
+    assert relative.find() == moved
 
 
 # --- what a policy does to the host's agent -------------------------------------------------------

@@ -26,3 +26,19 @@ def test_a_plain_function_and_a_tool_definition_are_both_offered() -> None:
 def test_a_value_that_is_neither_is_refused_in_one_line() -> None:
     with pytest.raises(PromptError, match=r"'n' is a int, not a function"):
         expand_prompt("Use &`n`.", {"n": 3})
+
+
+def test_a_reference_to_the_environment_inserts_its_names_not_its_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    secret = "hub-token-Zc4Mw9Qs2Ke7Ya1"
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", secret)
+    prompt = expand_prompt("Which variables are set? $`os.environ`", {"os": os})
+    assert prompt is not None
+    text = str(prompt.message.content[0])
+    assert "JUPYTERHUB_API_TOKEN" in text and secret not in text
+    # a value the user takes out of it is theirs to send
+    prompt = expand_prompt("Is it $`os.getenv('JUPYTERHUB_API_TOKEN')`?", {"os": os})
+    assert prompt is not None and secret in str(prompt.message.content[0])

@@ -166,3 +166,43 @@ def test_resolve_name_runs_no_code_of_the_objects_it_passes() -> None:
     for private in ("os.environ._data", "get_ipython.__self__", "t.__dict__", "_t", "t._x"):
         with pytest.raises(ValueError, match="private or special name"):
             resolve_name(ns, private)
+
+
+CANARY = "hub-token-Vq8Lz3Rk6Wm1Tx5Jd9"
+
+
+def test_the_environment_is_described_by_its_names_never_its_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+    import posix
+
+    from dsh_kernel.runtime.describe import short_repr
+
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", CANARY)
+    environment = [os.environ, os.environb, os.environ._data, posix.environ]  # pyright: ignore[reportAttributeAccessIssue]
+    for env in environment:
+        text = describe_value(env, max_chars=100_000)
+        assert "the process environment" in text and "values are not shown" in text, text
+        assert "JUPYTERHUB_API_TOKEN" in text and "PATH" in text
+        assert CANARY not in text and os.environ["PATH"] not in text
+        assert CANARY not in short_repr(env, 10_000)
+    # nested in a container, in the listing's summary: still no value
+    nested = describe_value({"env": os.environ, "more": [os.environb]}, max_chars=100_000)
+    assert nested.count("<the process environment: ") == 2 and CANARY not in nested
+    [row] = list_variables({"env": os.environ})
+    assert row.summary.startswith("<the process environment: ") and CANARY not in row.summary
+    # a long environment's names are cut, with how many more
+    text = describe_value(os.environ, max_chars=200)
+    assert len(text) <= 200 and "more" in text
+
+
+def test_values_taken_out_of_the_environment_are_ordinary_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", CANARY)
+    assert CANARY in describe_value(os.getenv("JUPYTERHUB_API_TOKEN"))
+    # a copy is a plain dict, described like any other (the user's value now)
+    assert CANARY in describe_value(dict(os.environ), max_chars=100_000)

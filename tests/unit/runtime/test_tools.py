@@ -352,3 +352,20 @@ async def test_kernel_style_interrupt_with_the_loop_owning_sigint(wire_on_interr
     )
     assert "os" in ns  # the namespace keeps what ran before the interrupt
     assert len(provider.requests) == (1 if wire_on_interrupt else 2)
+
+
+def test_inspect_shows_the_environments_names_not_its_values(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import os
+
+    secret = "cloud-key-Hx7Pq2Nw5Ty8Bv3Lc6"
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    ns: dict[str, object] = {"os": os, "env": os.environ}
+    defn = inspect_tool(ns)
+    for name in ("os.environ", "os.environb", "env"):
+        described = defn.execute({"name": name}, ctx())
+        text = str(described)
+        assert "AWS_SECRET_ACCESS_KEY" in text and secret not in text, text
+    listing = str(defn.execute({}, ctx()))
+    assert "env" in listing and secret not in listing
