@@ -53,6 +53,7 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.catalogue import CATALOGUE
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, ModelInfo, ToolSchema
+from dsh_kernel.session.codec import MAX_EXACT_INT
 from dsh_kernel.session.daily_usage import DailyUsage, Route, utc_day
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.usage import UsageTotals
@@ -281,7 +282,8 @@ class SpendGate:
                 )
                 raise LlmError(_exceeded(r, what, retry_of, dollars=True))
             if out > 0:
-                caps.append(math.floor((left_usd - cost_in) * 1_000_000 / out))
+                # what a huge dollar budget buys is no cap: a logged one must stay exact
+                caps.append(min(MAX_EXACT_INT, math.floor((left_usd - cost_in) * 1_000_000 / out)))
         return min(caps) if caps else None
 
 

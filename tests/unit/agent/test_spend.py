@@ -324,6 +324,15 @@ async def test_a_forks_seeded_events_are_not_counted_again() -> None:
     assert [tokens_of(t) for t in tally.on(today).values()] == [110]
 
 
+def test_what_a_huge_dollar_budget_buys_is_a_cap_the_log_keeps() -> None:
+    """A dollar budget's cap is what the dollars left buy; however many that is, the cap (logged
+    with the request) stays within 2^53, the log's exact range."""
+    cheap = ModelInfo(input_price_per_mtok=0.01, output_price_per_mtok=0.01)
+    gate = gate_over({}, Budget(usd=1e12), price=cheap)
+    cap = gate.cap("scripted", "m1", 1_000, None)
+    assert cap == 2**53
+
+
 def test_the_gate_refuses_in_the_engine_with_no_agent() -> None:
     gate = gate_over({"m1": 950}, Budget(tokens=1_000, tokens_setting="T", owner="me"))
     prepared = PreparedCall(config=LlmCallConfig(provider="scripted", model="m1"))
