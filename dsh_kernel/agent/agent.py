@@ -197,6 +197,7 @@ class Agent:
         """Compaction of this session's history (``agent.compaction``): ``.auto`` switches the
         automatic one; ``compact()`` runs one by hand."""
         self._requests = StepRequests(self)
+        self.retry.before_retry = self._requests.check_retry
 
         async def before_summary() -> None:
             await self._checkpoint("before-request", self.session.open_turn, self.session.open_step)

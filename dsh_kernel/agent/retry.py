@@ -2,6 +2,9 @@
 
 ``RetryHandler`` is a listener on the ``request_error`` waterfall. For a retryable failure it:
 
+0. asks ``before_retry`` (the agent's: whether the spending budget can pay for the retry,
+   ``StepRequests.check_retry``), which refuses by raising — then nothing is logged, nobody waits,
+   and the turn ends with that error;
 1. appends ``llm/retry{retryId, turn, step, provider, mode, policyKey, retry, maxRetries?, delayMs,
    failure}``;
 2. sleeps ``delayMs`` (cancellably — a cancel during the sleep writes no started event);
@@ -36,6 +39,7 @@ from dsh_kernel.agent.hooks import Next, RequestErrorPayload, Retry
 from dsh_kernel.ids import new_retry_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import failure_to_json
+from dsh_kernel.llm.types import LlmFailure
 from dsh_kernel.session.codec import canonical
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import LlmRetry, LlmRetryStarted, payload_of
@@ -93,6 +97,8 @@ class RetryPolicy:
 
 
 Sleep = Callable[[float], Awaitable[None]]
+BeforeRetry = Callable[[LlmFailure], None]
+"""Called with the failure before a retry of it is scheduled; raises to refuse the retry."""
 
 
 class RetryHandler:
@@ -105,11 +111,13 @@ class RetryHandler:
         *,
         sleep: Sleep = asyncio.sleep,
         rng: random.Random | None = None,
+        before_retry: BeforeRetry | None = None,
     ) -> None:
         self.session = session
         self.policy = policy or RetryPolicy()
         self.sleep = sleep
         self.rng = rng or random.Random()
+        self.before_retry = before_retry
 
     def _last_retry(self, turn: int, step: int, provider: str, key: str) -> tuple[int, str | None]:
         for ev in reversed(self.session.events):
@@ -139,6 +147,8 @@ class RetryHandler:
         delay = policy.delay_ms(retry, failure.provider_retry_after_ms, self.rng)
         if delay is None:
             return await next()
+        if self.before_retry is not None:
+            self.before_retry(failure)
         retry_id = retry_id or new_retry_id()
         data = LlmRetry(
             retryId=retry_id,

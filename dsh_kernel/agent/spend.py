@@ -20,10 +20,18 @@ request's estimated input (the token meter's reading, ``agent.meter.measure``) a
   buy; a route with no known price is refused (``BUDGET_UNPRICED``): its cost cannot be counted.
 
 A refusal is ``LlmError`` ``BUDGET_EXCEEDED`` (not retryable): the turn ends with it and nothing is
-sent. Its message says what was used, the limit, which setting holds it and who owns it.
+sent. Its message says what was used, the limit, which setting holds it and who owns it (what to do
+is ``dsh_kernel.failures``' advice for the code).
+
+**Retries.** A retry is a request like any other and is checked the same way — and *before* the
+retry is scheduled (``agent.step_request.StepRequests.check_retry``, which the retry policy calls
+before it logs ``llm/retry`` and waits): a retry the budget cannot pay for is not sent, and the
+refusal names the failure that would have been retried.
 
 **What "used" is.** Tokens are input, cache reads and writes, and output (reasoning is inside output);
-estimated counts, for servers that report none, count as their estimate. Dollars are each route's
+estimated counts, for servers that report none, count as their estimate — among them an attempt that
+streamed something and then failed (a server error mid-answer, an idle timeout, a dropped
+connection): it counts its input and what streamed (``session.usage``). Dollars are each route's
 tokens at that route's price; a route with no price adds nothing (no request to it can have been sent
 under a dollar budget). Providers in ``free`` (the kernel's offline demo and replay, which send
 nothing anywhere) are neither gated nor counted.
@@ -45,6 +53,7 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.catalogue import CATALOGUE
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, ModelInfo, ToolSchema
+from dsh_kernel.session.codec import MAX_EXACT_INT
 from dsh_kernel.session.daily_usage import DailyUsage, Route, utc_day
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.usage import UsageTotals
@@ -213,25 +222,36 @@ class SpendGate:
         )
         return self.last
 
-    def fit(self, prepared: PreparedCall, input_tokens: int) -> PreparedCall:
+    def fit(
+        self, prepared: PreparedCall, input_tokens: int, *, retry_of: LlmFailure | None = None
+    ) -> PreparedCall:
         """``prepared`` with its output cap lowered to what the budget leaves, or ``LlmError``
-        ``BUDGET_EXCEEDED`` / ``BUDGET_UNPRICED`` (module docstring)."""
+        ``BUDGET_EXCEEDED`` / ``BUDGET_UNPRICED`` (module docstring). ``retry_of``: the request
+        is the retry of an attempt that failed so (the refusal says so)."""
         cap = self.cap(
             prepared.config.provider,
             prepared.config.model,
             input_tokens,
             prepared.config.max_tokens,
+            retry_of=retry_of,
         )
         if cap == prepared.config.max_tokens:
             return prepared
         return with_cap(prepared, cap)
 
     def cap(
-        self, provider: str, model: str, input_tokens: int, cap: int | None, *, least: int = 0
+        self,
+        provider: str,
+        model: str,
+        input_tokens: int,
+        cap: int | None,
+        *,
+        least: int = 0,
+        retry_of: LlmFailure | None = None,
     ) -> int | None:
         """The output cap a request of ``input_tokens`` to ``(provider, model)`` may have, at most
         ``cap`` and at least ``least`` (default ``MIN_ANSWER_TOKENS``); raises when even that does
-        not fit in what is left."""
+        not fit in what is left (``retry_of``: as in ``fit``)."""
         b = self.budget
         if not b.limited or provider in self.free:
             return cap
@@ -242,7 +262,9 @@ class SpendGate:
             left = b.tokens - r.tokens
             if input_tokens + least > left:
                 raise LlmError(
-                    _exceeded(r, f"~{input_tokens:,} tokens in and at least {least:,} out")
+                    _exceeded(
+                        r, f"~{input_tokens:,} tokens in and at least {least:,} out", retry_of
+                    )
                 )
             caps.append(left - input_tokens)
         if b.usd is not None:
@@ -258,13 +280,16 @@ class SpendGate:
                     f"~{input_tokens:,} tokens in and at least {least:,} out, about "
                     f"{usd(least_cost)}"
                 )
-                raise LlmError(_exceeded(r, what, dollars=True))
+                raise LlmError(_exceeded(r, what, retry_of, dollars=True))
             if out > 0:
-                caps.append(math.floor((left_usd - cost_in) * 1_000_000 / out))
+                # what a huge dollar budget buys is no cap: a logged one must stay exact
+                caps.append(min(MAX_EXACT_INT, math.floor((left_usd - cost_in) * 1_000_000 / out)))
         return min(caps) if caps else None
 
 
-def _exceeded(r: SpendReading, request: str, *, dollars: bool = False) -> LlmFailure:
+def _exceeded(
+    r: SpendReading, request: str, retry_of: LlmFailure | None, *, dollars: bool = False
+) -> LlmFailure:
     b = r.budget
     if dollars:
         used = f"{usd(r.usd)} of today's {usd(b.usd or 0)} spent (UTC day), {usd(r.usd_left or 0)} left"
@@ -275,10 +300,18 @@ def _exceeded(r: SpendReading, request: str, *, dollars: bool = False) -> LlmFai
             f"{r.tokens_left or 0:,} left"
         )
         setting = b.tokens_setting
+    limit = f"the limit is {setting}, set by {b.owner}"
+    if retry_of is not None:
+        return LlmFailure(
+            code=BUDGET_EXCEEDED,
+            message=f"the answer failed ({retry_of.code}: {retry_of.message}) and its retry was not "
+            f"sent: the daily budget would be passed: {used} (the failed attempts counted), and "
+            f"the retry needs {request} ({limit})",
+        )
     return LlmFailure(
         code=BUDGET_EXCEEDED,
         message=f"the daily budget would be passed: {used}, and this request needs {request}; "
-        f"it was not sent (the limit is {setting}, set by {b.owner})",
+        f"it was not sent ({limit})",
     )
 
 

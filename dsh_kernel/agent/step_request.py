@@ -10,7 +10,8 @@ the *route*. Then:
    pass the threshold of the window;
 2. **the envelope** — ``RequestLog.record`` fits the call to the window (warning, refusal, output
    cap), then to the spending budget (``agent.spend``: refusal, the cap lowered to what is left),
-   and logs ``request/header`` / ``request/context`` where they changed;
+   and logs ``request/header`` / ``request/context`` where they changed (``check_retry`` holds a
+   retry of it to the budget before the retry is even scheduled);
 3. **overflow** — a refusal for size (``CONTEXT_WINDOW_EXCEEDED``) compacts as far as possible and
    fits again, once per step (``compact_overflow``, which the step loop also calls when the *server*
    reported the overflow, before it retries the same step);
@@ -75,6 +76,8 @@ class StepRequests:
         self._log = RequestLog(agent.session)
         self._route: Route | None = None
         self._overflow_compacted = False
+        self._sent: tuple[PreparedCall, str, tuple[ToolSchema, ...]] | None = None
+        """The latest request's call, system prompt and tools (what a retry sends again)."""
 
     def new_step(self) -> None:
         """A step begins: it may compact for an overflow once."""
@@ -111,6 +114,7 @@ class StepRequests:
             if not await self.compact_overflow(exc.failure, turn):
                 raise
             header = self._log.record(prepared, route.window, system, route.tools, gate)
+        self._sent = (prepared, system, route.tools)
         request = generate_request(header, tuple(session.derive_messages()), session.id)
         if agent.check_invariants:
             assert_reconstruction(session, request)
@@ -129,6 +133,17 @@ class StepRequests:
             return spend.fit(prepared, tokens)
 
         return gate
+
+    def check_retry(self, failure: LlmFailure) -> None:
+        """Before a retry of the latest request is scheduled: ``LlmError`` ``BUDGET_EXCEEDED``
+        when the spending budget cannot pay for it, counting the failed attempts (``agent.spend``).
+        The retry is checked again, with the rest of its envelope, when it is built."""
+        spend, sent = self._agent.spend, self._sent
+        if spend is None or sent is None:
+            return
+        prepared, system, tools = sent
+        tokens = request_input_tokens(self._agent.session, prepared, system=system, tools=tools)
+        spend.fit(prepared, tokens, retry_of=failure)
 
     async def compact_overflow(self, failure: LlmFailure, turn: int) -> bool:
         """After a request did not fit: compact as much as possible, once per step; whether the

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
 from dsh_kernel.llm.provider import Provider
-from dsh_kernel.llm.providers.discovery import DiscoveredWindow, WindowDiscovery
+from dsh_kernel.llm.providers.discovery import MAX_WINDOW, DiscoveredWindow, WindowDiscovery
 from dsh_kernel.llm.types import LlmFailure
 
 WindowSource: TypeAlias = Literal["configured", "discovered", "catalogue", "default"]
@@ -166,7 +166,7 @@ class ContextWindows:
         match = _NAMED_WINDOW.search(failure.message)
         if match is not None:
             tokens = int(match.group(1).replace(",", ""))
-            if tokens > 0:
+            if 0 < tokens <= MAX_WINDOW:
                 route = (provider.id, finder.endpoint, model)
                 self._found[route] = DiscoveredWindow(tokens=tokens, where="the server's error")
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal, TypeAlias
 
 from dsh_kernel.errors import UsageError
+from dsh_kernel.session.codec import MAX_EXACT_INT
 
 AiPolicy: TypeAlias = Literal["full", "explain", "off"]
 POLICIES: Final[tuple[AiPolicy, ...]] = ("full", "explain", "off")
@@ -69,10 +70,11 @@ def parse_budget_tokens(raw: str, where: str = "") -> int | None:
         tokens = int(text)
     except ValueError:
         tokens = -1
-    if tokens < 0:
+    if not 0 <= tokens <= MAX_EXACT_INT:
         raise UsageError(
             f"{where}{raw.strip()!r} is not a token budget: give the tokens each user may use per "
-            "day, a whole number (e.g. 200000), or 'none'"
+            f"day, a whole number of at most {MAX_EXACT_INT:,} (2^53, the largest the session log "
+            "keeps exactly; e.g. 200000), or 'none'"
         )
     return tokens
 

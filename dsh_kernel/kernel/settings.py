@@ -27,6 +27,7 @@ from dsh_kernel.llm.config import (
     make_provider,
 )
 from dsh_kernel.llm.provider import Provider
+from dsh_kernel.llm.providers.discovery import MAX_WINDOW
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
 from dsh_kernel.llm.secrets import KEY_VARIABLES
 from dsh_kernel.runtime.images import (
@@ -72,11 +73,15 @@ class HostSettings:
 
 MIN_CONTEXT_WINDOW = 512
 """The smallest window accepted: a request needs room for itself and an answer of 256 tokens."""
+MAX_CONTEXT_WINDOW = MAX_WINDOW
+"""The largest window accepted (the largest believed from a server too): well above any model's,
+and far below what the log keeps exactly (the window and the output cap it gives are logged)."""
 
 
 def parse_context_window(raw: str, where: str = "") -> int | None:
     """``raw`` as a window in tokens (``8192``, ``8_192``, ``8,192``); ``None`` for ``""`` or
-    ``default``. A ``UsageError`` for anything else, its message starting with ``where`` (e.g.
+    ``default``. A ``UsageError`` for anything else — a window out of ``MIN_CONTEXT_WINDOW`` ..
+    ``MAX_CONTEXT_WINDOW`` included — its message starting with ``where`` (e.g.
     ``"DSH_CONTEXT_WINDOW="``)."""
     text = raw.strip().lower()
     if text in ("", "default", "none"):
@@ -85,10 +90,11 @@ def parse_context_window(raw: str, where: str = "") -> int | None:
         tokens = int(text.replace("_", "").replace(",", ""))
     except ValueError:
         tokens = 0
-    if tokens < MIN_CONTEXT_WINDOW:
+    if not MIN_CONTEXT_WINDOW <= tokens <= MAX_CONTEXT_WINDOW:
         raise UsageError(
             f"{where}{raw.strip()!r} is not a context window: give the model's window in tokens, "
-            f"a whole number of at least {MIN_CONTEXT_WINDOW} (e.g. 8192), or 'default'"
+            f"a whole number of at least {MIN_CONTEXT_WINDOW} and at most "
+            f"{MAX_CONTEXT_WINDOW:,} (e.g. 8192), or 'default'"
         )
     return tokens
 

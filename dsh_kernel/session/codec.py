@@ -31,7 +31,7 @@ import json
 import math
 from collections.abc import Collection
 from math import copysign
-from typing import cast
+from typing import Final, cast
 
 from dsh_kernel.errors import LosslessJsonError, SessionFormatError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -43,7 +43,10 @@ from dsh_kernel.session.events import (
     SurfaceOp,
 )
 
-_MAX_SAFE_INT = 2**53
+MAX_EXACT_INT: Final = 2**53
+"""The largest magnitude of an integer the log keeps (JSON read as IEEE doubles carries whole
+numbers exactly up to 2^53); a payload with a larger one is refused (``NOT_LOSSLESS_JSON``), so a
+setting whose value reaches the log is held to it where it is set."""
 
 JOURNAL_BAD_SHAPE = "JOURNAL_BAD_SHAPE"
 """``SessionFormatError.code``: a journal line whose envelope (or payload) has the wrong shape."""
@@ -130,7 +133,7 @@ def _fast_dict(d: dict[str, object], depth: int) -> JsonObject:
         if t is str:
             out[k] = v  # type: ignore[assignment]
         elif t is int:
-            if -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:  # type: ignore[operator]
+            if -MAX_EXACT_INT <= v <= MAX_EXACT_INT:  # type: ignore[operator]
                 out[k] = v  # type: ignore[assignment]
             else:
                 raise _Unusual
@@ -160,7 +163,7 @@ def _fast_list(items: list[object], depth: int) -> list[JsonValue]:
         if t is str:
             append(v)  # type: ignore[arg-type]
         elif t is int:
-            if -_MAX_SAFE_INT <= v <= _MAX_SAFE_INT:  # type: ignore[operator]
+            if -MAX_EXACT_INT <= v <= MAX_EXACT_INT:  # type: ignore[operator]
                 append(v)  # type: ignore[arg-type]
             else:
                 raise _Unusual
@@ -189,7 +192,7 @@ def _copy(value: object, path: list[str | int], active: set[int], what: str) -> 
     if t is str or value is None or t is bool:
         return value  # type: ignore[return-value]
     if t is int:
-        if -_MAX_SAFE_INT <= value <= _MAX_SAFE_INT:  # type: ignore[operator]
+        if -MAX_EXACT_INT <= value <= MAX_EXACT_INT:  # type: ignore[operator]
             return value  # type: ignore[return-value]
         raise LosslessJsonError(
             f"{what} is not lossless JSON at {_path(path)}: integer {value} is beyond ±2^53"

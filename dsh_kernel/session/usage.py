@@ -5,16 +5,20 @@ message, so its usage chunk is the only record of what it cost — falling back 
 ``assistant/message.usage`` for streams that logged no usage chunk. Counts are disjoint: input is
 uncached input, cache reads and writes are separate, reasoning is *inside* output.
 
-**Unknown is unknown.** An attempt the model answered (a ``stop``, ``tool-calls`` or ``max-tokens``
-finish, or a stream cut by a cancel or a crash after some text) for which the server sent no usage at
-all (llama.cpp's server never does; a cut stream cannot) is never counted as zero tokens: its counts
-are *estimated* with the token meter's heuristic (``dsh_kernel.agent.meter``, SPINE §7.6: text and
-reasoning ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, a tool result its nested
-blocks ``+ 4``, ``+ 4`` per message, the system prompt and tool list ``chars / 4 + 4``) — input: the
-history sent plus the request header in force; output: the message it produced — and counted in
-``estimated_requests``; the cost of such totals is unknown (``None``) unless every price is zero. The
-store's ``requests``/``usage`` views compute the same estimate in SQL (``estimated = true``); a test
-holds the two, and the meter, equal. A failed attempt (``error`` finish) without usage has no counts.
+**Unknown is unknown.** An attempt the server read — the model answered (a ``stop``, ``tool-calls``
+or ``max-tokens`` finish), or streamed something before it failed (a server error mid-answer, an idle
+timeout, a dropped connection) or was cut by a cancel or a crash — for which the server sent no usage
+at all (llama.cpp's server never does; a failed or cut stream cannot) is never counted as zero
+tokens: its counts are *estimated* with the token meter's heuristic (``dsh_kernel.agent.meter``, SPINE
+§7.6: text and reasoning ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, a tool
+result its nested blocks ``+ 4``, ``+ 4`` per message, the system prompt and tool list ``chars / 4 +
+4``) — input: the history sent plus the request header in force; output: the message it produced, or,
+when it logged none (a failed attempt, a stream cut with nothing visible), what its deltas streamed
+(``streamed_tokens``: ``ceil(chars / 4) + 4``) — and counted in ``estimated_requests``; the cost of
+such totals is unknown (``None``) unless every price is zero. The store's ``requests``/``usage`` views
+compute the same estimate in SQL (``estimated = true``); a test holds the two, and the meter, equal. A
+failed attempt that streamed nothing (a refusal such as a 429 or a 500 before the answer began) and
+reported no usage has no counts: nothing shows the server read it.
 
 **One reading.** ``UsageReader`` reads the attempts once, event by event; ``usage_totals`` (``%agent
 cost``) is its ``totals()`` over a log, and the turn reader (``dsh_kernel.session.turn``) feeds it a
@@ -178,13 +182,25 @@ def _has_content(message: JsonValue) -> bool:
 class _Attempt:
     """One model call being read: what it reported, and what would estimate it."""
 
-    __slots__ = ("answered", "counted", "input_estimate", "usage")
+    __slots__ = ("answered", "counted", "deltas", "input_estimate", "streamed", "usage")
 
     def __init__(self, input_estimate: int, counted: bool) -> None:
         self.input_estimate = input_estimate
         self.counted = counted  # inside the turn asked for
         self.usage: JsonObject | None = None  # the last usage reported (the last chunk wins)
         self.answered: bool | None = None  # True: answered; False: failed; None: not finished
+        self.deltas = False  # the model said something: the server had read the request
+        self.streamed = 0  # characters of the deltas streamed
+
+    def streamed_estimate(self) -> int:
+        """The estimate of what streamed, for a call that logged no message (``streamed_tokens``)."""
+        return streamed_tokens(self.streamed) if self.deltas else 0
+
+
+def streamed_tokens(chars: int) -> int:
+    """The estimate of an answer known only by its deltas' ``chars`` (a failed or cut call that
+    logged no message): ``ceil(chars / 4) + 4``, as one block of text."""
+    return _chars(chars)
 
 
 class _Sums:
@@ -216,7 +232,6 @@ class UsageReader:
     __slots__ = (
         "_attempt",
         "_current_turn",
-        "_deltas",
         "_est",
         "_est_in",
         "_est_out",
@@ -233,7 +248,6 @@ class UsageReader:
         self._current_turn: int | None = None
         self._history = self._header = 0  # estimated tokens of the history so far, of the header
         self._attempt: _Attempt | None = None
-        self._deltas = False
         self._settled = 0  # calls that finished, or were cut short after the model said something
         self._est = self._est_in = self._est_out = 0  # estimated calls and their estimates
         self._reported = _Sums()  # reported usage of settled calls; ``req``: calls that reported
@@ -250,18 +264,23 @@ class UsageReader:
             if attempt is None:
                 counted = self._turn is None or self._current_turn == self._turn
                 attempt = self._attempt = _Attempt(self._history + self._header, counted)
-                self._deltas = False
-            if ctype == "usage":
+            if ctype in _DELTAS:
+                attempt.deltas = True
+                if ctype == "tool-call-delta":
+                    attempt.streamed += len(_text(c.get("name"))) + len(
+                        _text(c.get("argumentsDelta"))
+                    )
+                else:
+                    attempt.streamed += len(_text(c.get("text")))
+            elif ctype == "usage":
                 usage = c.get("usage")
                 if isinstance(usage, dict):
                     attempt.usage = usage
-            elif ctype in _DELTAS:
-                self._deltas = True
             elif ctype == "finish":
                 reason = c.get("reason")
                 attempt.answered = isinstance(reason, dict) and reason.get("kind") in _ANSWERED
                 if not attempt.answered:
-                    self._settle(0)  # a failed call: no message follows, a retry may
+                    self._settle(None)  # a failed call: no message follows, a retry may
             return
         if kind == "assistant/message":
             answer = payload_of(ev, "assistant/message")
@@ -276,7 +295,7 @@ class UsageReader:
                 self._history += estimate_message_tokens(message)
             return
         if self._attempt is not None and kind in _ENDS_ATTEMPT:
-            self._settle(0)
+            self._settle(None)
         self._between_calls(ev, kind)
 
     def _between_calls(self, ev: SessionEvent, kind: str) -> None:
@@ -313,10 +332,15 @@ class UsageReader:
             self._est_in += d["shadowedTokenCount"] + self._header
             self._est_out += math.ceil(len(d["summary"]) / 4) + 8
 
-    def _estimated(self, a: _Attempt) -> bool:
-        return a.usage is None and (a.answered is True or (a.answered is None and self._deltas))
+    @staticmethod
+    def _estimated(a: _Attempt) -> bool:
+        """No usage reported, and the server read the request: it answered, or said something
+        before it failed or was cut."""
+        return a.usage is None and (a.answered is True or a.deltas)
 
-    def _settle(self, output_estimate: int) -> None:
+    def _settle(self, output_estimate: int | None) -> None:
+        """Close the open call; ``output_estimate`` is its message's, ``None`` when it logged none
+        (then what streamed is the estimate)."""
         a = self._attempt
         self._attempt = None
         if a is None or not a.counted:
@@ -327,7 +351,7 @@ class UsageReader:
         if estimated:
             self._est += 1
             self._est_in += a.input_estimate
-            self._est_out += output_estimate
+            self._est_out += a.streamed_estimate() if output_estimate is None else output_estimate
         if a.usage is not None:
             self._reported.req += 1
             self._reported.add(a.usage)
@@ -340,9 +364,9 @@ class UsageReader:
 
     def totals(self) -> UsageTotals:
         """The calls so far, estimates included (a call still open counts as the log's end would:
-        as cut short, with no output estimate)."""
+        as cut short, its output estimated from what streamed)."""
         r, a = self._reported, self._open()
-        req, est, est_in = self._settled, self._est, self._est_in
+        req, est, est_in, est_out = self._settled, self._est, self._est_in, self._est_out
         sums = [r.inp, r.cr, r.cw, r.out, r.rea]
         if a is not None:
             estimated = self._estimated(a)
@@ -350,6 +374,7 @@ class UsageReader:
             if estimated:
                 est += 1
                 est_in += a.input_estimate
+                est_out += a.streamed_estimate()
             if a.usage is not None:
                 sums = [s + n for s, n in zip(sums, _counts(a.usage), strict=True)]
         return UsageTotals(
@@ -357,7 +382,7 @@ class UsageReader:
             input_tokens=sums[0] + est_in,
             cache_read_tokens=sums[1],
             cache_write_tokens=sums[2],
-            output_tokens=sums[3] + self._est_out,
+            output_tokens=sums[3] + est_out,
             reasoning_tokens=sums[4],
             estimated_requests=est,
         )

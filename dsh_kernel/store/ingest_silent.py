@@ -87,7 +87,7 @@ hist AS (
 )
 SELECT s.session_id, s.turn, s.step, s.expected::INTEGER, s.close_seq, s.close_seq, s.mark_ms, NULL,
        s.close_ms, 0, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, s.mark_ms,
-       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL
+       h.n::INTEGER, coalesce(h.tokens, 0)::BIGINT, NULL, 0
 FROM silent s JOIN hist h USING (session_id, turn, step)
 ON CONFLICT DO NOTHING
 """

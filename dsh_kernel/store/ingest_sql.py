@@ -267,6 +267,12 @@ FROM _ev WHERE type = 'tool/result'
 """
 
 _DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
+_DELTA_CHARS = (
+    "list_sum([length(coalesce(v, '')) FOR v IN json_extract_string({p}data, "
+    "['$.chunk.text', '$.chunk.name', '$.chunk.argumentsDelta'])])"
+)
+"""The characters a delta chunk streamed (``t_attempts.streamed_chars``): its text, or a tool
+call's name and argument fragment (``session.usage``'s reading)."""
 
 _ATTEMPTS = f"""
 CREATE OR REPLACE TEMP TABLE _steps AS
@@ -274,6 +280,8 @@ WITH agg AS (
     SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, TRY_CAST(x[2] AS INTEGER) AS step,
            min(seq) AS first_seq, max(seq) AS last_seq, min(time_ms) AS first_ms, max(time_ms) AS last_ms,
            min(time_ms) FILTER (WHERE x[3] IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
+           coalesce(sum({_DELTA_CHARS.format(p="")}) FILTER (WHERE x[3] IN {_DELTAS}), 0)::BIGINT
+               AS streamed_chars,
            count(*) FILTER (WHERE x[3] = 'finish') AS finishes,
            max(seq) FILTER (WHERE x[3] = 'finish') AS last_finish
     FROM _raw WHERE type = 'assistant/chunk' AND x[1] IS NOT NULL AND x[2] IS NOT NULL
@@ -285,14 +293,16 @@ SELECT agg.*,
 FROM agg JOIN _files f ON f.session_id = agg.session_id;
 CREATE OR REPLACE TEMP TABLE _att AS
 SELECT session_id, turn, step, (base + 1)::INTEGER AS attempt, first_seq, last_seq, first_ms,
-       first_delta_ms, last_ms, chunks, last_finish AS finish_seq
+       first_delta_ms, last_ms, chunks, last_finish AS finish_seq, streamed_chars
 FROM _steps WHERE simple
 UNION ALL
 SELECT session_id, turn, step, attempt, min(seq), max(seq), min(time_ms),
        min(time_ms) FILTER (WHERE ctype IN {_DELTAS}), max(time_ms), count(*)::INTEGER,
-       max(seq) FILTER (WHERE ctype = 'finish')
+       max(seq) FILTER (WHERE ctype = 'finish'),
+       coalesce(sum(chars) FILTER (WHERE ctype IN {_DELTAS}), 0)::BIGINT
 FROM (
     SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.x[3] AS ctype,
+           CASE WHEN r.x[3] IN {_DELTAS} THEN {_DELTA_CHARS.format(p="r.")} END AS chars,
            (1 + s.base + coalesce(sum(CASE WHEN r.x[3] = 'finish' THEN 1 ELSE 0 END) OVER (
                 PARTITION BY r.session_id, s.turn, s.step ORDER BY r.seq
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::INTEGER AS attempt
@@ -336,7 +346,7 @@ starts AS (
 SELECT a.session_id, a.turn, a.step, a.attempt, first_seq, last_seq, first_ms, first_delta_ms, last_ms,
        chunks, finish_seq, finish, error_code, error_message, input_tokens, output_tokens,
        cache_read_tokens, cache_write_tokens, reasoning_tokens, s.start_ms, s.message_count,
-       s.est_input_tokens, NULL::BIGINT AS est_output_tokens
+       s.est_input_tokens, NULL::BIGINT AS est_output_tokens, a.streamed_chars
 FROM _att a
 LEFT JOIN det USING (session_id, turn, step, attempt)
 LEFT JOIN starts s USING (session_id, turn, step, attempt)
@@ -358,7 +368,8 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
     reasoning_tokens = coalesce(excluded.reasoning_tokens, t_attempts.reasoning_tokens),
     start_ms = coalesce(t_attempts.start_ms, excluded.start_ms),
     message_count = coalesce(t_attempts.message_count, excluded.message_count),
-    est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens);
+    est_input_tokens = coalesce(t_attempts.est_input_tokens, excluded.est_input_tokens),
+    streamed_chars = coalesce(t_attempts.streamed_chars, 0) + excluded.streamed_chars;
 """
 
 # The estimated output of an attempt: the meter's estimate of the message it produced (a finished

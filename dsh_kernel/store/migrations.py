@@ -166,3 +166,12 @@ def m0008_notebook_edits(con: duckdb.DuckDBPyConnection) -> None:
     `notebook_insert` (notebook, anchor, source and its sha256, how it was applied, the new cell's
     id), read from the `notebook/insert` events already in `t_events` (no backfill needed)."""
     run_sql_file(con, "0008_notebook_edits.sql")
+
+
+@migration
+def m0009_failed_attempts(con: duckdb.DuckDBPyConnection) -> None:
+    """What a failed attempt cost (issue 28): `t_attempts.streamed_chars` (what its deltas streamed,
+    backfilled for the rows ingested before); `requests` estimates an attempt that streamed something
+    and then failed without usage (input the history and header sent, output what streamed), as the
+    budgets count it."""
+    run_sql_file(con, "0009_failed_attempts.sql")

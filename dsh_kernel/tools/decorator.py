@@ -8,7 +8,7 @@ The description is the docstring up to its first section; Google (``Args:``) and
 Annotations map to the enforced subset (``dsh_kernel.tools.schema``)::
 
     str int float bool None       string integer number boolean null
-    list[T]  dict[str, T]         array{items: T}  object{additionalProperties: true}
+    list[T]  dict[str, T]         array{items: T}  object{additionalProperties: T}
     Literal[...] / Enum           typed enum (mixed types → oneOf of typed enums)
     A | B                         oneOf (int | float → number)
     T | None = None               T, not required: omit it to get None (models handle omission
@@ -21,9 +21,12 @@ Annotations map to the enforced subset (``dsh_kernel.tools.schema``)::
 
 Anything else is refused with ``ToolSchemaError`` at decoration time. Arguments are validated
 against the schema by the pipeline; parameters whose type needs it (models, dataclasses, enums,
-``dict[str, T]`` values, pydantic constraints) are then coerced through pydantic, whose failures are
-``INVALID_ARGS`` too. A pydantic return value is dumped to JSON; the return annotation becomes the
-output schema when it is a plain JSON type.
+``dict[str, T]`` values, pydantic constraints) are then coerced through pydantic — as the tool's
+``check_args``, which the pipeline runs *before approval*, so everything the signature says is
+checked before anyone is asked, and a failure is ``INVALID_ARGS`` with no approval request. The
+coerced values are kept for the call that follows (the same arguments object), so pydantic runs
+once per call. A pydantic return value is dumped to JSON; the return annotation becomes the output
+schema when it is a plain JSON type.
 """
 
 from __future__ import annotations
@@ -120,7 +123,8 @@ def schema_for(tp: object, where: str = "$") -> JsonObject:
             raise ToolSchemaError(
                 f"dict keys must be str at {where} (JSON object keys are strings)"
             )
-        return {"type": "object", "additionalProperties": True}
+        values = schema_for(args[1], f"{where}{{}}") if len(args) == 2 else {}
+        return {"type": "object", "additionalProperties": values or True}
     if typing_extensions.is_typeddict(tp):
         return _typeddict_schema(cast(type, tp), where)
     if _is_model(tp):
@@ -393,7 +397,7 @@ def _build(  # noqa: C901
             except ToolSchemaError:
                 output_schema = None  # an unexpressible return type is simply not checked
 
-    def kwargs_for(args: JsonObject, ctx: ToolContext) -> dict[str, object]:
+    def coerced(args: JsonObject) -> dict[str, object]:
         kwargs: dict[str, object] = {}
         for key, value in args.items():
             adapter = adapters.get(key)
@@ -404,6 +408,18 @@ def _build(  # noqa: C901
                 kwargs[key] = adapter.validate_python(value)
             except ValidationError as exc:
                 raise ToolArgsError(f"invalid arguments: {_pydantic_errors(key, exc)}") from exc
+        return kwargs
+
+    # The arguments last checked before approval and their coerced values (one slot, replaced as a
+    # whole: a call finds its own by identity, or coerces again — a concurrent call's never leaks).
+    checked: list[tuple[JsonObject, dict[str, object]]] = []
+
+    def check_args(args: JsonObject) -> None:
+        checked[:] = [(args, coerced(args))]
+
+    def kwargs_for(args: JsonObject, ctx: ToolContext) -> dict[str, object]:
+        slot = checked[0] if checked else None
+        kwargs = dict(slot[1]) if slot is not None and slot[0] is args else coerced(args)
         if context_param is not None:
             kwargs[context_param] = ctx
         return kwargs
@@ -443,6 +459,7 @@ def _build(  # noqa: C901
         timeout_ms=timeout_ms,
         is_concurrency_safe=always_concurrent if concurrency_safe else never_concurrent,
         read_only=read_only,
+        check_args=check_args if adapters else None,
     )
 
 

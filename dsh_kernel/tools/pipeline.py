@@ -6,7 +6,8 @@
 2. **Already aborted** → ``ABORTED_BEFORE_DISPATCH`` ("tool call aborted before dispatch").
 3. **Validate the arguments** (``INVALID_ARGS``: invalid JSON or nesting deeper than 64 levels says
    so; at most 10 problems are listed), then the tool's own ``check_args`` (what a schema cannot
-   say, e.g. a total size). This is earlier than SPINE §4.3, which validates in the
+   say, e.g. a total size; for an ``@tool`` function, the pydantic validation its signature
+   implies: constraints, models, ``dict`` values). This is earlier than SPINE §4.3, which validates in the
    body after ``pre-execute``, on purpose: the approver is a person reading the card, so only a call
    that could run is shown for approval, and a malformed call gets ``INVALID_ARGS`` (which the model
    can correct) under every policy, never ``DENIED``. Hooks and guards see the validated object.

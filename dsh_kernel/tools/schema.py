@@ -7,11 +7,12 @@ keywords below; anything else is refused with ``ToolSchemaError`` naming the key
     {}                                                    any JSON value
     {"type": "string"|"number"|"integer"|"boolean"|"null", "enum"?: [...], "const"?: v}
     {"type": "array", "items"?: S}
-    {"type": "object", "properties"?: {name: S}, "required"?: [name], "additionalProperties"?: bool}
+    {"type": "object", "properties"?: {name: S}, "required"?: [name], "additionalProperties"?: bool|S}
     {"oneOf": [S, S, ...]}                                at least two branches; exactly one must match
     annotations anywhere: "description", "title", "default", "examples"
 
-``additionalProperties`` defaults to ``true`` as in JSON Schema. ``integer`` accepts only whole numbers
+``additionalProperties`` defaults to ``true`` as in JSON Schema; a schema there (``dict[str, T]``)
+is what every property not in ``properties`` must match. ``integer`` accepts only whole numbers
 written without a fraction (``3``, not ``3.0``); ``number`` accepts both; ``true``/``false`` are never
 numbers, and enum/const comparison is type-exact (``1`` does not equal ``true``).
 
@@ -163,9 +164,7 @@ def check_schema(schema: JsonValue, path: str = "$") -> None:  # noqa: C901
                     raise ToolSchemaError(f"required property '{r}' is not declared at {path}")
             extra = schema.get("additionalProperties", True)
             if not isinstance(extra, bool):
-                raise ToolSchemaError(
-                    f"'additionalProperties' must be true or false at {path} (schemas are not supported)"
-                )
+                check_schema(extra, f"{path}.additionalProperties")
         case "oneOf":
             branches = schema["oneOf"]
             if not isinstance(branches, list) or len(branches) < 2:
@@ -212,19 +211,29 @@ def validate(schema: JsonObject, value: JsonValue, path: str = "$") -> list[str]
         for i, v in enumerate(value):
             errors.extend(validate(items, v, f"{path}[{i}]"))
     if isinstance(value, dict):
-        props = _obj(schema.get("properties", {}))
-        for r in _list(schema.get("required", [])):
-            if isinstance(r, str) and r not in value:
-                errors.append(f"{path}: missing required property '{r}'")
-        extra_ok = schema.get("additionalProperties", True) is True
-        unexpected: list[str] = []
-        for k, v in value.items():
-            if k in props:
-                errors.extend(validate(_obj(props[k]), v, key_path(path, k)))
-            elif not extra_ok:
-                unexpected.append(k)
-        if unexpected:
-            errors.append(_unexpected(path, unexpected, props))
+        errors.extend(_validate_object(schema, value, path))
+    return errors
+
+
+def _validate_object(schema: JsonObject, value: JsonObject, path: str) -> list[str]:
+    """An object's errors: missing required properties, then each property against its schema —
+    a declared one's, else ``additionalProperties`` (``false``: unexpected; a schema: that)."""
+    errors: list[str] = []
+    props = _obj(schema.get("properties", {}))
+    for r in _list(schema.get("required", [])):
+        if isinstance(r, str) and r not in value:
+            errors.append(f"{path}: missing required property '{r}'")
+    extra = schema.get("additionalProperties", True)
+    unexpected: list[str] = []
+    for k, v in value.items():
+        if k in props:
+            errors.extend(validate(_obj(props[k]), v, key_path(path, k)))
+        elif extra is False:
+            unexpected.append(k)
+        elif isinstance(extra, dict):
+            errors.extend(validate(extra, v, key_path(path, k)))
+    if unexpected:
+        errors.append(_unexpected(path, unexpected, props))
     return errors
 
 
@@ -370,9 +379,12 @@ def _convert(node: JsonObject, defs: JsonObject, stack: tuple[str, ...], path: s
                 for k, v in props.items()
             }
         elif key == "additionalProperties":
-            # A value schema (dict[str, T]) cannot be shown in the subset; the decorator enforces T
-            # through pydantic coercion instead.
-            out[key] = value if isinstance(value, bool) else True
+            # a value schema (dict[str, T]) is kept: every other property must match it
+            if isinstance(value, bool):
+                out[key] = value
+            else:
+                extra = _convert(_sub(value, path, key), defs, stack, f"{path}.{key}")
+                out[key] = extra if extra else True
         elif key in ("anyOf", "oneOf"):
             if not isinstance(value, list):
                 raise ToolSchemaError(f"'{key}' must be an array at {path}")

@@ -208,9 +208,10 @@ class ToolDefinition:
     present_call: Callable[[JsonObject], ToolCallView | None] | None = None
     present_result: Callable[[JsonObject, ToolResultInfo], ToolResultView | None] | None = None
     check_args: Callable[[JsonObject], object] | None = None
-    """Checks the schema cannot state (e.g. a total size across items): runs on the validated
-    arguments before approval, and raises ``ToolArgsError`` (``INVALID_ARGS``) naming the problem,
-    so a call that cannot run is never shown for approval."""
+    """Checks the schema cannot state (e.g. a total size across items; for an ``@tool`` function,
+    the pydantic validation of its signature): runs on the validated arguments before approval, and
+    raises ``ToolArgsError`` (``INVALID_ARGS``) naming the problem, so a call that cannot run is
+    never shown for approval."""
     lean_description: str | None = None
     """What the model is told in the lean tool set (``dsh_kernel.tools.lean``); default: the
     description's first sentence."""

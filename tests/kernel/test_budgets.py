@@ -13,6 +13,8 @@ show what is left.
 from __future__ import annotations
 
 import json
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,83 @@ def test_a_dollar_budget_counts_at_the_list_price_and_a_notebook_price_cannot_lo
             evalue = refused(k, server, "Hello.", "BUDGET_UNPRICED")
             assert "deepseek:deepseek-unlisted-x has no known price" in evalue
             assert f"(DSH_BUDGET_USD, {ADMIN})" in evalue
+
+
+PARTIAL = "The first half of an answer that never finishes. " * 160  # 8,000 characters
+
+
+def fails_mid_answer() -> Any:
+    """Text, then the server's in-stream error (WIRE §2.8): no usage, no ``[DONE]``; ``SERVER``,
+    which the agent retries."""
+    return sse_reply(
+        sse(
+            chat_chunk({"role": "assistant", "content": ""}),
+            chat_chunk({"content": PARTIAL}),
+            {"error": {"message": "The server had an error.", "type": "server_error"}},
+        )
+    )
+
+
+def used_today(line: str) -> tuple[int, int]:
+    """``(used, limit)`` of a ``%agent status`` budget line."""
+    m = re.search(r"([\d,]+) of ([\d,]+) tokens used today", line)
+    assert m is not None, line
+    return int(m[1].replace(",", "")), int(m[2].replace(",", ""))
+
+
+def session_tokens(k: Kernel) -> int:
+    """The current session's tokens from SQL's ``usage`` view."""
+    k.python("get_ipython().kernel.host.flush()")
+    sid = k.python("print(get_ipython().kernel.host.agent.session.id)").strip()
+    ex = k.execute(
+        "%%sql _spent <<\nSELECT sum(total_tokens)::BIGINT AS n FROM usage "
+        f"WHERE session_id = '{sid}'"
+    )
+    assert ex.status == "ok", ex.content
+    return int(k.python("print(int(_spent['n'][0]))"))
+
+
+def test_a_failed_attempt_counts_and_a_retry_the_budget_cannot_pay_for_is_not_sent(
+    tmp_path: Path,
+) -> None:
+    """An attempt that streams text and then fails counts its input and what streamed, in the
+    footer, ``%agent status`` and SQL alike (before: zero); a retry the budget cannot pay for is
+    not sent, and the error names the failure, the budget and what to do."""
+    store = tmp_path / "store"
+    with SseServer() as server:
+
+        def env(name: str, budget: int) -> dict[str, str]:
+            return provider_env(
+                server, tmp_path / name, DSH_BUDGET_TOKENS=str(budget), JUPYTERHUB_USER="ada"
+            )
+
+        with start_kernel(tmp_path / "k1", env=env("k1", 1_000_000), store=store) as k:
+            server.script(
+                fails_mid_answer(), reply("Hello.", {"prompt_tokens": 10, "completion_tokens": 5})
+            )
+            ex = k.execute("Say hello.")
+            assert ex.status == "ok", ex.content
+            assert len(server.requests) == 2  # the failed attempt and its retry
+            used, limit = used_today(status_line(k))
+            failed = used - 15  # what the failed attempt counted: its input and what streamed
+            sent = failed - (math.ceil(len(PARTIAL) / 4) + 4)  # its input: prompt, tools, history
+            assert sent > 0, used
+            assert f"budget left today {limit - used:,} tokens" in footer(ex)
+            assert session_tokens(k) == used  # SQL counts what the budget counts
+        # a second kernel of the same user: room for one such attempt, not for its retry
+        budget = used + failed + sent // 2
+        with start_kernel(tmp_path / "k2", env=env("k2", budget), store=store) as k2:
+            server.script(fails_mid_answer(), reply("never sent", {"prompt_tokens": 1}))
+            ex = k2.execute("Say hello again.")
+            assert ex.status == "error", ex.content
+            assert ex.content["ename"] == "BUDGET_EXCEEDED", ex.content
+            assert len(server.requests) == 1  # the retry was not sent
+            evalue = str(ex.content["evalue"])
+            assert "the answer failed (SERVER: " in evalue and "its retry was not sent" in evalue
+            assert f"(the limit is DSH_BUDGET_TOKENS, {ADMIN})" in evalue
+            assert "starts again at midnight UTC" in evalue  # what to do
+            used2, _ = used_today(status_line(k2))
+            assert used2 > used + failed - sent // 2  # the second failed attempt counted too
+            assert "llm/retry" not in k2.python(
+                "print([e.type for e in get_ipython().kernel.host.agent.session.events])"
+            )

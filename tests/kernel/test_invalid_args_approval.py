@@ -3,7 +3,9 @@
 The model (the loopback server) calls ``python`` with arguments that are not JSON and with JSON that
 does not match the parameters, under the default ``ask`` policy. No approval card is shown (no
 ``approval/asked`` in the log), the model is told ``INVALID_ARGS``, and the same holds for a
-headless client; a valid call in the same message is still asked.
+headless client; a valid call in the same message is still asked. The same for a notebook function
+offered with &`fn`: everything its signature says (a ``dict[str, int]`` value, a pydantic
+``Field(gt=0)``) is checked before anyone is asked, and the schema the model is sent says it.
 """
 
 from __future__ import annotations
@@ -20,11 +22,11 @@ NOT_JSON = '{"code": "x_not_json = 1",, }'
 WRONG_SHAPE = '{"code": 42, "cmd": "x_wrong_shape = 1"}'
 
 
-def raw_calls(*arguments: str) -> Reply:
-    """One assistant message calling ``python`` once per raw (unparsed) ``arguments`` string."""
+def raw_calls(*arguments: str, name: str = "python") -> Reply:
+    """One assistant message calling ``name`` once per raw (unparsed) ``arguments`` string."""
     deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
     for i, raw in enumerate(arguments):
-        function = {"name": "python", "arguments": raw}
+        function = {"name": name, "arguments": raw}
         deltas.append(
             {
                 "tool_calls": [
@@ -112,3 +114,51 @@ def test_headless_malformed_calls_are_invalid_args_not_denied(live: Live) -> Non
     tool_texts = list(this_turn_tool_messages(live).values())
     assert len(tool_texts) == 2 and all("invalid arguments" in t for t in tool_texts), tool_texts
     assert not any("denied" in t or "approval" in t for t in tool_texts), tool_texts
+
+
+SCALE = """
+from typing import Annotated
+from pydantic import Field
+
+def scale(counts: dict[str, int], factor: Annotated[int, Field(gt=0)] = 1) -> int:
+    \"\"\"Scale the counts by a positive factor.\"\"\"
+    global scaled
+    scaled = sum(counts.values()) * factor
+    return scaled
+"""
+
+
+def test_a_notebook_functions_signature_is_checked_before_anyone_is_asked(live: Live) -> None:
+    live.fe.python(SCALE)
+    live.server.script(
+        raw_calls(
+            '{"counts": {"a": "many"}}',
+            '{"counts": {"a": 1}, "factor": 0}',
+            '{"counts": {"a": 1}, "factor": 2}',
+            name="scale",
+        ),
+        sc.text("Noted."),
+    )
+    cell = live.fe.submit("Scale my counts with &`scale`.")
+    shown = settle(live, cell)
+    ex = cell.finish()
+    assert ex.status == "ok", ex.content
+    (offered,) = [
+        t["function"]
+        for t in live.server.requests[0].json["tools"]
+        if t["function"]["name"] == "scale"
+    ]
+    counts = offered["parameters"]["properties"]["counts"]
+    assert counts["additionalProperties"] == {"type": "integer"}  # the value type is sent
+    events = turn_events(live)
+    asked = [e["data"].get("callId") for e in events if e["type"] == "approval/asked"]
+    assert asked == ["call_2"] and shown == 1
+    assert results_by_call(events) == {
+        "call_0": "INVALID_ARGS",
+        "call_1": "INVALID_ARGS",
+        "call_2": "DENIED",
+    }
+    by_id = this_turn_tool_messages(live)
+    assert "$.counts.a: expected integer, got string" in by_id["call_0"]
+    assert "$.factor: Input should be greater than 0" in by_id["call_1"]
+    assert "scaled" not in live.fe.python("print(sorted(globals()))")

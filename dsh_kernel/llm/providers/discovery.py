@@ -40,7 +40,10 @@ DISCOVERY_TIMEOUT_S = 2.0
 BODY_LIMIT = 4 * 1024 * 1024
 """Bytes read of one answer (OpenRouter's model list is about 1 MB)."""
 
-_MIN_WINDOW, _MAX_WINDOW = 256, 100_000_000
+_MIN_WINDOW = 256
+MAX_WINDOW = 100_000_000
+"""The largest context window believed (a server's, a setting's, an error message's): well above
+any model's, far below what the log can keep."""
 _FAULTS = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError, ValueError)
 """What a lookup may meet on the way: each one means "not found"."""
 _NUM_CTX = re.compile(r"^\s*num_ctx\s+(\d+)\s*$", re.MULTILINE)
@@ -77,7 +80,7 @@ class WindowDiscovery(Protocol):
 def _window(value: JsonValue) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return None
-    return value if _MIN_WINDOW <= value <= _MAX_WINDOW else None
+    return value if _MIN_WINDOW <= value <= MAX_WINDOW else None
 
 
 def window_from_props(body: JsonObject) -> int | None:

@@ -126,8 +126,8 @@ RICH_SCRIPT: tuple[ScriptEntry, ...] = (
     tool_call_response("python", {"code": "df = 1"}, call_id="c-py1", usage=usage(170, 14, 120)),
     # step 4: python failing
     tool_call_response("python", {"code": "raise 1/0"}, call_id="c-py2", usage=usage(190, 16, 140)),
-    # step 5: a rate-limited attempt, then the retry answers
-    error_response("RATE_LIMIT", "slow down", status=429, partial_text="Sum"),
+    # step 5: a rate-limited attempt (refused before any text: no tokens), then the retry answers
+    error_response("RATE_LIMIT", "slow down", status=429),
     text_response("The sum is 5.", reasoning="2 plus 3", usage=usage(210, 30, 160), pieces=3),
     # turn 2
     text_response("You're welcome, goodbye.", usage=usage(260, 8, 200)),

@@ -12,6 +12,7 @@ from dsh_kernel.llm.codec import chunk_to_json
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.usage import streamed_tokens, usage_totals
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest import ingest
 from dsh_kernel.store.journal import attach_journal
@@ -241,10 +242,14 @@ def test_an_attempt_split_across_two_passes_merges(store: Store) -> None:
         store,
         "SELECT attempt, chunks, finish, error_code, input_tokens, output_tokens FROM requests ORDER BY attempt",
     )
+    # the failed attempt streamed "par": the server had read it, so it counts at its estimate
+    # (the history "go", and what streamed), as the budgets' reading counts it
     assert rows == [
-        (1, len(failed), "error", "RATE_LIMIT", None, None),
+        (1, len(failed), "error", "RATE_LIMIT", 9, streamed_tokens(len("par"))),
         (2, len(ok), "stop", None, 7, 5),
     ]
+    py = usage_totals(s.events)
+    assert (py.input_tokens, py.output_tokens) == (9 + 7, streamed_tokens(3) + 5)
     # events that do not name their turn got it from context, even across the split
     assert _q(store, "SELECT turn, step FROM events WHERE type = 'user/message'") == [(1, 1)]
     assert _q(store, "SELECT count(*) FROM events WHERE turn IS NULL") == [(0,)]

@@ -148,16 +148,18 @@ async def test_derived_columns_are_the_same_in_one_pass_in_many_and_from_the_bac
     shutil.copytree(store.journals_dir, one.journals_dir)
     ingest(one)
     assert _derived(one) == many
-    # the migration's backfill, over rows ingested before it (no estimates, nothing seeded, no row
-    # for the call that got no chunk), derives the same
+    # the migrations' backfills, over rows ingested before them (no estimates, nothing seeded, no
+    # row for the call that got no chunk, no streamed_chars column), derive the same
     with open_db(store, read_only=False) as con:
         con.execute("UPDATE t_messages SET est_tokens = NULL, seeded = false")
         con.execute("UPDATE t_attempts SET est_input_tokens = NULL, est_output_tokens = NULL")
         con.execute("DELETE FROM t_attempts WHERE chunks = 0")
+        con.execute("ALTER TABLE t_attempts DROP COLUMN streamed_chars")
         con.execute("UPDATE _ingest_state SET message_tokens = NULL")
         con.execute("UPDATE t_events SET seeded = false")
         con.execute("UPDATE t_tool_calls SET seeded = false")
         run_sql_file(con, "0003_backfill.sql")
+        run_sql_file(con, "0009_failed_attempts.sql")
     assert _derived(store) == many
 
 

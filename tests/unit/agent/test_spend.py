@@ -31,8 +31,8 @@ from dsh_kernel.session.daily_usage import DAY_MS, DailyUsage, utc_day
 from dsh_kernel.session.derive import EpochHeader
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.usage import UsageTotals, usage_totals
-from dsh_kernel.testing import FunctionProvider, ScriptedProvider, text_response
+from dsh_kernel.session.usage import UsageTotals, streamed_tokens, usage_totals
+from dsh_kernel.testing import FunctionProvider, ScriptedProvider, error_response, text_response
 from tests.unit.agent.helpers import agent_with, of_type, run, turn_ends
 
 DAY0 = 20_000 * DAY_MS  # a UTC midnight
@@ -172,6 +172,36 @@ async def test_the_gate_reads_the_session_it_guards() -> None:
     assert gate.reading().tokens == 1_000 and gate.reading().tokens_left == 200
 
 
+async def test_failed_attempts_count_and_a_retry_the_budget_cannot_pay_for_is_not_sent() -> None:
+    """An attempt that streams and then fails, without usage, costs its input and what streamed;
+    the retry policy asks the budget before it schedules a retry, so the one that would pass it is
+    neither logged nor sent (before: each failed attempt counted zero and all six went out)."""
+    partial = "An answer that the server drops halfway. " * 100
+    failures = [
+        error_response("SERVER", "the server fell over", partial_text=partial) for _ in range(6)
+    ]
+    provider = ScriptedProvider(failures)
+    session = Session(header=SessionHeader(id="s-retries", created_at=DAY0))
+    budget = 4_000
+    gate = SpendGate(Budget(tokens=budget), usage=session_usage(session))
+    agent = agent_with(provider, session=session, spend=gate)
+    await run(agent, "Explain the data.")
+    each = request_tokens(provider.requests[0]) + streamed_tokens(len(partial))
+    sent = 0
+    while sent < 6 and sent * each + request_tokens(provider.requests[0]) + 256 <= budget:
+        sent += 1
+    assert 1 < sent < 6
+    assert len(provider.requests) == sent
+    assert len(of_type(session.events, "llm/retry")) == sent - 1  # the refused one never logged
+    assert gate.reading().tokens == tokens_of(usage_totals(session.events)) == sent * each
+    error = error_of(session.events)
+    assert error["code"] == "BUDGET_EXCEEDED"
+    message = str(error["message"])
+    assert "the answer failed (SERVER: the server fell over) and its retry was not sent" in message
+    assert f"{sent * each:,} of today's {budget:,} tokens used" in message
+    assert "(the limit is Budget.tokens, set by the program that made this agent)" in message
+
+
 # --- the summary call --------------------------------------------------------------------------
 
 ANSWER = "The answer goes on at length about the data. " * 90  # ~1k tokens
@@ -292,6 +322,15 @@ async def test_a_forks_seeded_events_are_not_counted_again() -> None:
         tally.apply(ev)
     today = utc_day(agent.session.events[-1].time)
     assert [tokens_of(t) for t in tally.on(today).values()] == [110]
+
+
+def test_what_a_huge_dollar_budget_buys_is_a_cap_the_log_keeps() -> None:
+    """A dollar budget's cap is what the dollars left buy; however many that is, the cap (logged
+    with the request) stays within 2^53, the log's exact range."""
+    cheap = ModelInfo(input_price_per_mtok=0.01, output_price_per_mtok=0.01)
+    gate = gate_over({}, Budget(usd=1e12), price=cheap)
+    cap = gate.cap("scripted", "m1", 1_000, None)
+    assert cap == 2**53
 
 
 def test_the_gate_refuses_in_the_engine_with_no_agent() -> None:

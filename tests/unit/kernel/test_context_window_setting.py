@@ -16,13 +16,19 @@ def test_a_window_is_a_whole_number_of_tokens_or_default(raw: str, tokens: int |
     assert parse_context_window(raw) == tokens
 
 
-@pytest.mark.parametrize("raw", ["8k", "lots", "100", "-4096", "4096.5"])
+@pytest.mark.parametrize(
+    "raw", ["8k", "lots", "100", "-4096", "4096.5", "100_000_001", "9007199254740993"]
+)
 def test_anything_else_is_refused_naming_where_it_came_from(raw: str) -> None:
     with pytest.raises(UsageError) as info:
         parse_context_window(raw, "DSH_CONTEXT_WINDOW=")
     message = info.value.message
     assert message.startswith(f"DSH_CONTEXT_WINDOW={raw!r} is not a context window")
-    assert "at least 512" in message and "'default'" in message
+    assert "at least 512 and at most 100,000,000" in message and "'default'" in message
+
+
+def test_the_largest_window_is_accepted() -> None:
+    assert parse_context_window("100,000,000") == 100_000_000
 
 
 def test_the_environment_overrides_the_traitlet(monkeypatch: pytest.MonkeyPatch) -> None:

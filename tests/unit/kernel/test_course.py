@@ -34,6 +34,8 @@ def test_the_lower_budget_wins_and_says_where_it_came_from() -> None:
     }
     assert course_settings(env={"DSH_BUDGET_TOKENS": "none"}).budget_tokens is None
     assert course_settings(env={"DSH_BUDGET_TOKENS": "0"}).budget_tokens == 0
+    largest = course_settings(env={"DSH_BUDGET_TOKENS": "9,007,199,254,740,992"})
+    assert largest.budget_tokens == 2**53  # the largest the log keeps exactly
 
 
 @pytest.mark.parametrize(
@@ -42,6 +44,8 @@ def test_the_lower_budget_wins_and_says_where_it_came_from() -> None:
         ({}, {"DSH_AI_POLICY": "of"}, "DSH_AI_POLICY='of'"),
         ({"ai_policy": "strict"}, {}, "c.DshKernel.ai_policy = 'strict'"),
         ({}, {"DSH_BUDGET_TOKENS": "lots"}, "DSH_BUDGET_TOKENS='lots'"),
+        ({}, {"DSH_BUDGET_TOKENS": "9007199254740993"}, "DSH_BUDGET_TOKENS='9007199254740993'"),
+        ({"budget_tokens": str(2**60)}, {}, f"c.DshKernel.budget_tokens = '{2**60}'"),
         ({}, {"DSH_BUDGET_USD": "-1"}, "DSH_BUDGET_USD='-1'"),
         ({}, {"DSH_BUDGET_USD": "nan"}, "DSH_BUDGET_USD='nan'"),
     ],

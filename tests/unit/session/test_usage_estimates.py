@@ -3,6 +3,8 @@ and its cost is unknown (issue 12, item 9)."""
 
 from __future__ import annotations
 
+import math
+
 from dsh_kernel.agent.meter import message_tokens
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject
@@ -19,7 +21,12 @@ from dsh_kernel.llm.types import (
     ToolSource,
     UserSource,
 )
-from dsh_kernel.session.usage import UsageTotals, estimate_message_tokens, usage_totals
+from dsh_kernel.session.usage import (
+    UsageTotals,
+    estimate_message_tokens,
+    streamed_tokens,
+    usage_totals,
+)
 from tests.unit.session.scripts import new_session
 
 MESSAGES = (
@@ -162,3 +169,50 @@ def test_images_are_estimated_as_the_meter_estimates_them() -> None:
         ),
     ):
         assert estimate_message_tokens(message_to_json(m)) == message_tokens(m)
+
+
+def test_a_call_that_streamed_and_then_failed_counts_its_input_and_what_streamed() -> None:
+    # A server error mid-answer, then a retry that fails the same way: neither sent usage, both
+    # had read the request. Each counts the history and header it sent, plus what it streamed.
+    s = new_session()
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    prompt = message_to_json(MESSAGES[0])
+    s.append("user/message", prompt, surface_op="append")
+    fail: JsonObject = {"kind": "error", "failure": {"code": "SERVER", "message": "mid-answer"}}
+    streamed = "Half an answer, then the server fell over"
+    for retry in (1, 2):
+        if retry == 2:
+            s.append("llm/retry-started", {"retryId": "r", "turn": 1, "step": 1, "retry": 1})
+        s.append(
+            "assistant/chunk", _chunk(1, 1, {"type": "reasoning-delta", "index": 0, "text": "hm"})
+        )
+        s.append(
+            "assistant/chunk", _chunk(1, 1, {"type": "text-delta", "index": 1, "text": streamed})
+        )
+        s.append(
+            "assistant/chunk",
+            _chunk(
+                1,
+                1,
+                {
+                    "type": "tool-call-delta",
+                    "index": 2,
+                    "id": "c9",
+                    "name": "py",
+                    "argumentsDelta": "{",
+                },
+            ),
+        )
+        s.append("assistant/chunk", _chunk(1, 1, {"type": "finish", "reason": fail}))
+    s.append("step/end", {"turn": 1, "step": 1})
+    s.append("turn/end", {"turn": 1, "reason": {"kind": "error"}})
+    totals = usage_totals(s.events)
+    out = streamed_tokens(len("hm") + len(streamed) + len("py") + len("{"))
+    assert out == math.ceil((2 + len(streamed) + 3) / 4) + 4
+    assert totals == UsageTotals(
+        requests=2,
+        input_tokens=2 * estimate_message_tokens(prompt),
+        output_tokens=2 * out,
+        estimated_requests=2,
+    )

@@ -101,7 +101,7 @@ def test_signature_and_google_docstring_become_the_schema() -> None:
     assert props["scale"] == {"type": "number", "default": 1.0}
     assert props["anything"] == {"default": None}
     assert props["color"] == {"type": "string", "enum": ["red", "blue"], "default": "red"}
-    assert props["flags"] == {"type": "object", "additionalProperties": True}
+    assert props["flags"] == {"type": "object", "additionalProperties": {"type": "boolean"}}
     assert find.parameters["required"] == ["pattern"]
     assert find.parameters["additionalProperties"] is False
     assert find.output_schema == {"type": "array", "items": {"type": "string"}}

@@ -7,8 +7,10 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Annotated
 
 import pytest
+from pydantic import AfterValidator, Field
 
 from dsh_kernel.abort import USER_CANCEL, AbortController, AbortSignal
 from dsh_kernel.errors import DshError, UsageError
@@ -33,6 +35,7 @@ from dsh_kernel.tools import (
     ToolResult,
     ToolRuntime,
 )
+from dsh_kernel.tools.decorator import tool
 from dsh_kernel.tools.hooks import (
     PostDecision,
     PostExecuteHook,
@@ -396,6 +399,58 @@ async def test_invalid_arguments_are_invalid_args_with_nobody_to_ask(
     assert code(result) == "INVALID_ARGS", text(result)
     assert "invalid arguments" in text(result)
     assert probe.bodies == 0
+
+
+coerced_calls: list[tuple[dict[str, int], int]] = []
+factors_validated: list[int] = []
+
+
+def _validated_factor(value: int) -> int:
+    factors_validated.append(value)
+    return value
+
+
+@tool
+def scale(
+    counts: dict[str, int],
+    factor: Annotated[int, Field(gt=0), AfterValidator(_validated_factor)] = 1,
+) -> int:
+    """Scale each count by a positive factor."""
+    coerced_calls.append((counts, factor))
+    return sum(counts.values()) * factor
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        ('{"counts": {"a": "many"}}', "$.counts.a: expected integer, got string"),
+        ('{"counts": {"a": 1}, "factor": 0}', "$.factor: Input should be greater than 0"),
+        ('{"counts": {"a": 1}, "factor": -3}', "$.factor: Input should be greater than 0"),
+    ],
+)
+async def test_everything_a_signature_says_is_checked_before_anyone_is_asked(
+    raw: str, says: str
+) -> None:
+    """A ``dict[str, T]`` value and a pydantic constraint are checked before approval, so the
+    call is INVALID_ARGS and nobody is asked (before: the Allow came first)."""
+    human = Human("allowed-once")
+    rt = runtime(scale, policy=ApprovalPolicy("ask"), approval=ApprovalService(human))
+    result = await run(rt, call(raw, name="scale"))
+    assert code(result) == "INVALID_ARGS", text(result)
+    assert says in text(result)
+    assert human.asked == []
+
+
+async def test_a_signatures_valid_call_is_asked_and_coerced_once() -> None:
+    human = Human("allowed-once")
+    rt = runtime(scale, policy=ApprovalPolicy("ask"), approval=ApprovalService(human))
+    coerced_calls.clear()
+    factors_validated.clear()
+    result = await run(rt, call('{"counts": {"a": 2, "b": 3}, "factor": 2}', name="scale"))
+    assert not result.is_error, text(result)
+    assert result.value == 10 and len(human.asked) == 1
+    assert coerced_calls == [({"a": 2, "b": 3}, 2)]
+    assert factors_validated == [2]  # pydantic ran once: before approval, not again at the call
 
 
 async def test_a_valid_call_is_still_asked_with_its_arguments() -> None:

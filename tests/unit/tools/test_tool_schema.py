@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from dsh_kernel.errors import ToolSchemaError
 from dsh_kernel.jsonvalue import JsonObject
@@ -52,7 +54,10 @@ def test_subset_schema_is_accepted() -> None:
         ({"$ref": "#/$defs/X"}, "'$ref' at $"),
         ({"type": "array", "items": {"type": "string", "format": "uri"}}, "'format' at $.items"),
         ({"type": ["string", "null"]}, "unsupported 'type'"),
-        ({"type": "object", "additionalProperties": {"type": "string"}}, "true or false"),
+        (
+            {"type": "object", "additionalProperties": {"type": "string", "format": "uri"}},
+            "'format' at $.additionalProperties",
+        ),
         ({"oneOf": [{"type": "string"}]}, "at least two branches"),
         ({"type": "string", "enum": ["a", 1]}, "enum value 1 is not a string"),
         ({"type": "integer", "enum": [True]}, "enum value 0 is not a integer"),
@@ -152,13 +157,45 @@ def test_pydantic_schema_becomes_the_subset() -> None:
     assert props["score"] == {"type": "number", "default": 0}
     # required but nullable keeps its null branch; an optional one with a None default does not
     assert props["nickname"] == {"oneOf": [{"type": "string"}, {"type": "null"}]}
-    assert props["scores"] == {"type": "object", "additionalProperties": True, "default": {}}
+    # dict[str, int]: the value type is kept
+    assert props["scores"] == {
+        "type": "object",
+        "additionalProperties": {"type": "integer"},
+        "default": {},
+    }
     assert schema["description"] == "A customer."
     assert schema["required"] == ["name", "home", "nickname"]
 
 
 class Node(BaseModel):
     children: list[Node] = []
+
+
+def test_a_value_schema_checks_every_other_property() -> None:
+    """``dict[str, T]``: ``additionalProperties`` holds T's schema, and every property not in
+    ``properties`` must match it (before: only ``true``, so any value passed)."""
+    schema: JsonObject = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "additionalProperties": {"type": "integer"},
+    }
+    check_schema(schema)
+    assert validate(schema, {"name": "x", "a": 1, "b": 2}) == []
+    assert validate(schema, {"name": "x", "a": "one", "odd key": 2.5}) == [
+        "$.a: expected integer, got string",
+        '$["odd key"]: expected integer, got number',
+    ]
+    nested = from_json_schema(TypeAdapter(dict[str, list[int]]).json_schema())
+    assert nested == {
+        "type": "object",
+        "additionalProperties": {"type": "array", "items": {"type": "integer"}},
+    }
+    assert validate(nested, {"a": [1, "2"]}) == ["$.a[1]: expected integer, got string"]
+    # a value schema of anything is plain true
+    assert from_json_schema(TypeAdapter(dict[str, Any]).json_schema()) == {
+        "type": "object",
+        "additionalProperties": True,
+    }
 
 
 def test_recursive_models_are_refused() -> None:
