@@ -68,11 +68,11 @@ def _bare_copy(target: str, store: Store) -> float:
     for path in store.iter_journals():
         tail = JournalTail(path=path, session_id=path.stem)
         while True:
-            got, offset = tail.read()
-            if not got and offset == tail.offset:
+            batch = tail.read()
+            if not batch.rows and batch.offset == tail.offset:
                 break
-            rows.extend((path.stem, r) for r in got)
-            tail.advance(got, offset)
+            rows.extend((path.stem, r) for r in batch.rows)
+            tail.advance(batch)
     with psycopg.connect(target) as conn:
         conn.execute(
             "CREATE TABLE bare (session_id text, seq bigint, type text, time bigint, line text)"

@@ -57,6 +57,7 @@ DATA_FILES = {
     "dsh_kernel/store/shared/migrations/0001_events.sql",
     "dsh_kernel/store/shared/migrations/0002_sessions.sql",
     "dsh_kernel/store/shared/migrations/0003_consistent_sessions.sql",
+    "dsh_kernel/store/shared/migrations/0004_bounded_events.sql",
 }
 """Every non-Python file a plain install must contain; an issue that ships a new one adds it here."""
 

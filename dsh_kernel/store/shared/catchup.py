@@ -8,14 +8,21 @@ server's ``max(seq)`` per session decides what is sent, so running it twice send
 
 ``mirror_store(target, store, since)`` is ``python -m dsh_kernel mirror``: it pulls the shared
 sessions (those active on or after ``since``) into ``store`` as ordinary journals — incrementally:
-each journal gets only the events past the ones it holds, in ``seq`` order, stopping at a gap, as the
-very lines the kernel wrote — and
-then ingests the store, so DuckDB's views and ``%%sql`` work over the whole class unchanged. A journal
-that a live kernel holds (its lock) is left alone. Nothing here writes to the server but ``ship``.
+each journal gets only the events past the ones it holds, in ``seq`` order, stopping at a gap or at a
+line that is not the event of its seq, as the very lines the kernel wrote — and then ingests the
+store, so DuckDB's views and ``%%sql`` work over the whole class unchanged. A journal that a live
+kernel holds (its lock) is left alone. Nothing here writes to the server but ``ship``.
+
+The mirror's memory does not grow with what the server holds: the session list and each session's
+event sizes are streamed (server-side cursors), the lines are fetched in pages of about
+``PAGE_BYTES``, and a line over ``bounds.MAX_LINE_BYTES`` (stored before the server checked) is never
+fetched — an omitted marker takes its place and one line in ``skipped`` names it — and neither is a
+header over ``bounds.MAX_HEADER_BYTES`` (that session is skipped with a line).
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -26,6 +33,13 @@ from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.session.codec import dumps, header_from_json
 from dsh_kernel.store.journal import repair_orphan
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.shared.bounds import (
+    MAX_HEADER_BYTES,
+    MAX_LINE_BYTES,
+    OMITTED,
+    omitted_line,
+    over_bound,
+)
 from dsh_kernel.store.shared.connection import (
     Connection,
     connect,
@@ -34,7 +48,7 @@ from dsh_kernel.store.shared.connection import (
     reason,
     server_errors,
 )
-from dsh_kernel.store.shared.send import JournalTail, resync, send
+from dsh_kernel.store.shared.send import PIECE_BYTES, JournalTail, resync, send
 
 try:
     import fcntl as _fcntl
@@ -44,6 +58,10 @@ except ImportError:  # pragma: no cover - Windows
 __all__ = ["MirrorReport", "ShipReport", "mirror_store", "ship_store"]
 
 _FETCH = 2000
+"""Rows per fetch of the small rows (the session list, the events' sizes), and the most per page."""
+
+PAGE_BYTES = 8 << 20
+"""The lines one query of the mirror fetches: about this many bytes (8 MiB), or one line."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -54,6 +72,8 @@ class ShipReport:
     events: int
     skipped: tuple[str, ...]
     """Journals that could not be read (damaged), each with why."""
+    omitted: tuple[str, ...] = ()
+    """Events over the shared store's bound, each shipped as an omitted marker (also logged)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +83,9 @@ class MirrorReport:
     sessions: int
     events: int
     skipped: tuple[str, ...]
+    """What was not mirrored as the server holds it, each with why: a session (a forged or
+    oversized header, a live journal), the rest of a session (a gap, a line that is not its event),
+    an event over the bound (its marker was written instead)."""
 
 
 def ship_store(store: Store, target: str) -> ShipReport:
@@ -82,7 +105,12 @@ def ship_store(store: Store, target: str) -> ShipReport:
             events = _ship_tails(conn, tails, skipped)
     finally:
         conn.close()
-    return ShipReport(journals=len(tails), events=events, skipped=tuple(skipped))
+    return ShipReport(
+        journals=len(tails),
+        events=events,
+        skipped=tuple(skipped),
+        omitted=tuple(why for tail in tails for why in tail.omitted),
+    )
 
 
 def _ship_tails(conn: Connection, tails: list[JournalTail], skipped: list[str]) -> int:
@@ -109,23 +137,48 @@ def _ship_tails(conn: Connection, tails: list[JournalTail], skipped: list[str]) 
 def _ship_one(conn: Connection, tail: JournalTail) -> int:
     events = 0
     while True:
-        rows, offset = tail.read()
-        if not rows and offset == tail.offset:
+        batch = tail.read()
+        if not batch.rows and batch.offset == tail.offset:
             return events
-        if rows or tail.next_seq == 0:
-            send(conn, tail, rows)
-        tail.advance(rows, offset)
-        events += len(rows)
+        if batch.rows or tail.next_seq == 0:
+            send(conn, tail, batch.rows)
+        tail.advance(batch)
+        events += len(batch.rows)
 
 
 def _local_events(path: Path) -> tuple[int, bool]:
-    """How many events ``path`` holds, and whether it ends cleanly (a torn tail: False)."""
-    if not path.exists():
+    """How many events ``path`` holds, and whether it ends cleanly (a torn tail: False); read in
+    pieces, so a long journal costs no memory."""
+    lines = 0
+    last = b"\n"
+    try:
+        with path.open("rb") as f:
+            while piece := f.read(PIECE_BYTES):
+                lines += piece.count(b"\n")
+                last = piece[-1:]
+    except FileNotFoundError:
         return 0, True
-    data = path.read_bytes()
-    if not data:
-        return 0, True
-    return max(0, data.count(b"\n") - 1), data.endswith(b"\n")
+    if lines == 0 and last == b"\n":
+        return 0, True  # empty
+    return max(0, lines - 1), last == b"\n"
+
+
+_LIST = """
+SELECT CASE WHEN octet_length(session_id) <= 256 THEN session_id END,
+       CASE WHEN octet_length(header::text) <= %(header)s THEN header END,
+       octet_length(header::text)
+FROM dsh_sessions WHERE last_active >= %(since)s ORDER BY created, session_id
+"""
+
+_SIZES = """
+SELECT seq, time, left(type, 200), octet_length(line) FROM dsh_events
+WHERE session_id = %s AND seq >= %s ORDER BY seq
+"""
+
+_LINES = """
+SELECT seq, line FROM dsh_events
+WHERE session_id = %s AND seq BETWEEN %s AND %s AND octet_length(line) <= %s ORDER BY seq
+"""
 
 
 def mirror_store(target: str, store: Store, since: date | None = None) -> MirrorReport:
@@ -140,32 +193,40 @@ def mirror_store(target: str, store: Store, since: date | None = None) -> Mirror
     sessions = events = 0
     try:
         with server_errors(target):
-            with conn.cursor() as cur:
-                cur.execute(
-                    "SELECT session_id, header FROM dsh_sessions WHERE last_active >= %s "
-                    "ORDER BY created, session_id",
-                    (since_ms,),
-                )
-                listed = cur.fetchall()
-            conn.commit()
-            for sid, header_obj in listed:
-                try:
-                    header = header_from_json(header_obj, where=f"shared session {sid}")
-                    if header.id != sid:
+            # one snapshot per session: the sizes read first are the lines read after them
+            conn.isolation_level = driver().IsolationLevel.REPEATABLE_READ
+            # held across each session's commit; streamed, so a class of any size costs no memory
+            with conn.cursor(name=f"dsh_mirror_sessions_{os.getpid()}", withhold=True) as listing:
+                listing.itersize = _FETCH
+                listing.execute(_LIST, {"header": MAX_HEADER_BYTES, "since": since_ms})
+                conn.commit()
+                for sid, header_obj, header_bytes in listing:
+                    if sid is None:
+                        skipped.append("a session row whose id is over 256 bytes; not mirrored")
+                        continue
+                    if header_obj is None:
                         skipped.append(
-                            f"{sid}: its header names another session ({header.id}); "
-                            "not mirrored (a forged or damaged session row)"
+                            f"{sid}: its header {over_bound(int(header_bytes), MAX_HEADER_BYTES)}; "
+                            "not mirrored"
                         )
                         continue
-                    # named by the server's session_id (the key its events are stored under),
-                    # never by anything else a student wrote
-                    path = store.journal_path(header)
-                except (SessionFormatError, StoreError) as exc:
-                    skipped.append(f"{sid}: {exc}")
-                    continue
-                added = _mirror_one(conn, path, str(sid), header_obj, skipped)
-                events += added
-                sessions += added > 0
+                    try:
+                        header = header_from_json(header_obj, where=f"shared session {sid}")
+                        if header.id != sid:
+                            skipped.append(
+                                f"{sid}: its header names another session ({header.id}); "
+                                "not mirrored (a forged or damaged session row)"
+                            )
+                            continue
+                        # named by the server's session_id (the key its events are stored under),
+                        # never by anything else a student wrote
+                        path = store.journal_path(header)
+                    except (SessionFormatError, StoreError) as exc:
+                        skipped.append(f"{sid}: {exc}")
+                        continue
+                    added = _mirror_one(conn, path, str(sid), header_obj, skipped)
+                    events += added
+                    sessions += added > 0
     finally:
         conn.close()
     return MirrorReport(sessions=sessions, events=events, skipped=tuple(skipped))
@@ -187,28 +248,9 @@ def _mirror_one(
             except BlockingIOError:
                 skipped.append(f"{path}: a live kernel writes it here; left alone")
                 return 0
-        added = 0
         if os.fstat(fd).st_size == 0:
-            _write_all(fd, dumps(header_obj) + "\n")
-        with conn.cursor(name=f"dsh_mirror_{os.getpid()}") as cur:
-            cur.itersize = _FETCH
-            cur.execute(
-                "SELECT seq, line FROM dsh_events WHERE session_id = %s AND seq >= %s ORDER BY seq",
-                (sid, have),
-            )
-            chunk: list[str] = []
-            for seq, line in cur:
-                if seq != have + added + len(chunk):
-                    skipped.append(f"{sid}: the server lacks event {have + added + len(chunk)}")
-                    break
-                chunk.append(f"{line}\n")
-                if len(chunk) >= _FETCH:
-                    _write_all(fd, "".join(chunk))
-                    added += len(chunk)
-                    chunk.clear()
-            if chunk:
-                _write_all(fd, "".join(chunk))
-                added += len(chunk)
+            _write_all(fd, (dumps(header_obj) + "\n").encode("utf-8"))
+        added = _copy_events(conn, fd, sid, have, skipped)
         conn.commit()
         os.fsync(fd)
         return added
@@ -216,7 +258,94 @@ def _mirror_one(
         os.close(fd)
 
 
-def _write_all(fd: int, text: str) -> None:
-    view = memoryview(text.encode("utf-8"))
+def _copy_events(conn: Connection, fd: int, sid: str, have: int, skipped: list[str]) -> int:
+    """Append ``sid``'s events from ``seq`` ``have`` on to ``fd``, in seq order, stopping at a gap or
+    at a line that is not its event; returns how many. The sizes come first (small rows, streamed);
+    the lines then in pages of about ``PAGE_BYTES``, and a line over ``MAX_LINE_BYTES`` is never
+    fetched: its marker takes its place, with a line in ``skipped``."""
+    added = 0
+    page: list[_Sized] = []
+    page_bytes = 0
+    with conn.cursor(name=f"dsh_mirror_events_{os.getpid()}") as sizes:
+        sizes.itersize = _FETCH
+        sizes.execute(_SIZES, (sid, have))
+        for seq, time, type_, size in sizes:
+            due = have + added + len(page)
+            if seq != due:
+                written = _write_page(conn, fd, sid, page, skipped)
+                if written == len(page):
+                    skipped.append(f"{sid}: the server lacks event {due}")
+                return added + written
+            page.append(_Sized(seq=int(seq), time=int(time), type=type_, size=int(size)))
+            if size <= MAX_LINE_BYTES:
+                page_bytes += int(size)
+            if page_bytes >= PAGE_BYTES or len(page) >= _FETCH:
+                written = _write_page(conn, fd, sid, page, skipped)
+                added += written
+                if written < len(page):
+                    return added
+                page, page_bytes = [], 0
+    return added + _write_page(conn, fd, sid, page, skipped)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sized:
+    """One server event as the mirror first reads it: without its line."""
+
+    seq: int
+    time: int
+    type: str | None
+    size: int
+    """``octet_length(line)``: PostgreSQL knows it without decompressing the line."""
+
+
+def _write_page(conn: Connection, fd: int, sid: str, page: list[_Sized], skipped: list[str]) -> int:
+    """Fetch and append ``page``'s lines (a marker for one over ``MAX_LINE_BYTES``); returns how many
+    were written — fewer than the page when a line is not the event of its seq (stored before the
+    server checked), which stops the session there with a line in ``skipped``."""
+    wanted = [r.seq for r in page if r.size <= MAX_LINE_BYTES]
+    lines: dict[int, str] = {}
+    if wanted:
+        with conn.cursor() as cur:
+            cur.execute(_LINES, (sid, wanted[0], wanted[-1], MAX_LINE_BYTES))
+            lines = {int(seq): str(line) for seq, line in cur}
+    out = bytearray()
+    for n, r in enumerate(page):
+        if r.size > MAX_LINE_BYTES:
+            what = f"event {r.seq}" + (f" ({r.type})" if r.type else "")
+            skipped.append(f"{sid}: {what} {over_bound(r.size)}; mirrored as a {OMITTED} marker")
+            text = omitted_line(seq=r.seq, time=r.time, type_=r.type, size=r.size)
+        else:
+            text = lines.pop(r.seq, None)
+            if text is None or not _is_event_line(text, r.seq):
+                _write_all(fd, out)
+                skipped.append(
+                    f"{sid}: event {r.seq} on the server is not a journal event of that seq; "
+                    "not mirrored from there"
+                )
+                return n
+        out += text.encode("utf-8")
+        out += b"\n"
+        if len(out) >= PIECE_BYTES:
+            _write_all(fd, out)
+            out.clear()
+    _write_all(fd, out)
+    return len(page)
+
+
+def _is_event_line(text: str, seq: int) -> bool:
+    """Whether ``text`` is one JSON object whose ``seq`` is ``seq``."""
+    try:
+        obj: JsonValue = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    if not isinstance(obj, dict):
+        return False
+    found = obj.get("seq")
+    return type(found) is int and found == seq
+
+
+def _write_all(fd: int, data: bytes | bytearray) -> None:
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]

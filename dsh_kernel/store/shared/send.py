@@ -1,15 +1,21 @@
 """One journal's unshipped lines, and sending them to the shared store in one transaction.
 
 ``JournalTail`` is what a shipper remembers of one journal: the byte offset up to which its lines
-were shipped and the next ``seq`` the server lacks. ``read()`` returns the complete lines past the
-offset as rows; a journal whose header ``id`` is not its session id (the file's stem) is refused
+were shipped, the ``seq`` of the line there, and the next ``seq`` the server lacks. ``read()`` returns
+a ``Batch``: the complete lines past the offset as rows, at most ``MAX_BATCH`` of them and about
+``MAX_BATCH_BYTES`` of lines. It reads the file in pieces of ``PIECE_BYTES`` and never holds more of
+one line than ``bounds.MAX_LINE_BYTES``: a longer line is counted to its end, not kept, and shipped as
+an omitted marker (``bounds``: same ``seq`` and ``time``, the type and size of what was left out; the
+journal keeps the event, and the warning is logged once). A journal whose header ``id`` is not its
+session id (the file's stem), or whose header line is over half ``bounds.MAX_HEADER_BYTES``, is refused
 once (``refused``, logged) and never read — the server and the mirror name a session by its id, so a
 header naming another's session must not reach them. It returns the rows — never a torn tail: only
-newline-terminated lines are read, and a line that does not parse as a journal event stops the read
-there (it is logged once and never shipped; the crash repair
-of ``load_session``/``repair_orphan`` is what turns such a journal into one that ships again). With
-``durable`` (the live writer's ``committed``), lines past the events the writer has committed are left
-for later, so a write the journal is about to take back is never shipped.
+newline-terminated lines are read, and a line that does not parse as a journal event, or whose ``seq``
+is not the one due there (seqs run 0, 1, 2, … in a journal), stops the read there (it is logged once
+and never shipped; the crash repair of ``load_session``/``repair_orphan`` is what turns such a journal
+into one that ships again). With ``durable`` (the live writer's ``committed``), lines past the events
+the writer has committed are left for later, so a write the journal is about to take back is never
+shipped.
 
 ``send(conn, tail, rows)`` is one transaction: the session row is upserted (header, user, notebook,
 created, last active, event count), the rows are ``COPY``'d into a temporary table (the lines as
@@ -26,20 +32,44 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
+from typing import BinaryIO, Final, cast
 
 from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.store.shared.bounds import (
+    HEAD_BYTES,
+    MAX_HEADER_BYTES,
+    MAX_LINE_BYTES,
+    OMITTED,
+    event_head,
+    omitted_line,
+    over_bound,
+)
 from dsh_kernel.store.shared.connection import Connection
 
-__all__ = ["MAX_BATCH", "JournalTail", "Row", "resync", "send"]
+__all__ = [
+    "MAX_BATCH",
+    "MAX_BATCH_BYTES",
+    "PIECE_BYTES",
+    "Batch",
+    "JournalTail",
+    "Row",
+    "resync",
+    "send",
+]
 
 _log = logging.getLogger(__name__)
 
 MAX_BATCH = 5000
 """The most events one transaction carries (a long offline journal goes in several)."""
+
+MAX_BATCH_BYTES: Final = 16 << 20
+"""A batch ends with the line that brings its lines to this many bytes (16 MiB)."""
+
+PIECE_BYTES: Final = 1 << 20
+"""How much of a journal one read of the file takes (1 MiB)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +83,19 @@ class Row:
     """The journal line as written (no newline); the server takes ``data`` from it."""
     data: str | None = None
     """``data`` as JSON text, only when the line holds a ``\\u0000`` (which ``jsonb`` refuses)."""
+    omitted: str | None = None
+    """For an omitted marker: what it stands in for, as the line the shipper logs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Batch:
+    """What one ``JournalTail.read`` found."""
+
+    rows: list[Row]
+    offset: int
+    """Just past the last line read."""
+    seq: int
+    """The ``seq`` of the event line that starts at ``offset``."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -67,9 +110,13 @@ class JournalTail:
     """How many events the live writer has committed; ``None`` for a journal nobody writes."""
     offset: int = 0
     """Bytes of the file already shipped (0: the header line too is still to be read)."""
+    offset_seq: int = 0
+    """The ``seq`` of the event line at ``offset`` (at 0, the one after the header)."""
     next_seq: int = 0
     """The first event the server does not hold."""
     last_time: int = 0
+    omitted: list[str] = field(default_factory=list[str], repr=False)
+    """Each event shipped as an omitted marker, as the line logged about it."""
     torn_at: int | None = field(default=None, repr=False)
     """The offset of a line that did not parse (warned about once)."""
     refused: str | None = field(default=None, repr=False)
@@ -81,71 +128,171 @@ class JournalTail:
             return 0
         return max(0, self.durable() - self.next_seq)
 
-    def read(self, limit: int = MAX_BATCH) -> tuple[list[Row], int]:
-        """Up to ``limit`` rows past ``next_seq`` and the offset just past the last line read.
-        Changes nothing: ``advance`` does, once the rows are on the server."""
+    def read(self, limit: int = MAX_BATCH) -> Batch:
+        """Up to ``limit`` rows past ``next_seq`` (module docstring). Changes nothing:
+        ``advance`` does, once the rows are on the server."""
+        nothing = Batch(rows=[], offset=self.offset, seq=self.offset_seq)
         if self.refused is not None:
-            return [], self.offset
+            return nothing
         cap = self.durable() if self.durable is not None else None
         try:
-            with open(self.path, "rb") as f:
-                f.seek(self.offset)
-                data = f.read()
+            f = self.path.open("rb")
         except FileNotFoundError:
-            return [], self.offset
-        end = data.rfind(b"\n") + 1  # an unterminated tail is never read
+            return nothing
         rows: list[Row] = []
-        pos = 0
-        offset = self.offset
-        while pos < end and len(rows) < limit:
-            nl = data.index(b"\n", pos)
-            line = data[pos:nl]
-            obj = _parse(line)
-            if offset + pos == 0:
-                if obj is None or obj.get("type") != "session":
-                    self._torn(0)
+        size = 0
+        offset, seq, time = self.offset, self.offset_seq, self.last_time
+        with f:
+            f.seek(offset)
+            for line in _lines(f, offset):
+                if line.start == 0:
+                    if not self._take_header(line):
+                        return nothing
+                    offset, seq = line.end, 0
+                    continue
+                if cap is not None and seq >= cap:
                     break
-                if obj.get("id") != self.session_id:
-                    self._refuse(obj.get("id"))
-                    return [], self.offset
-                self.header = obj
-                pos = nl + 1
-                continue
-            if obj is None or not _is_event(obj):
-                self._torn(offset + pos)
-                break
-            seq = obj["seq"]
-            assert isinstance(seq, int)
-            if cap is not None and seq >= cap:
-                break
-            if seq >= self.next_seq:
-                rows.append(_row(obj, line))
-            pos = nl + 1
-        return rows, offset + pos
+                if seq < self.next_seq:  # on the server already (a tail rewound by resync)
+                    offset, seq = line.end, seq + 1
+                    continue
+                if line.text is None:
+                    head = event_head(line.head)
+                    if head is not None and head.seq != seq:
+                        self._torn(line.start, f"has seq {head.seq} where {seq} is due")
+                        break
+                    if head is None:
+                        row = self._marker(line, seq, None, time)  # the time of the one before
+                    else:
+                        row = self._marker(line, seq, head.type, head.time)
+                else:
+                    obj = _parse(line.text)
+                    if obj is None or not _is_event(obj):
+                        self._torn(line.start)
+                        break
+                    if obj["seq"] != seq:
+                        self._torn(line.start, f"has seq {obj['seq']} where {seq} is due")
+                        break
+                    row = _row(obj, line.text)
+                    size += line.size
+                rows.append(row)
+                time = max(time, row.time)
+                offset, seq = line.end, seq + 1
+                if len(rows) >= limit or size >= MAX_BATCH_BYTES:
+                    break
+        return Batch(rows=rows, offset=offset, seq=seq)
 
-    def advance(self, rows: Sequence[Row], offset: int) -> None:
-        """Record ``rows`` as shipped and ``offset`` as read."""
-        self.offset = offset
-        if rows:
-            self.next_seq = rows[-1].seq + 1
-            self.last_time = max(self.last_time, rows[-1].time)
+    def advance(self, batch: Batch) -> None:
+        """Record ``batch`` (its rows now on the server) as shipped and read."""
+        self.offset = batch.offset
+        self.offset_seq = batch.seq
+        for row in batch.rows:
+            if row.omitted is not None:
+                self.omitted.append(row.omitted)
+                _log.warning("dsh: %s", row.omitted)
+        if batch.rows:
+            self.next_seq = batch.rows[-1].seq + 1
+            self.last_time = max(self.last_time, batch.rows[-1].time)
 
-    def _refuse(self, header_id: JsonValue) -> None:
-        self.refused = (
-            f"{self.path}: its header's id {json.dumps(header_id)} is not its session id "
-            f"{self.session_id!r} (the file's name); not shipped"
+    def _take_header(self, line: _Line) -> bool:
+        """Read the header line ``line``; False (and ``refused``) when it may not be shipped."""
+        if line.text is None or line.size > MAX_HEADER_BYTES // 2:
+            self._refuse(f"its header line {over_bound(line.size, MAX_HEADER_BYTES // 2)}")
+            return False
+        obj = _parse(line.text)
+        if obj is None or obj.get("type") != "session":
+            self._torn(0)
+            return False
+        if obj.get("id") != self.session_id:
+            self._refuse(
+                f"its header's id {json.dumps(obj.get('id'))} is not its session id "
+                f"{self.session_id!r} (the file's name)"
+            )
+            return False
+        self.header = obj
+        return True
+
+    def _marker(self, line: _Line, seq: int, type_: str | None, time: int) -> Row:
+        what = f"event {seq}" + (f" ({type_})" if type_ else "")
+        return Row(
+            seq=seq,
+            type=OMITTED,
+            time=time,
+            line=omitted_line(seq=seq, time=time, type_=type_, size=line.size),
+            omitted=(
+                f"{self.path}: {what} {over_bound(line.size)}; shipped as a {OMITTED} marker "
+                "(the journal keeps it)"
+            ),
         )
+
+    def _refuse(self, why: str) -> None:
+        self.refused = f"{self.path}: {why}; not shipped"
         _log.warning("dsh: %s", self.refused)
 
-    def _torn(self, at: int) -> None:
+    def _torn(self, at: int, why: str = "is not a complete journal event") -> None:
         if self.torn_at != at:
             self.torn_at = at
             _log.warning(
-                "%s: the line at byte %d is not a complete journal event; it is not shipped "
+                "%s: the line at byte %d %s; it is not shipped "
                 "(a torn tail is cut by crash repair: python -m dsh_kernel ship)",
                 self.path,
                 at,
+                why,
             )
+
+
+@dataclass(frozen=True, slots=True)
+class _Line:
+    """One newline-terminated line of a journal file."""
+
+    start: int
+    """Its offset in the file."""
+    size: int
+    """Its bytes, without the newline."""
+    text: bytes | None
+    """Its bytes; ``None`` for a line over ``MAX_LINE_BYTES`` (only counted)."""
+    head: bytes
+    """Its first ``HEAD_BYTES``."""
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size + 1
+
+
+def _lines(
+    f: BinaryIO, offset: int, *, piece: int = PIECE_BYTES, limit: int = MAX_LINE_BYTES
+) -> Iterator[_Line]:
+    """The complete lines of ``f`` from ``offset`` (where it is positioned), read ``piece`` bytes at
+    a time; of a line over ``limit`` bytes only the size and the head are kept. An unterminated last
+    line is never yielded."""
+    buf = bytearray()  # the line so far; once it is over ``limit``, only its head
+    size = 0
+    over = False
+    start = offset
+    while data := f.read(piece):
+        pos = 0
+        while True:
+            nl = data.find(b"\n", pos)
+            end = len(data) if nl < 0 else nl
+            if not over and size + (end - pos) > limit:
+                over = True
+                buf = bytearray(buf[:HEAD_BYTES])  # the rest is let go
+            if not over:
+                buf += data[pos:end]
+            elif len(buf) < HEAD_BYTES:
+                buf += data[pos : min(end, pos + HEAD_BYTES - len(buf))]
+            size += end - pos
+            if nl < 0:
+                break
+            text = bytes(buf)
+            if over:
+                yield _Line(start=start, size=size, text=None, head=text)
+            else:
+                yield _Line(start=start, size=size, text=text, head=text[:HEAD_BYTES])
+            start += size + 1
+            size = 0
+            over = False
+            buf = bytearray()
+            pos = nl + 1
 
 
 def _parse(line: bytes) -> dict[str, JsonValue] | None:
@@ -256,4 +403,4 @@ def resync(conn: Connection, tails: Sequence[JournalTail]) -> None:
         server_next = held.get(tail.session_id, -1) + 1
         if server_next != tail.next_seq or tail.header is None:
             tail.next_seq = server_next
-            tail.offset = 0
+            tail.offset = tail.offset_seq = 0

@@ -273,14 +273,14 @@ class Shipper:
 
     def _ship(self, conn: Connection, tail: JournalTail) -> None:
         while True:
-            rows, offset = tail.read()
-            if not rows and offset == tail.offset:
+            batch = tail.read()
+            if not batch.rows and batch.offset == tail.offset:
                 return
-            if rows or tail.next_seq == 0:
-                send(conn, tail, rows)
+            if batch.rows or tail.next_seq == 0:
+                send(conn, tail, batch.rows)
             with self._lock:
-                tail.advance(rows, offset)
-            self._shipped += len(rows)
+                tail.advance(batch)
+            self._shipped += len(batch.rows)
 
     def _failed(self, exc: BaseException) -> None:
         reason = exc.message if isinstance(exc, DshError) else f"{type(exc).__name__}: {exc}"

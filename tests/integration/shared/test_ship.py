@@ -13,7 +13,7 @@ from dsh_kernel.store.cli import ship_main
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.shared.catchup import ship_store
 from dsh_kernel.store.shared.connection import connect, migrate, migration_names
-from dsh_kernel.store.shared.send import JournalTail, send
+from dsh_kernel.store.shared.send import Batch, JournalTail, send
 from tests.support.course_sample import make_course
 
 
@@ -41,13 +41,18 @@ def test_migrations_are_ordered_and_recorded(shared_db) -> None:
         assert (
             migrate(conn)
             == migration_names()
-            == ["0001_events", "0002_sessions", "0003_consistent_sessions"]
+            == ["0001_events", "0002_sessions", "0003_consistent_sessions", "0004_bounded_events"]
         )
         assert migrate(conn) == []
     finally:
         conn.close()
     names = [r[0] for r in shared_db.rows("SELECT name FROM dsh_schema_migrations ORDER BY name")]
-    assert names == ["0001_events", "0002_sessions", "0003_consistent_sessions"]
+    assert names == [
+        "0001_events",
+        "0002_sessions",
+        "0003_consistent_sessions",
+        "0004_bounded_events",
+    ]
 
 
 def test_reshipping_the_same_journals_twice_gives_no_duplicates(shared_db, course) -> None:
@@ -62,8 +67,7 @@ def test_reshipping_the_same_journals_twice_gives_no_duplicates(shared_db, cours
     try:
         for path in alice.iter_journals():
             tail = JournalTail(path=path, session_id=path.stem)
-            rows, _ = tail.read()
-            send(conn, tail, rows)
+            send(conn, tail, tail.read().rows)
     finally:
         conn.close()
     assert _server_counts(shared_db) == expected
@@ -89,12 +93,12 @@ def test_a_torn_tail_is_not_shipped(shared_db, tmp_path: Path, course) -> None:
     journal = tmp_path / src.name
     journal.write_bytes(b"".join(lines[:-1]) + lines[-1][: len(lines[-1]) // 2])  # torn last line
     tail = JournalTail(path=journal, session_id=src.stem)
-    rows, _ = tail.read()
+    rows = tail.read().rows
     assert [r.seq for r in rows] == list(range(len(lines) - 2))
     # a terminated line that is not a whole event (a crash between two writes) stops the read too
     journal.write_bytes(b"".join(lines[:-1]) + b'{"type": "turn/e\n')
     tail = JournalTail(path=journal, session_id=src.stem)
-    rows, _ = tail.read()
+    rows = tail.read().rows
     assert [r.seq for r in rows] == list(range(len(lines) - 2))
     conn = connect(shared_db.target)
     try:
@@ -157,10 +161,10 @@ def test_stopping_the_server_mid_batch_loses_and_duplicates_nothing(shared_db, c
     conn = connect(shared_db.target)
     migrate(conn)
     tail = JournalTail(path=paths[0], session_id=paths[0].stem)
-    rows, offset = tail.read()
+    rows = tail.read().rows
     half = len(rows) // 2
     send(conn, tail, rows[:half])  # the first half is committed
-    tail.advance(rows[:half], 0)
+    tail.advance(Batch(rows=rows[:half], offset=0, seq=0))
     # the second half is in an open transaction when the server stops
     conn.execute("BEGIN")
     conn.execute(
@@ -186,7 +190,6 @@ def test_stopping_the_server_mid_batch_loses_and_duplicates_nothing(shared_db, c
         "SELECT seq FROM dsh_events WHERE session_id = %s ORDER BY seq", (tail.session_id,)
     )
     assert [s for (s,) in seqs] == list(range(len(rows)))
-    del offset
 
 
 def test_the_documented_live_queries_run(shared_db, course) -> None:
@@ -211,7 +214,7 @@ def test_a_nul_character_ships_and_the_line_keeps_it(shared_db, tmp_path: Path, 
     assert b"\\u0000" in nul_line
     journal.write_bytes(header + nul_line)
     tail = JournalTail(path=journal, session_id=src.stem)
-    rows, _ = tail.read()
+    rows = tail.read().rows
     conn = connect(shared_db.target)
     try:
         migrate(conn)
