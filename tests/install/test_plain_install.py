@@ -53,6 +53,7 @@ DATA_FILES = {
     "dsh_kernel/store/sql/0006_backfill.sql",
     "dsh_kernel/store/sql/0007_course.sql",
     "dsh_kernel/store/sql/0008_notebook_edits.sql",
+    "dsh_kernel/store/sql/0009_failed_attempts.sql",
     # The shared store's PostgreSQL migrations (its own, beside the DuckDB ones).
     "dsh_kernel/store/shared/migrations/0001_events.sql",
     "dsh_kernel/store/shared/migrations/0002_sessions.sql",

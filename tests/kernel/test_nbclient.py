@@ -93,9 +93,9 @@ def test_headless_run_keeps_the_conversation_and_widget_state(
     state = saved.metadata["widgets"][WIDGET_STATE]["state"]
     assert any(s["model_name"] == "VBoxModel" for s in state.values())
     answers = [
-        s["state"]["outputs"]
+        s["state"]["value"]
         for s in state.values()
-        if s["model_name"] == "OutputModel" and s["state"].get("outputs")
+        if s["model_name"] == "HTMLModel" and 'class="dsh-md' in s["state"].get("value", "")
     ]
-    assert any("30 units against 12." in str(o) for o in answers)
+    assert any("30 units against 12." in a for a in answers)
     assert len(server.requests) == 3

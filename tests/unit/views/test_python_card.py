@@ -46,7 +46,9 @@ def card_of(view: TurnView) -> ToolCardWidget:
     return card
 
 
-async def run(code: str, shell: InteractiveShell) -> tuple[Agent, TurnView, dict[str, str]]:
+async def run(
+    code: str, shell: InteractiveShell, *, live_outputs: bool = False
+) -> tuple[Agent, TurnView, dict[str, str]]:
     tool = python_tool(CodeRunner(shell.user_ns, shell=shell))
     provider = ScriptedProvider(
         [
@@ -56,7 +58,7 @@ async def run(code: str, shell: InteractiveShell) -> tuple[Agent, TurnView, dict
     )
     agent = Agent(provider=provider, model="m", tools=[tool])
     agent.set_approval("auto", "python")
-    view = TurnView(tools=agent.registry.get)
+    view = TurnView(tools=agent.registry.get, live_outputs=live_outputs)
     attach(agent, view)
     agent.followup("go")
     await agent.when_idle()
@@ -93,3 +95,27 @@ async def test_python_failure_shows_the_traceback(comms: CommLog, shell: Interac
     error = outputs[1]
     assert error["ename"] == "ZeroDivisionError" and "division by zero" in error["evalue"]
     assert "ZeroDivisionError" in bundle["text/html"]
+
+
+RICH = (
+    "import IPython.display as d\n"
+    "d.display({'text/html': '<b onmouseover=1>table</b>', 'application/javascript': 'x=1',\n"
+    "           'image/svg+xml': '<svg onload=\"x=1\"/>', 'text/markdown': '**md**',\n"
+    "           'text/plain': 'plain'}, raw=True)\n"
+    f"d.display(d.Image(data={PNG!r}, format='png'))\n"
+)
+
+
+async def test_rich_outputs_are_shown_whole_only_when_the_code_ran_live_here(
+    comms: CommLog, shell: InteractiveShell
+) -> None:
+    agent, live, _ = await run(RICH, shell, live_outputs=True)
+    shown = card_of(live).body.outputs
+    assert shown[0]["data"]["text/html"] == "<b onmouseover=1>table</b>"  # as a cell of yours
+    # The same events read back (a replay, an import): no markup of theirs reaches the page.
+    fresh = TurnView(tools=agent.registry.get)
+    replay(list(agent.session.events), fresh)
+    reduced = card_of(fresh).body.outputs
+    assert [sorted(o["data"]) for o in reduced] == [["text/plain"], ["image/png", "text/plain"]]
+    assert reduced[0]["data"]["text/plain"] == "plain"
+    assert base64.b64decode(reduced[1]["data"]["image/png"]) == PNG
