@@ -125,6 +125,15 @@ class Host:
     def earlier_session_hint(self) -> str | None:
         return None
 
+    @property
+    def budgets(self) -> Host:
+        """No daily budget: the footer has no budget part (``kernel.budgets.footer_text``)."""
+        return self
+
+    def footer_text(self, fresh: bool) -> str | None:
+        del fresh
+        return None
+
 
 async def run_cell_turn(agent: Agent, host: Host, turn: int) -> tuple[float, float]:
     """One chat cell's turn, as the kernel runs it (``kernel.kernel``'s chat path, silent: no

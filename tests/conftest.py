@@ -50,3 +50,17 @@ def pg_server() -> Iterator[object]:
         yield server
     finally:
         server.remove()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Name the package's modules past ``REPORT_AT`` lines: a question for the reader, not a failure."""
+    from pathlib import Path
+
+    import dsh_kernel
+    from tests.support.sizes import REPORT_AT, long_modules
+
+    found = long_modules(Path(dsh_kernel.__file__).parent)
+    if found:
+        terminalreporter.write_line(f"modules over {REPORT_AT} lines (still one concept each?):")
+        for name, lines in found:
+            terminalreporter.write_line(f"  dsh_kernel/{name}: {lines}")

@@ -57,7 +57,7 @@ from dsh_kernel.errors import DshError, LlmError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.bridge import ViewBridge
 from dsh_kernel.kernel.budgets import KernelBudgets
-from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_path
+from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_path
 from dsh_kernel.kernel.policy import PolicyGate
 from dsh_kernel.kernel.prompt import variables_context
 from dsh_kernel.kernel.settings import (
@@ -87,7 +87,7 @@ from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy
 from dsh_kernel.tools.builtin.ask_user import ask_user_tool
 
 if TYPE_CHECKING:
-    from dsh_kernel.kernel.notebook_tools import NotebookDesk
+    from dsh_kernel.kernel.notebook.tools import NotebookDesk
     from dsh_kernel.views.turn import TurnView
 
 _log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class AgentHost:
     ) -> None:
         self.settings = settings_from_env(settings)
         self.desk = desk
-        """The notebook tools and the running cell they serve (``kernel.notebook_tools``)."""
+        """The notebook tools and the running cell they serve (``kernel.notebook.tools``)."""
         self._configured = self.settings
         """The configuration at start: where each base URL came from (``switch_provider``)."""
         self.namespace = namespace

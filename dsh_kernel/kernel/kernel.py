@@ -47,7 +47,7 @@ from dsh_kernel.kernel.interrupts import sigint_calls
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
     from dsh_kernel.kernel.host import AgentHost
-    from dsh_kernel.kernel.notebook_tools import NotebookDesk
+    from dsh_kernel.kernel.notebook.tools import NotebookDesk
 
 
 class DshKernel(IPythonKernel):
@@ -151,10 +151,10 @@ class DshKernel(IPythonKernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self._host: AgentHost | None = None
-        from dsh_kernel.kernel.notebook_comm import NotebookComms
+        from dsh_kernel.kernel.notebook.comm import NotebookComms
 
         self.notebook_comms = NotebookComms()
-        """The ``dsh.notebook`` comms of the frontends (``kernel.notebook_comm``), kept from start."""
+        """The ``dsh.notebook`` comms of the frontends (``kernel.notebook.comm``), kept from start."""
         manager = getattr(self, "comm_manager", None)
         if manager is not None:
             self.notebook_comms.register(manager)
@@ -254,8 +254,8 @@ class DshKernel(IPythonKernel):
         return self._host
 
     def _desk(self) -> NotebookDesk:
-        from dsh_kernel.kernel.notebook_file import notebook_path
-        from dsh_kernel.kernel.notebook_tools import NotebookDesk
+        from dsh_kernel.kernel.notebook.file import notebook_path
+        from dsh_kernel.kernel.notebook.tools import NotebookDesk
 
         assert self.shell is not None
         return NotebookDesk(
@@ -336,7 +336,7 @@ class DshKernel(IPythonKernel):
         return count
 
     def ok_reply(self, count: int, payload: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """``payload``: a chat cell's ``set_next_input`` (``kernel.notebook_tools``)."""
+        """``payload``: a chat cell's ``set_next_input`` (``kernel.notebook.tools``)."""
         return {
             "status": "ok",
             "execution_count": count,
@@ -390,7 +390,7 @@ class DshKernel(IPythonKernel):
                 count, "INVALID_PROMPT", f"cannot offer that function: {exc.message}"
             )
         view = open_view(host, prompt.message.id, silent=silent, kernel=self)
-        desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook_tools)
+        desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook.tools)
         if desk is not None:
             parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
             desk.begin_cell(
@@ -432,7 +432,7 @@ class DshKernel(IPythonKernel):
 
     def _client_session(self) -> str | None:
         """The client session (header ``session``) of the running ``execute_request``."""
-        from dsh_kernel.kernel.notebook_comm import client_session
+        from dsh_kernel.kernel.notebook.comm import client_session
 
         return client_session(self.get_parent("shell"))  # pyright: ignore[reportUnknownMemberType]
 

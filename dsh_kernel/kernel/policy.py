@@ -3,7 +3,7 @@
 **In force** is the stricter of the course's configuration (``kernel.course``: ``DSH_AI_POLICY``,
 ``c.DshKernel.ai_policy``) and the notebook's own metadata, ``metadata.dsh.ai_policy``, read from
 the notebook file: the one jupyter-server names in ``JPY_SESSION_NAME``, or where the frontend
-extension says it went since (``kernel.notebook_file``: a rename or move). A notebook can tighten
+extension says it went since (``kernel.notebook.file``: a rename or move). A notebook can tighten
 the policy, never loosen it. The file is read at every chat cell, ``%agent status`` and new
 session — re-read only when its modification time or size changed, so a notebook saved while the
 kernel runs takes effect at its next chat cell. A file that cannot be found (no server, a notebook
@@ -62,7 +62,7 @@ from dsh_kernel.kernel.course import (
     parse_ai_policy,
     stricter,
 )
-from dsh_kernel.kernel.notebook_file import NotebookFile
+from dsh_kernel.kernel.notebook.file import NotebookFile
 from dsh_kernel.tools.types import ToolCall, ToolDefinition
 
 if TYPE_CHECKING:

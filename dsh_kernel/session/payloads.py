@@ -23,8 +23,7 @@ message or a stream chunk, whose own codecs live in ``llm/``). Where the catalog
 the journal reader on every line), so a reader may trust the kinds of the keys it finds.
 
 This module deliberately does not use ``from __future__ import annotations``: ``TypedDict`` reads
-``NotRequired`` from evaluated annotations. It is over 500 lines because it declares one payload type
-and one ``payload_of`` overload per event type: the vocabulary is long, not complicated.
+``NotRequired`` from evaluated annotations.
 """
 
 from typing import (

@@ -37,9 +37,6 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 A chunk the codec cannot read (``llm.codec.chunk_from_json`` refuses it) changes nothing: a view
 shows what it can. Events of other turns must not be fed in (``turn_events`` slices them out of a
 log); ``find_turn`` and ``turn_end`` find the turn of a message (all three in ``turn_slices``).
-
-This module is over 500 lines because the reading of a turn is one concept: splitting the event
-handlers from the state they update would put half of each rule in another file.
 """
 
 from __future__ import annotations

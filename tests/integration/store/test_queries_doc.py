@@ -8,8 +8,8 @@ import pandas as pd
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.jsonvalue import JsonValue
-from dsh_kernel.kernel.notebook_comm import NotebookComms
-from dsh_kernel.kernel.notebook_tools import NotebookDesk, RunningCell
+from dsh_kernel.kernel.notebook.comm import NotebookComms
+from dsh_kernel.kernel.notebook.tools import NotebookDesk, RunningCell
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.store.ingest import set_price
 from dsh_kernel.store.layout import Store

@@ -14,9 +14,9 @@ from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.ids import CallId
 from dsh_kernel.kernel.course import CourseSettings, course_settings
 from dsh_kernel.kernel.host import AgentHost
-from dsh_kernel.kernel.notebook_comm import NotebookComms
-from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_file
-from dsh_kernel.kernel.notebook_tools import NotebookDesk
+from dsh_kernel.kernel.notebook.comm import NotebookComms
+from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_file
+from dsh_kernel.kernel.notebook.tools import NotebookDesk
 from dsh_kernel.kernel.policy import (
     EXPLAIN_GUIDE,
     NOTEBOOK_ORIGIN,

@@ -5,7 +5,7 @@ jupyter-server names the notebook in ``JPY_SESSION_NAME`` when it starts the ker
 path when it knows the file, else one relative to its root — and never again: a notebook renamed
 or moved while its kernel runs (or before a restart, which reuses the kernel's environment) is no
 longer where that variable says. The extension names the notebook's path, relative to the server
-root, when it opens its comm and whenever the path changes (``kernel.notebook_comm``;
+root, when it opens its comm and whenever the path changes (``kernel.notebook.comm``;
 ``docs/dev/notebook-comm.md``). ``NotebookFile`` follows those names; the AI policy reads the file
 it finds (``kernel.policy``).
 

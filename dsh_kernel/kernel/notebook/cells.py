@@ -8,7 +8,7 @@ and where it came from:
 * ``frontend`` — the extension's ``read`` reply (``docs/dev/notebook-comm.md``): the notebook
   *model*, unsaved edits included (``snapshot_from_reply``);
 * ``file`` — the saved ``.ipynb`` (``snapshot_from_file``), when no extension serves the cell: the
-  file ``JPY_SESSION_NAME`` names (resolved like the AI policy's, ``kernel.notebook_file``),
+  file ``JPY_SESSION_NAME`` names (resolved like the AI policy's, ``kernel.notebook.file``),
   else VS Code's ``__vsc_ipynb_file__`` in the namespace (``fallback_file``). It may be stale: it
   is what was last saved, and the text says so with the file's modification time. A file over
   ``MAX_FILE_BYTES`` is refused unread (``NOTEBOOK_FILE_TOO_LARGE``, saying what to do: open the
@@ -35,7 +35,7 @@ from typing import Final, Literal, cast
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.kernel.notebook_comm import MAX_ID_CHARS, MAX_PATH_CHARS, frontend_text
+from dsh_kernel.kernel.notebook.comm import MAX_ID_CHARS, MAX_PATH_CHARS, frontend_text
 from dsh_kernel.runtime.mime import summarize_output
 from dsh_kernel.textcap import ECHO_CHARS
 
@@ -97,7 +97,7 @@ def _count(value: object) -> int | None:
 
 def snapshot_from_reply(reply: JsonObject, fallback_path: str | None) -> Snapshot:
     """The extension's ``read`` reply as a ``Snapshot`` (unreadable cells are skipped; ids, types
-    and the path capped as ``kernel.notebook_comm`` caps every frontend text)."""
+    and the path capped as ``kernel.notebook.comm`` caps every frontend text)."""
     cells: list[NotebookCell] = []
     raw = reply.get("cells")
     for c in cast("list[object]", raw) if isinstance(raw, list) else []:
@@ -227,7 +227,7 @@ def fallback_file(
 ) -> Path | None:
     """The saved notebook to read without the extension: ``JPY_SESSION_NAME``'s file, else VS
     Code's ``__vsc_ipynb_file__``; ``None`` when neither names an existing file."""
-    from dsh_kernel.kernel.notebook_file import notebook_file
+    from dsh_kernel.kernel.notebook.file import notebook_file
 
     if notebook_name:
         found = notebook_file(notebook_name, cwd)

@@ -1,15 +1,15 @@
-"""The ``notebook_read`` and ``notebook_insert`` tools, and the running chat cell they serve (issue 18).
+"""The ``notebook_read`` and ``notebook_insert`` tools, and the running chat cell they serve.
 
 ``NotebookDesk`` is one per kernel. The kernel tells it which chat cell runs (``begin_cell`` with
 the ``execute_request``'s client session and cell id; ``end_cell`` returns the reply's payload). It
 picks where the notebook is for that cell: the ``dsh.notebook`` comm of the same client session
-(``kernel.notebook_comm``), else the fallbacks.
+(``kernel.notebook.comm``), else the fallbacks.
 
 **notebook_read** (read-only; ``{first?, last?}``, 1-based cells, inclusive): the cells as
-``kernel.notebook_cells.render`` writes them, passed through the secret redactor. From the extension
+``kernel.notebook.cells.render`` writes them, passed through the secret redactor. From the extension
 the cells are the live notebook model; without it, the saved file (``JPY_SESSION_NAME``'s, else
 VS Code's ``__vsc_ipynb_file__``) and the text says it may be stale; a file over 20 MB is refused
-unread, and each version of the file is parsed once (``kernel.notebook_cells``). With neither the tool is not
+unread, and each version of the file is parsed once (``kernel.notebook.cells``). With neither the tool is not
 offered for that cell (``begin_cell`` hides it), so the model is never told of a tool that cannot work.
 
 **notebook_insert** (not read-only: under ``ask`` it asks first, and its card shows every cell it
@@ -32,12 +32,20 @@ by: "agent"}``.
 * Under ``%agent replay`` nothing is applied again: the recorded outcome of the call (its
   ``notebook/insert`` event, or its error) is returned and drawn in the card.
 
-The cards and result texts are ``kernel.notebook_cards``.
+The cards and result texts are ``kernel.notebook.tools``.
 
 Each applied insertion appends one ``notebook/insert`` event (``session.payloads.NotebookInsert``):
 the notebook path, the anchor, the cells with their sha256, how it was applied, the inserted ids —
-what the frontend answered capped as every frontend text is (``kernel.notebook_comm``): at most one
+what the frontend answered capped as every frontend text is (``kernel.notebook.comm``): at most one
 id per cell sent, each id and the path cut.
+
+What the tools check before they act: the size caps of one ``notebook_insert``
+(``check_insert_args``, run before approval so the card never shows an insertion that cannot
+happen; a code cell the router would run as chat, ``kernel.cells.classify``, is refused) and whether
+a chat cell's request came from a notebook cell or a console (``from_notebook_cell``, which decides
+whether ``set_next_input`` may be sent). What the user sees of a call (``present_read``,
+``present_insert_result``) and what an insertion's result tells the model (``insert_text``) are pure
+functions of its arguments or result, so the live card, the approval card and a replayed card agree.
 """
 
 from __future__ import annotations
@@ -53,26 +61,13 @@ from typing import TYPE_CHECKING, Final, Literal, cast
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.cells import cell_magic
-from dsh_kernel.kernel.notebook_cards import (
-    cells_text,
-    insert_text,
-    present_insert_result,
-    present_read,
-)
-from dsh_kernel.kernel.notebook_cells import (
+from dsh_kernel.kernel.notebook.cells import (
     SavedNotebooks,
     fallback_file,
     render,
     snapshot_from_reply,
 )
-from dsh_kernel.kernel.notebook_checks import (
-    MAX_CELL_CHARS,
-    MAX_INSERT_CELLS,
-    MAX_INSERT_CHARS,
-    check_insert_args,
-    from_notebook_cell,
-)
-from dsh_kernel.kernel.notebook_comm import (
+from dsh_kernel.kernel.notebook.comm import (
     MAX_PATH_CHARS,
     PROTOCOL,
     Frontend,
@@ -80,7 +75,7 @@ from dsh_kernel.kernel.notebook_comm import (
     frontend_text,
     inserted_ids,
 )
-from dsh_kernel.kernel.notebook_file import server_root
+from dsh_kernel.kernel.notebook.file import server_root
 from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ContentBlock, TextBlock
 from dsh_kernel.session.payloads import NotebookInsert, NotebookInsertCell
@@ -89,6 +84,152 @@ from dsh_kernel.tools.types import ToolContext, ToolDefinition, always_concurren
 
 if TYPE_CHECKING:
     from dsh_kernel.agent.agent import Agent
+from dsh_kernel.kernel.cells import classify
+from dsh_kernel.tools.presentation import (
+    GenericResultView,
+    ToolResultInfo,
+    ToolResultView,
+)
+
+MAX_INSERT_CELLS: Final = 20
+MAX_CELL_CHARS: Final = 50_000
+"""Characters of one inserted cell's source (checked before approval: ``check_insert_args``)."""
+MAX_INSERT_CHARS: Final = 100_000
+"""Characters of all the sources of one ``notebook_insert`` call. A frontend takes seconds per
+megabyte to insert; past its reply timeout an insertion may land with nobody told (issue 18)."""
+
+
+def from_notebook_cell(metadata: object) -> bool:
+    """Whether an ``execute_request`` with this ``metadata`` came from a notebook cell rather than
+    a console. JupyterLab and Notebook 7 send ``cellId`` from both, but only a notebook's run adds
+    ``deletedCells`` (``@jupyterlab/notebook``'s ``runCell``); VS Code's ``cellId`` is a
+    ``vscode-notebook-cell:`` URI. Without ``cellId`` the origin is unknown (classic Notebook,
+    ``jupyter_client`` scripts): counted as a notebook, as before. nbclient sends ``cellId`` alone
+    and so counts as a console; it ignores ``set_next_input`` anyway."""
+    meta = cast("dict[str, object]", metadata) if isinstance(metadata, dict) else {}
+    cell_id = meta.get("cellId")
+    if not isinstance(cell_id, str):
+        return True
+    return "deletedCells" in meta or cell_id.startswith("vscode-notebook-cell:")
+
+
+def check_insert_args(args: JsonObject) -> list[JsonObject]:
+    """``notebook_insert``'s cells, checked before approval (``ToolDefinition.check_args``): 1 to
+    ``MAX_INSERT_CELLS``, each with a type and a source of at most ``MAX_CELL_CHARS`` characters,
+    together at most ``MAX_INSERT_CHARS``; else ``INVALID_ARGS`` naming the cap and what to do."""
+    raw = args.get("cells")
+    if not isinstance(raw, list) or not raw:
+        raise ToolArgsError("invalid arguments: $.cells: give at least one cell")
+    if len(raw) > MAX_INSERT_CELLS:
+        raise ToolArgsError(
+            f"invalid arguments: $.cells: {len(raw)} cells; at most {MAX_INSERT_CELLS} per call"
+        )
+    out: list[JsonObject] = []
+    total = 0
+    for i, c in enumerate(cast("list[object]", raw)):
+        d = cast("JsonObject", c) if isinstance(c, dict) else {}
+        source = d.get("source")
+        if d.get("cell_type") not in ("code", "markdown") or not isinstance(source, str):
+            raise ToolArgsError("invalid arguments: each cell needs cell_type and source")
+        if len(source) > MAX_CELL_CHARS:
+            raise ToolArgsError(
+                f"invalid arguments: $.cells[{i}].source: {len(source):,} characters; a cell "
+                f"may have at most {MAX_CELL_CHARS:,} ({_TOO_BIG}); nothing was inserted"
+            )
+        if d.get("cell_type") == "code" and classify(source, "python").kind == "chat":
+            raise ToolArgsError(
+                f"invalid arguments: $.cells[{i}]: a %%chat cell would send its text to the agent "
+                "again when run; write the code itself (or a markdown cell); nothing was inserted"
+            )
+        total += len(source)
+        out.append(d)
+    if total > MAX_INSERT_CHARS:
+        raise ToolArgsError(
+            f"invalid arguments: $.cells: {total:,} characters of source in one call; at most "
+            f"{MAX_INSERT_CHARS:,} per call ({_TOO_BIG}, or insert the cells over several calls); "
+            "nothing was inserted"
+        )
+    return out
+
+
+_TOO_BIG: Final = (
+    "large data does not belong in a cell: write it to a file, or have a short cell compute or "
+    "load it"
+)
+
+
+def present_read(args: JsonObject) -> ToolCallView:
+    """``notebook_read``'s card: which cells it reads."""
+    first, last = args.get("first"), args.get("last")
+    what = "the notebook"
+    if first is not None or last is not None:
+        what = f"notebook cells {first or 1}..{last if last is not None else 'end'}"
+    return GenericCallView(title=f"read {what}", kind="read", raw_input=None)
+
+
+def cells_text(cells: object) -> str:
+    """The cells of an insertion as the card shows them, numbered, each source whole (to copy)."""
+    items = cast("list[object]", cells) if isinstance(cells, list) else []
+    parts: list[str] = []
+    for n, c in enumerate(items, 1):
+        d = cast("dict[str, object]", c) if isinstance(c, dict) else {}
+        parts.append(f"── cell {n} · {d.get('cell_type')} ──\n{d.get('source')}")
+    return "\n\n".join(parts)
+
+
+def present_insert_result(args: JsonObject, info: ToolResultInfo) -> ToolResultView | None:
+    """``notebook_insert``'s result card (an error keeps the default card)."""
+    del args
+    if info.is_error:
+        return None
+    return GenericResultView(content=insert_text(info.meta, for_model=False))
+
+
+def insert_text(value: JsonValue, *, for_model: bool) -> str:
+    """What an insertion's result says: to the model (``for_model``), or in its card."""
+    d = value if isinstance(value, dict) else {}
+    cells = d.get("cells")
+    n = len(cells) if isinstance(cells, list) else 0
+    what = f"{n} cell{'s' if n != 1 else ''}"
+    are = "are" if n != 1 else "is"
+    inserted = d.get("inserted")
+    ids = ", ".join(str(i) for i in inserted) if isinstance(inserted, list) else ""
+    after = d.get("after")
+    below = f" below cell {after}" if isinstance(after, str) else ""
+    replay = " (replayed: as recorded, not inserted again)" if d.get("replayed") else ""
+    applied = d.get("applied")
+    if applied == "extension":
+        tail = (
+            "; they are marked as written by you until the user runs or edits them"
+            if for_model
+            else ""
+        )
+        return f"inserted {what}{below} in {d.get('notebook')}: ids {ids}{tail}{replay}"
+    if applied == "set_next_input":
+        return (
+            "no notebook extension serves this cell: the first cell is offered to the frontend "
+            "with set_next_input at the end of the turn, below the chat cell; the kernel cannot "
+            "know whether this frontend honours it"
+            + (
+                f"; all {what} are shown to the user in the card to copy"
+                if for_model
+                else "; copy the cells above"
+            )
+            + replay
+        )
+    if applied == "card" and d.get("console"):
+        return (
+            f"this chat cell ran in a console, not a notebook cell, and no notebook extension "
+            f"serves it: nothing is added anywhere (set_next_input would overwrite the console's "
+            f"input); the {what} {are} only shown to the user in the card to copy" + replay
+        )
+    if applied == "card":
+        return (
+            f"no notebook extension serves this cell and the turn's one set_next_input is taken: "
+            f"the {what} {are} only shown to the user in the card to copy" + replay
+        )
+    return f"nothing inserted{replay}"
+
 
 _log = logging.getLogger(__name__)
 

@@ -7,12 +7,12 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   kernel never opens one.
 * **the registry** of open comms, keyed by the client session (the ``session`` field of the
   ``comm_open``'s header) that opened them. A ``comm_close`` (or a failed send) removes one.
-* **where the notebook is** (``notebook``, a ``kernel.notebook_file.NotebookFile`` from
+* **where the notebook is** (``notebook``, a ``kernel.notebook.file.NotebookFile`` from
   ``JPY_SESSION_NAME``): the path a ``hello`` names, and every ``{"event": "path", "path"}``
   message (the notebook was renamed or moved), move it and the comm's ``path``. No reply is sent.
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
-  ``kernel.notebook_tools``); several naming one notebook path (JupyterLab's "New View for
+  ``kernel.notebook.tools``); several naming one notebook path (JupyterLab's "New View for
   Notebook": views share one model) → the most recently opened; several naming different paths
   (or an unknown one) → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
 * **threads**. JupyterLab ≥ 4.4 sends comm messages on a kernel subshell (ipykernel 7), so the
@@ -55,7 +55,7 @@ from typing import Final, Protocol, cast
 
 from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.kernel.notebook_file import NotebookFile, notebook_path
+from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_path
 from dsh_kernel.textcap import ECHO_CHARS, cap_echo, cap_text
 
 _log = logging.getLogger(__name__)
