@@ -36,12 +36,12 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 
 A chunk the codec cannot read (``llm.codec.chunk_from_json`` refuses it) changes nothing: a view
 shows what it can. Events of other turns must not be fed in (``turn_events`` slices them out of a
-log); ``find_turn`` and ``turn_end`` find the turn of a message (all three in ``turn_slices``).
+log); ``find_turn`` and ``turn_end`` find the turn of a message.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TypeAlias
 
@@ -77,9 +77,6 @@ from dsh_kernel.session.turn_model import (
     TurnModel,
     TurnState,
 )
-from dsh_kernel.session.turn_slices import find_turn as find_turn
-from dsh_kernel.session.turn_slices import turn_end as turn_end
-from dsh_kernel.session.turn_slices import turn_events as turn_events
 from dsh_kernel.session.usage import UsageReader
 
 _ABORT_CODES: frozenset[str] = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
@@ -546,3 +543,58 @@ def _i(v: object) -> int | None:
 
 def _opt_s(v: object) -> str | None:
     return v if isinstance(v, str) else None
+
+
+# --- slicing a log by turn ------------------------------------------------------------------
+
+
+def turn_events(events: Iterable[SessionEvent], turn: int) -> list[SessionEvent]:
+    """The events of turn ``turn``: from its ``turn/start`` through its ``turn/end`` (or the end of
+    the log while it is open). Turns never overlap, so everything between the brackets belongs."""
+    out: list[SessionEvent] = []
+    inside = False
+    for ev in events:
+        if ev.type == "turn/start":
+            inside = payload_of(ev, "turn/start")["turn"] == turn
+        if inside:
+            out.append(ev)
+            if ev.type == "turn/end":
+                break
+    return out
+
+
+def find_turn(events: Iterable[SessionEvent], message_id: str) -> int | None:
+    """The turn whose ``user/message`` has id ``message_id`` (``None`` if it is in no turn)."""
+    current: int | None = None
+    for ev in events:
+        if ev.type == "turn/start":
+            current = payload_of(ev, "turn/start")["turn"]
+        elif ev.type == "turn/end":
+            current = None
+        elif ev.type == "user/message" and payload_of(ev, "user/message")["id"] == message_id:
+            return current
+    return None
+
+
+def turn_end(events: Sequence[SessionEvent], message_id: str) -> JsonObject | None:
+    """The ``turn/end`` reason of the turn that carried ``message_id`` (``None`` if it never ran or
+    has not ended).
+
+    One read from the end of the log (message ids are unique): the kernel asks about the turn that
+    just ran, so this reads that turn, not the session."""
+    reason: JsonObject | None = None  # of the first turn/end after the message, in its turn
+    found = False
+    for ev in reversed(events):
+        kind = ev.type
+        if not found:
+            if kind == "turn/end":
+                reason = payload_of(ev, "turn/end")["reason"]
+            elif kind == "turn/start":
+                reason = None  # that end belongs to a turn that started after the message
+            elif kind == "user/message" and payload_of(ev, "user/message")["id"] == message_id:
+                found = True
+        elif kind == "turn/start":
+            return reason
+        elif kind == "turn/end":
+            return None  # the message came between turns
+    return None
