@@ -4,7 +4,7 @@
 session events and consumed by the live widgets (``views.turn``, ``views.tool_card``), the static
 rendering (``views.render``), the footer (``views.format``) and the Markdown export
 (``store.sessions.export_markdown``); it lives below ``store/`` and ``views/`` so that all of them
-read a turn the same way (``dsh_kernel.views.model`` re-exports it). Items are in stream order:
+read a turn the same way. Items are in stream order:
 reasoning and text blocks, tool cards, steering messages, retry and compaction notices; runtime-context messages
 are not items (no view draws them) but ``context`` notes at their place, for the transcript. Card statuses are ``pending`` (the model is still writing the call) →
 ``running`` or ``waiting-approval`` → ``done`` / ``failed`` / ``denied`` / ``aborted``.

@@ -7,9 +7,9 @@ reader, ``dsh_kernel.session.turn``, re-exported) reads a turn's events into a `
 the buttons. Only this package imports ipywidgets.
 """
 
+from dsh_kernel.session.turn import TurnFold, find_turn, fold_turn, turn_events
+from dsh_kernel.session.turn_model import TurnModel
 from dsh_kernel.views.approval import WidgetAnswerer
-from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
-from dsh_kernel.views.model import TurnModel
 from dsh_kernel.views.question import QuestionBroker, QuestionForm
 from dsh_kernel.views.render import render_html, render_markdown, static_bundle
 from dsh_kernel.views.tool_card import ApprovalAnswer, ToolCardWidget

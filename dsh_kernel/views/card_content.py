@@ -24,10 +24,10 @@ from typing import Final, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import TextBlock
+from dsh_kernel.session.turn_model import CardStatus, ToolCardModel
 from dsh_kernel.tools.presentation import ToolResultInfo, call_view, result_view
 from dsh_kernel.tools.types import ToolDefinition
 from dsh_kernel.views.format import duration
-from dsh_kernel.views.model import CardStatus, ToolCardModel
 
 ToolLookup: TypeAlias = Callable[[str], ToolDefinition | None]
 """The kernel's registry lookup by tool name (for presenters); ``None`` for unknown tools."""

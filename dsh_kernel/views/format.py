@@ -15,7 +15,7 @@ from typing import TypeAlias
 
 from dsh_kernel.failures import advice_sentence
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.views.model import NoticeItem, TurnModel
+from dsh_kernel.session.turn_model import NoticeItem, TurnModel
 from dsh_kernel.views.replayed import replayed
 
 ModelInfoLookup: TypeAlias = Callable[[str, str], ModelInfo | None]

@@ -48,6 +48,16 @@ from dsh_kernel.markup.safe_html import (
     text_html,
 )
 from dsh_kernel.markup.static_style import attrs
+from dsh_kernel.session.turn import TurnFold, find_turn, fold_turn, turn_events
+from dsh_kernel.session.turn_model import (
+    NoticeItem,
+    ReasoningItem,
+    SteerItem,
+    TextItem,
+    ToolCardModel,
+    ToolItem,
+    TurnModel,
+)
 from dsh_kernel.views.card_content import (
     RECOVERED_TITLE,
     CardView,
@@ -56,7 +66,6 @@ from dsh_kernel.views.card_content import (
     card_view,
     lookup,
 )
-from dsh_kernel.views.fold import TurnFold, find_turn, fold_turn, turn_events
 from dsh_kernel.views.format import (
     end_notice,
     footer_parts,
@@ -66,15 +75,6 @@ from dsh_kernel.views.format import (
 )
 from dsh_kernel.views.image_note import images_html, images_markdown
 from dsh_kernel.views.images import NO_IMAGES, MessageImages, TurnImages
-from dsh_kernel.views.model import (
-    NoticeItem,
-    ReasoningItem,
-    SteerItem,
-    TextItem,
-    ToolCardModel,
-    ToolItem,
-    TurnModel,
-)
 from dsh_kernel.views.outputs import image_of, plain_text
 
 __all__ = [

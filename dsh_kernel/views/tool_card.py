@@ -36,6 +36,7 @@ from typing import Literal, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.markup.safe_html import code_html, escape
+from dsh_kernel.session.turn_model import ToolCardModel
 from dsh_kernel.tools.builtin.ask_user import answers_from_json, parse_questions
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import (
@@ -49,7 +50,6 @@ from dsh_kernel.views.card_content import (
 )
 from dsh_kernel.views.image_note import images_html
 from dsh_kernel.views.images import MessageImages
-from dsh_kernel.views.model import ToolCardModel
 from dsh_kernel.views.outputs import reduced
 from dsh_kernel.views.question import QuestionForm
 

@@ -55,10 +55,19 @@ from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.markup.safe_html import escape, markdown_html
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
+from dsh_kernel.session.turn import URGENT_TYPES, TurnFold
+from dsh_kernel.session.turn_model import (
+    NoticeItem,
+    ReasoningItem,
+    SteerItem,
+    TextItem,
+    ToolItem,
+    TurnItem,
+    TurnModel,
+)
 from dsh_kernel.tools.builtin.ask_user import Answer, Question
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import ToolLookup
-from dsh_kernel.views.fold import URGENT_TYPES, TurnFold
 from dsh_kernel.views.format import (
     ModelInfoLookup,
     end_notice,
@@ -69,15 +78,6 @@ from dsh_kernel.views.format import (
 )
 from dsh_kernel.views.image_note import images_html
 from dsh_kernel.views.images import NO_IMAGES, ImageDataLookup, ImageReader
-from dsh_kernel.views.model import (
-    NoticeItem,
-    ReasoningItem,
-    SteerItem,
-    TextItem,
-    ToolItem,
-    TurnItem,
-    TurnModel,
-)
 from dsh_kernel.views.question import QuestionBroker
 from dsh_kernel.views.render import static_bundle
 from dsh_kernel.views.replayed import as_drawn

@@ -70,13 +70,11 @@ def test_turn_end_is_the_end_of_the_turn_that_carried_the_message() -> None:
 def test_the_views_names_are_the_reader_s() -> None:
     from dsh_kernel import views
     from dsh_kernel.session import turn, turn_model
-    from dsh_kernel.views import fold, model
 
-    assert views.TurnFold is fold.TurnFold is turn.TurnFold
+    assert views.TurnFold is turn.TurnFold
     assert views.fold_turn is turn.fold_turn and views.find_turn is turn.find_turn
-    assert views.turn_events is turn.turn_events and fold.URGENT_TYPES is turn.URGENT_TYPES
-    assert views.TurnModel is model.TurnModel is turn_model.TurnModel
-    assert model.ToolCardModel is turn_model.ToolCardModel
+    assert views.turn_events is turn.turn_events
+    assert views.TurnModel is turn_model.TurnModel
 
 
 def test_a_call_recovered_from_text_is_a_card_marked_recovered_and_an_answer_is_not() -> None:

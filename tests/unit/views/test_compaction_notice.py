@@ -17,10 +17,10 @@ from dsh_kernel.llm.types import GenerateRequest, StreamChunk
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.turn import TurnFold
+from dsh_kernel.session.turn_model import NoticeItem, ToolItem
 from dsh_kernel.store.transcript import export_markdown
 from dsh_kernel.testing import FunctionProvider, text_response, tool_call_response
 from dsh_kernel.views import TurnView, fold_turn, turn_events
-from dsh_kernel.views.model import NoticeItem, ToolItem
 
 from .helpers import CommLog, attach, find
 

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.views.format import cost, footer_parts
-from dsh_kernel.views.model import (
+from dsh_kernel.session.turn_model import (
     CardStatus,
     NoticeItem,
     ReasoningItem,
@@ -27,6 +26,7 @@ from dsh_kernel.views.model import (
     TurnModel,
     UsageSummary,
 )
+from dsh_kernel.views.format import cost, footer_parts
 from dsh_kernel.views.render import MAX_INLINE_IMAGE, render_html, render_markdown, static_bundle
 
 
