@@ -89,7 +89,7 @@ _STYLE_PROPERTIES: Final = frozenset(
 )  # fmt: skip
 # A declaration value that could fetch or hide something: url(), image-set(), CSS escapes, imports.
 _STYLE_FETCH: Final = re.compile(r"url\s*\(|image|expression|\\|@|/\*", re.IGNORECASE)
-_SAFE_URL: Final = re.compile(r"^(https?:|mailto:|#|/(?!/)|\./|\.\./|[^:/?#]*([/?#]|$))", re.I)
+_SAFE_URL: Final = re.compile(r"^(?!//)(https?:|mailto:|#|/|\./|\.\./|[^:/?#]*([/?#]|$))", re.I)
 _DATA_IMAGE: Final = re.compile(r"^data:image/(png|jpeg|gif|webp);base64,[A-Za-z0-9+/=]*$", re.I)
 
 
@@ -240,20 +240,26 @@ def text_html(text: str) -> str:
 # --- Markdown to HTML ----------------------------------------------------------------------------
 
 
-def close_math(text: str, start: int, closer: str) -> int:
-    """Where ``closer`` ends the formula opened before ``start`` (``$`` stops at a blank line); -1."""
-    i = start
-    limit = text.find("\n\n", start) if closer == "$" else -1
-    end = len(text) if limit < 0 else limit
-    while i < end:
-        if text[i] == "\\":
-            if text.startswith(closer, i) and closer.startswith("\\"):
-                return i
-            i += 2
-            continue
-        if text.startswith(closer, i):
+MAX_FORMULA: Final = 2_000
+"""Characters a formula may span: a closer further on is not looked for (an answer of 20,000
+unclosed ``\\(`` must not cost a scan to its end for each)."""
+
+
+def close_math(text: str, start: int, closer: str, end: int | None = None) -> int:
+    """Where ``closer`` ends the formula opened before ``start`` (``$`` stops at a blank line; a
+    closer after an odd run of backslashes is escaped), searching up to ``end``; -1 if not."""
+    stop = len(text) if end is None else end
+    if closer == "$":
+        blank = text.find("\n\n", start, stop)
+        stop = blank if blank >= 0 else stop
+    i = text.find(closer, start, stop)
+    while i >= 0:
+        j = i
+        while j > start and text[j - 1] == "\\":
+            j -= 1
+        if (i - j) % 2 == 0:
             return i
-        i += 1
+        i = text.find(closer, i + 1, stop)
     return -1
 
 
@@ -268,7 +274,7 @@ def _math(state: StateInline, silent: bool) -> bool:
         opener = len(closer)
     else:
         return False
-    end = close_math(src[: state.posMax], pos + opener, closer)
+    end = close_math(src, pos + opener, closer, min(state.posMax, pos + opener + MAX_FORMULA))
     if end < 0 or end == pos + opener:
         return False
     if not silent:

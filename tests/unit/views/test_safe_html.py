@@ -298,3 +298,15 @@ def test_segments_never_cut_inside_a_fence() -> None:
     pieces = split_segments(text, 10)
     assert pieces[-1] == "after"
     assert any(p.startswith("```") and p.rstrip().endswith("```") for p in pieces)
+
+
+def test_a_formula_is_looked_for_within_its_bound_and_escapes_count() -> None:
+    from dsh_kernel.markup.safe_html import MAX_FORMULA, close_math, safe_url
+
+    assert close_math("a\\)b", 0, "\\)") == 1
+    assert close_math("a\\\\)b", 0, "\\)") == -1  # the backslash before it is escaped
+    assert close_math("x" * 10 + "$", 0, "$", 5) == -1  # beyond the bound: not a formula
+    far = "\\(" + "x" * (MAX_FORMULA + 10) + "\\)"
+    assert "dsh-math" not in markdown_html(far)
+    assert "dsh-math" in markdown_html("\\(" + "x" * 10 + "\\)")
+    assert not safe_url("//evil.example") and not safe_url("&#47;&#47;x".replace("&#47;", "/"))
