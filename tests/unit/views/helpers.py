@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import html
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
@@ -15,6 +13,7 @@ from comm.base_comm import BaseComm
 from dsh_kernel import Agent
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.views import TurnView
+from tests.support.frontend import html_text
 
 
 @dataclass
@@ -116,11 +115,6 @@ def find(
         for c in cast(Any, widget).children:
             found += find(c, kind, pred)
     return found
-
-
-def html_text(value: str) -> str:
-    """What a person reads of an HTML value: tags dropped, entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", "", value))
 
 
 def answer_texts(widget: ipywidgets.Widget) -> list[str]:
