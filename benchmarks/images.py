@@ -33,7 +33,7 @@ from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.types import ImageBlock
 from dsh_kernel.runtime import DEFAULT_CAPS, OutputCapture
 from dsh_kernel.runtime.image_blocks import output_image_blocks
-from dsh_kernel.runtime.images import ImageCaps
+from dsh_kernel.runtime.image_reduce import ImageCaps
 
 FIGURE = (
     "import matplotlib.pyplot as plt\n"

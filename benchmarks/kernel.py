@@ -17,7 +17,7 @@ with ``DSH_DEV_INVARIANTS=0`` (the per-request log-rebuild check is a test-only 
    ``execute_reply``. Target ≤ 250 ms each.
 4. **Stop latency** in the same four states: from the view's Stop click (the ``comm_msg`` a browser
    sends) to the cell's ``execute_reply``. In ``python`` tool code the click is heard on ipykernel's
-   shell channel thread while the code holds the main thread (``dsh_kernel.kernel.busy``), which then
+   shell channel thread while the code holds the main thread (``dsh_kernel.kernel.host.busy``), which then
    interrupts the code as the Jupyter interrupt does. Target ≤ 250 ms each.
 
 Medians of ``--reps`` runs (after one warm-up), printed side by side with their targets (``--only

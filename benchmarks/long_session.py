@@ -6,10 +6,10 @@ block start, text deltas, block end, usage, finish) from a ``ScriptedProvider`` 
 faked; it yields to the event loop before every chunk, as a socket would). Every ``--tool-every``-th
 turn (default 4) first calls a read-only tool and then answers, so the tool path (call, result, a
 second request) is exercised too. The provider's model info gives a context window, so every
-request is fitted (``agent.budget.fit_request``, the meter) as a real route's is.
+request is fitted (``agent.request.fit.fit_request``, the meter) as a real route's is.
 
 Each turn also does what a chat cell does around it (``kernel.kernel``'s chat path): the cell's view
-(``kernel.viewing.open_view``: a real ``TurnView`` with its ``TurnFold``, image reader and widgets,
+(``kernel.host.viewing.open_view``: a real ``TurnView`` with its ``TurnFold``, image reader and widgets,
 subscribed to the session for the turn), its ``close()`` (the static rendering), and ``turn_end``
 (how the cell's turn ended). Only the display messages are missing (a silent cell), and the journal
 unless ``--journal`` (each session then journals into a temporary store, every checkpoint an fsync).
@@ -55,14 +55,14 @@ import dsh_kernel
 from dsh_kernel import Agent
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.kernel.viewing import open_view
+from dsh_kernel.kernel.host.viewing import open_view
 from dsh_kernel.llm.types import Message, ModelInfo, StreamChunk, TextBlock, TokenUsage, UserSource
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.turn import turn_end
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.tools.types import ToolDefinition
+from dsh_kernel.transcript.turn import turn_end
 
 MARKS = (1, 100, 200, 1000)
 WINDOW = 9
@@ -110,7 +110,7 @@ def script_turn(provider: ScriptedProvider, turn: int, chunks: int, tool_every: 
 
 
 class Host:
-    """What ``kernel.viewing.open_view`` reads of the kernel's ``AgentHost``."""
+    """What ``kernel.host.viewing.open_view`` reads of the kernel's ``AgentHost``."""
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
@@ -127,7 +127,7 @@ class Host:
 
     @property
     def budgets(self) -> Host:
-        """No daily budget: the footer has no budget part (``kernel.budgets.footer_text``)."""
+        """No daily budget: the footer has no budget part (``kernel.course.budgets.footer_text``)."""
         return self
 
     def footer_text(self, fresh: bool) -> str | None:

@@ -36,8 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from dsh_kernel import Agent  # noqa: E402
+from dsh_kernel.agent.request.window import ContextWindows  # noqa: E402
 from dsh_kernel.agent.retry import RetryPolicy  # noqa: E402
-from dsh_kernel.agent.window import ContextWindows  # noqa: E402
 from dsh_kernel.llm.providers.openai_compat.adapter import ChatCompletionsProvider  # noqa: E402
 from dsh_kernel.llm.providers.openai_compat.profiles import GENERIC  # noqa: E402
 from tests.support.kernel import start_kernel  # noqa: E402

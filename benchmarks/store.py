@@ -51,9 +51,9 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.codec import dumps, encode_event, header_to_json
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest, set_price
+from dsh_kernel.store.ingest.incremental import ingest, set_price
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 
 MODELS = (
     ("deepseek", "deepseek-chat"),

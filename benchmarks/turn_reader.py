@@ -1,4 +1,4 @@
-"""Benchmark: the turn reader (``session/turn.py``) on the live path, beside the log it reads.
+"""Benchmark: the turn reader (``transcript/turn.py``) on the live path, beside the log it reads.
 
 A live chat cell appends every stream chunk to the log and feeds it to the view's ``TurnFold``,
 which takes a ``snapshot()`` at each redraw. This compares, in one run and alternating order, the
@@ -23,7 +23,7 @@ from dsh_kernel.llm.codec import chunk_to_json
 from dsh_kernel.llm.types import TextDeltaChunk
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.turn import TurnFold
+from dsh_kernel.transcript.turn import TurnFold
 
 
 def run(chunks: int, *, read: bool, redraw_every: int | None) -> float:

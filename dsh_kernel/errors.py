@@ -21,12 +21,12 @@
     │   ├── ToolArgsError             INVALID_ARGS
     │   ├── ToolOutputError           INVALID_TOOL_OUTPUT
     │   ├── ToolSchemaError           a tool declared with a schema we cannot enforce
-    │   └── CodeRunFailedError        (runtime/tools.py) the ``python`` tool's code raised
+    │   └── CodeRunFailedError        (kernel/toolbox/python.py) the ``python`` tool's code raised
     └── StoreError            the journal or database failed
-        ├── QueryError                (store/query.py) a SQL query refused or failed; SQL_* codes
+        ├── QueryError                (store/query/run.py) a SQL query refused or failed; SQL_* codes
         └── DatabaseBusy              (store/db.py) another process holds the database; DB_BUSY
 
-Classes defined elsewhere are named with their module. ``kernel.prompt.PromptError`` (a ``$`x``` or
+Classes defined elsewhere are named with their module. ``kernel.chat_input.PromptError`` (a ``$`x``` or
 ``&`f``` that cannot be expanded) is a ``ValueError`` of the kernel's own, reported as
 ``INVALID_PROMPT``.
 The advice a person is given for each code is in ``dsh_kernel.failures``, and only there.

@@ -3,9 +3,9 @@
 The agent owns a ``Session`` (the log) and an ``Inbox`` (a projection of it). Sends put user messages
 in the inbox and, when they wake the agent, start its driver task (``agent.driver``), which runs
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the model
-owes nothing. Beside each step: the request (``agent.request``), the answer (``agent.response``),
-tools and approvals (``agent.tool_calls``), the context window (``agent.window``, ``agent.budget``),
-the spending budget (``agent.spend``), the passback and retry policies (``agent.passback``,
+owes nothing. Beside each step: the request (``agent.request.envelope``), the answer (``agent.response``),
+tools and approvals (``agent.tool_calls``), the context window (``agent.request.window``, ``agent.request.fit``),
+the spending budget (``agent.request.spend``), the passback and retry policies (``agent.passback``,
 ``agent.retry``).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
@@ -17,7 +17,7 @@ cancels the driver task; the loop finalises what the user saw (an ``interrupted`
 of the visible text), the scheduler commits drained and synthetic tool results, and the turn ends
 ``aborted{reason: cause}``. Without ``keep_inbox`` the inbox is durably cleared, even when idle.
 
-Compaction (``agent.compaction``, ``agent.compact()``; SPINE §7.1): before each request, on pressure;
+Compaction (``agent.compaction.run``, ``agent.compact()``; SPINE §7.1): before each request, on pressure;
 after a request that did not fit, once per step, then the request is retried; by hand between turns.
 
 Dev invariants (``check_invariants=True``, or ``DSH_DEV_INVARIANTS=1``): every request is compared
@@ -33,8 +33,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Literal
 
 from dsh_kernel.abort import USER_CANCEL, AbortCause, AbortSignal
-from dsh_kernel.agent.budget import drop_overflowed_turn
-from dsh_kernel.agent.compaction import Compaction, CompactionResult, CompactionSettings
+from dsh_kernel.agent.compaction.run import Compaction, CompactionResult, CompactionSettings
 from dsh_kernel.agent.driver import Driver, Status
 from dsh_kernel.agent.hooks import (
     AgentErrorPayload,
@@ -52,13 +51,14 @@ from dsh_kernel.agent.hooks import (
 )
 from dsh_kernel.agent.inbox import Inbox, Target
 from dsh_kernel.agent.passback import PassbackRetry
-from dsh_kernel.agent.prompt import RuntimeContext, SystemPrompt
+from dsh_kernel.agent.request.fit import drop_overflowed_turn
+from dsh_kernel.agent.request.spend import SpendGate
+from dsh_kernel.agent.request.step import StepRequests, StepSettings
+from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.agent.response import append_response, stream_response
 from dsh_kernel.agent.retry import RetryHandler, RetryPolicy, Sleep
-from dsh_kernel.agent.spend import SpendGate
-from dsh_kernel.agent.step_request import StepRequests
+from dsh_kernel.agent.system_prompt import RuntimeContext, SystemPrompt
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
-from dsh_kernel.agent.window import ContextWindows
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.ids import new_message_id, new_session_id
 from dsh_kernel.jsonvalue import JsonObject
@@ -79,9 +79,9 @@ from dsh_kernel.llm.types import (
     UserSource,
 )
 from dsh_kernel.session.events import SessionHeader
-from dsh_kernel.session.images import record_images
 from dsh_kernel.session.invariants import assert_invariants
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
+from dsh_kernel.session.log_images import record_images
 from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
 from dsh_kernel.tools.approval import (
     Answerer,
@@ -194,9 +194,18 @@ class Agent:
             name=f"dsh-agent-{self.id}",
         )
         self.compaction = Compaction(self.session, compaction)
-        """Compaction of this session's history (``agent.compaction``): ``.auto`` switches the
+        """Compaction of this session's history (``agent.compaction.run``): ``.auto`` switches the
         automatic one; ``compact()`` runs one by hand."""
-        self._requests = StepRequests(self)
+        self._requests = StepRequests(
+            self.session,
+            providers=self.providers,
+            windows=self.windows,
+            registry=self.registry,
+            passback=self.passback,
+            hooks=self.hooks,
+            compaction=self.compaction,
+            check_invariants=self.check_invariants,
+        )
         self.retry.before_retry = self._requests.check_retry
 
         async def before_summary() -> None:
@@ -306,12 +315,14 @@ class Agent:
 
     async def compact(self) -> CompactionResult | None:
         """Compact the history now, between turns, even below the automatic threshold
-        (``agent.compaction``); ``None`` when there is nothing to replace. Raises ``UsageError``
+        (``agent.compaction.run``); ``None`` when there is nothing to replace. Raises ``UsageError``
         when the agent is busy or a compaction is already under way."""
         done: list[CompactionResult | None] = [None]
 
         async def task(signal: AbortSignal) -> None:
-            route = await self._requests.route(self._phase_turn, signal)
+            route = await self._requests.route(
+                self._step_settings(), self._phase_turn, self.system_prompt.render(), signal
+            )
             done[0] = await self.compaction.run(route, trigger="manual", turn=None)
             await self._checkpoint("turn-end", None, None)
 
@@ -417,6 +428,19 @@ class Agent:
                 assert_invariants(list(self.session.events))
         return self.inbox.has_pending
 
+    def _step_settings(self) -> StepSettings:
+        """The settings a request reads, as they are now (``agent.request.step``)."""
+        return StepSettings(
+            provider=self.provider,
+            model=self.model,
+            reasoning_effort=self.reasoning_effort,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            images=self.images,
+            tool_schemas=self.tool_schemas,
+            spend=self.spend,
+        )
+
     async def _checkpoint(
         self, reason: CheckpointReason, turn: int | None, step: int | None
     ) -> None:
@@ -428,7 +452,7 @@ class Agent:
     async def _step(self, turn: int, step: int, system: str, signal: AbortSignal) -> StepOutcome:
         self._requests.new_step()
         while True:
-            request = await self._requests.build(turn, step, system, signal)
+            request = await self._requests.build(self._step_settings(), turn, step, system, signal)
             provider = self._provider(request.provider)
             await self._checkpoint("before-request", turn, step)
             streamed = await stream_response(

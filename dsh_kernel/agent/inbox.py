@@ -24,8 +24,8 @@ from dsh_kernel.errors import UsageError
 from dsh_kernel.llm.codec import message_from_json, message_to_json
 from dsh_kernel.llm.types import Message
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.images import record_images
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.log_images import record_images
 from dsh_kernel.session.payloads import InboxSpliced, payload_of
 
 Target: TypeAlias = Literal["next-turn", "next-step"]

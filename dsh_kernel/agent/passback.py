@@ -12,7 +12,7 @@ other dialect would answer, the listener:
    the config of every later request of the session — so the retried request's ``request/header``
    is a ``change`` carrying ``config.reasoningPassback``, listed in ``adapterDefaults`` (``mark``:
    the server chose it, not the user): the log says what was sent, the reconstruction check
-   (``agent.request.assert_reconstruction``) rebuilds it, and a resumed session starts from it;
+   (``agent.request.envelope.assert_reconstruction``) rebuilds it, and a resumed session starts from it;
 2. appends ``llm/retry`` (``mode`` and ``policyKey`` ``reasoning-passback``, retry 1, no delay) and
    ``llm/retry-started``, as every retry does (the views show the notice; the store counts the
    attempt);

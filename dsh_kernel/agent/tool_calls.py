@@ -24,8 +24,8 @@ from dsh_kernel.ids import ApprovalRequestId, CallId, new_message_id
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import Message, ToolCallBlock, ToolResultBlock, ToolSource
 from dsh_kernel.session import payloads
-from dsh_kernel.session.images import record_images
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.log_images import record_images
 from dsh_kernel.session.repair import closers
 from dsh_kernel.tools.approval import (
     ApprovalOutcome,

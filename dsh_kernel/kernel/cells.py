@@ -14,7 +14,7 @@ In both, ``%%chat`` is a message and a cell made only of line magics / shell esc
 IPython's (so ``%%time``, ``%%writefile`` … keep working).
 
 ``classify`` is the one reading of what a cell is: the kernel routes with it, and
-``notebook_insert`` checks the cells the agent writes with it (``kernel.notebook.tools``), so a
+``notebook_insert`` checks the cells the agent writes with it (``kernel.toolbox.notebook``), so a
 cell the check lets through is never routed as chat. Its first line is found as IPython finds a
 cell magic's: blank (whitespace-only) lines before it are skipped and its indentation ignored. The
 magic's name runs to the first whitespace of any kind — a space, a tab — and what follows is its

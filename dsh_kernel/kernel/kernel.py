@@ -10,7 +10,7 @@
   the process. At the end the view's output is updated with a static Markdown/HTML rendering so a
   saved notebook reads well without a kernel.
 * ``%%sql`` cells query the session store.
-* A cell that is exactly ``%agent compact`` is awaited here too (``kernel.compact``): it may wait for
+* A cell that is exactly ``%agent compact`` is awaited here too (``kernel.magic.compact``): it may wait for
   a model's summary, which IPython's line magics cannot; the interrupt stops it.
 
 A failed cell of ours replies ``status: error`` with ``ename`` = the stable failure code (UPPER_SNAKE,
@@ -41,13 +41,13 @@ from dsh_kernel.errors import DshError
 from dsh_kernel.failures import describe_failure
 from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
-from dsh_kernel.kernel.compact import is_compact_cell
 from dsh_kernel.kernel.interrupts import sigint_calls
+from dsh_kernel.kernel.magic.compact import is_compact_cell
 
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
-    from dsh_kernel.kernel.host import AgentHost
-    from dsh_kernel.kernel.notebook.tools import NotebookDesk
+    from dsh_kernel.kernel.host.agent_host import AgentHost
+    from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
 
 
 class DshKernel(IPythonKernel):
@@ -166,10 +166,10 @@ class DshKernel(IPythonKernel):
         self._check_store()
         import os
 
-        from dsh_kernel.kernel.course import COURSE_VARIABLES
+        from dsh_kernel.kernel.course.config import COURSE_VARIABLES
 
         self._course_env = {k: os.environ[k] for k in COURSE_VARIABLES if k in os.environ}
-        """The course's variables as the kernel started (``kernel.course``: later changes to
+        """The course's variables as the kernel started (``kernel.course.config``: later changes to
         ``os.environ`` from the notebook change nothing)."""
 
     def _protect_secrets(self) -> None:
@@ -210,14 +210,14 @@ class DshKernel(IPythonKernel):
     @property
     def host(self) -> AgentHost:
         if self._host is None:
-            from dsh_kernel.kernel.course import course_settings_or_off
-            from dsh_kernel.kernel.host import AgentHost
-            from dsh_kernel.kernel.settings import (
+            from dsh_kernel.kernel.course.config import course_settings_or_off
+            from dsh_kernel.kernel.host.agent_host import AgentHost
+            from dsh_kernel.kernel.host.settings import (
                 HostSettings,
                 image_caps_from_traits,
                 parse_context_window,
             )
-            from dsh_kernel.kernel.vision import parse_vision
+            from dsh_kernel.kernel.magic.vision import parse_vision
 
             assert self.shell is not None
             self._host = AgentHost(
@@ -255,7 +255,7 @@ class DshKernel(IPythonKernel):
 
     def _desk(self) -> NotebookDesk:
         from dsh_kernel.kernel.notebook.file import notebook_path
-        from dsh_kernel.kernel.notebook.tools import NotebookDesk
+        from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
 
         assert self.shell is not None
         return NotebookDesk(
@@ -266,7 +266,7 @@ class DshKernel(IPythonKernel):
         )
 
     def init_magics(self) -> None:
-        from dsh_kernel.kernel.magics import AgentMagics
+        from dsh_kernel.kernel.magic.agent import AgentMagics
 
         assert self.shell is not None
         self.shell.register_magics(
@@ -336,7 +336,7 @@ class DshKernel(IPythonKernel):
         return count
 
     def ok_reply(self, count: int, payload: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-        """``payload``: a chat cell's ``set_next_input`` (``kernel.notebook.tools``)."""
+        """``payload``: a chat cell's ``set_next_input`` (``kernel.toolbox.notebook``)."""
         return {
             "status": "ok",
             "execution_count": count,
@@ -358,18 +358,18 @@ class DshKernel(IPythonKernel):
     async def _execute_chat(
         self, cell: Cell, count: int, silent: bool, cell_id: str | None = None
     ) -> dict[str, Any]:
-        from dsh_kernel.kernel.policy import before_chat, check_offered
-        from dsh_kernel.kernel.viewing import open_view
-        from dsh_kernel.session.turn import turn_end
+        from dsh_kernel.kernel.course.policy import before_chat, check_offered
+        from dsh_kernel.kernel.host.viewing import open_view
+        from dsh_kernel.transcript.turn import turn_end
 
         host = self.host
-        # The AI policy (``kernel.policy``): AI_POLICY_OFF, or a new session for a new policy.
+        # The AI policy (``kernel.course.policy``): AI_POLICY_OFF, or a new session for a new policy.
         notice = before_chat(host) if cell.body.strip() else None
         if notice is not None and not silent:
             print(notice)
         agent = host.agent
         assert self.shell is not None
-        from dsh_kernel.kernel.prompt import PromptError, expand_prompt
+        from dsh_kernel.kernel.chat_input import PromptError, expand_prompt
 
         try:
             prompt = expand_prompt(
@@ -437,11 +437,11 @@ class DshKernel(IPythonKernel):
         return client_session(self.get_parent("shell"))  # pyright: ignore[reportUnknownMemberType]
 
     async def _execute_compact(self, count: int) -> dict[str, Any]:
-        """The ``%agent compact`` cell (``kernel.compact``): its line, or its failure's."""
+        """The ``%agent compact`` cell (``kernel.magic.compact``): its line, or its failure's."""
         import asyncio
 
-        from dsh_kernel.kernel.compact import compact_cell
-        from dsh_kernel.kernel.policy import refuse_if_off
+        from dsh_kernel.kernel.course.policy import refuse_if_off
+        from dsh_kernel.kernel.magic.compact import compact_cell
         from dsh_kernel.llm.secrets import redact
 
         refuse_if_off(self.host)

@@ -25,7 +25,7 @@ from dsh_kernel.kernel.cells import Cell
 from dsh_kernel.kernel.interrupts import sigint_calls
 
 if TYPE_CHECKING:
-    from dsh_kernel.kernel.host import AgentHost
+    from dsh_kernel.kernel.host.agent_host import AgentHost
 
 _TARGET = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)\s*<<$")
 _PARAM = re.compile(r"(?<![\w$])\$([A-Za-z_][A-Za-z0-9_]*)")
@@ -66,7 +66,7 @@ async def run_sql_cell(host: AgentHost, ns: dict[str, object], cell: Cell) -> Sq
     """Run the cell's query over ``host``'s store, keep the result in ``ns`` and display it;
     ``None`` on success, else what failed."""
     from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
-    from dsh_kernel.store.query import QueryInterrupt, run_query
+    from dsh_kernel.store.query.run import QueryInterrupt, run_query
 
     try:
         target = parse_target(cell.args)

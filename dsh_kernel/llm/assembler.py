@@ -29,7 +29,7 @@ Contract:
   blank; tool calls and unknown types are dropped whole (nothing safe to keep).
 - **``partial(index)``**: one index's block as far as it has streamed and whether ``block-end``
   closed it, for a reader that shows a stream while it runs (the turn reader,
-  ``dsh_kernel.session.turn``); it keeps the joined fragments, so reading at every tick stays
+  ``dsh_kernel.transcript.turn``); it keeps the joined fragments, so reading at every tick stays
   linear in the stream's length.
 
 ``push`` is the hot path (one call per streamed token): it dispatches on the chunk's ``type`` string

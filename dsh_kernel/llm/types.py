@@ -73,7 +73,7 @@ class ImageBlock:
     takes no images gets instead (built from the live object when the image was captured: a
     matplotlib figure's title, axes, series and legend); ``reduction`` says how the original was
     reduced (``None``: sent as captured). ``data`` is the base64 bytes when a request carries them
-    (``session.images.attach_image_data``) or a capture has just made them; it is execution-local:
+    (``session.log_images.attach_image_data``) or a capture has just made them; it is execution-local:
     never in the block's JSON, and not part of its equality (the hash is)."""
 
     type: Literal["image"] = "image"

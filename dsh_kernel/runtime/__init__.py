@@ -1,8 +1,9 @@
 """The code runtime: Python run in a live namespace (the notebook's), with captured output, typed
-failures and a namespace diff, plus the agent's ``python`` and ``inspect`` tools over it.
+failures and a namespace diff (the agent's ``python`` and ``inspect`` tools over it are in
+``kernel.toolbox.python``).
 
 Images the code displays become image blocks of the ``python`` tool's result: reduced by
-``images`` (Pillow, imported when an image is reduced), described from the live object by
+``image_reduce`` (Pillow, imported when an image is reduced), described from the live object by
 ``figures`` (matplotlib is only looked at when the code imported it), made into blocks by
 ``image_blocks``.
 
@@ -18,15 +19,9 @@ from dsh_kernel.runtime.describe import (
     list_variables,
     resolve_name,
 )
-from dsh_kernel.runtime.images import DEFAULT_IMAGE_CAPS, ImageCaps, reduce_image
+from dsh_kernel.runtime.image_reduce import DEFAULT_IMAGE_CAPS, ImageCaps, reduce_image
 from dsh_kernel.runtime.mime import format_value, summarize_output
 from dsh_kernel.runtime.runner import CodeRunner
-from dsh_kernel.runtime.tools import (
-    CODE_RUN_FAILED,
-    CodeRunFailedError,
-    inspect_tool,
-    python_tool,
-)
 from dsh_kernel.runtime.types import (
     DEFAULT_CAPS,
     CodeRunFailure,
@@ -36,10 +31,8 @@ from dsh_kernel.runtime.types import (
 )
 
 __all__ = [
-    "CODE_RUN_FAILED",
     "DEFAULT_CAPS",
     "DEFAULT_IMAGE_CAPS",
-    "CodeRunFailedError",
     "CodeRunFailure",
     "CodeRunResult",
     "CodeRunner",
@@ -51,9 +44,7 @@ __all__ = [
     "VariableRow",
     "describe_value",
     "format_value",
-    "inspect_tool",
     "list_variables",
-    "python_tool",
     "reduce_image",
     "resolve_name",
     "summarize_output",

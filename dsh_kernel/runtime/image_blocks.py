@@ -1,7 +1,7 @@
 """Image blocks for the model, from a run's display outputs or a live object, with their notes.
 
 ``output_image_blocks(outputs, caps)`` walks display outputs (nbformat JSON) in order and returns
-``(blocks, notes)``: one ``ImageBlock`` (``data`` = base64 of the reduced bytes, ``runtime.images``)
+``(blocks, notes)``: one ``ImageBlock`` (``data`` = base64 of the reduced bytes, ``runtime.image_reduce``)
 per output holding a PNG, JPEG, GIF or WebP, up to ``caps.per_call``; its ``description`` is the one
 the capture put in the output's metadata (``runtime.figures.DESCRIPTION_KEY``), else the image's
 size and mode. Every image not sent is named in one ``notes`` line — an SVG, corrupt data, a bomb,
@@ -28,7 +28,7 @@ from dsh_kernel.runtime.figures import (
     image_payload,
     is_image_object,
 )
-from dsh_kernel.runtime.images import (
+from dsh_kernel.runtime.image_reduce import (
     READ_TYPES,
     SVG_REASON,
     ImageCaps,

@@ -1,5 +1,5 @@
 """Usage by UTC day and route: one session's model calls, split by the day they ran on and the
-``(provider, model)`` they went to (the budgets' reading, ``dsh_kernel.agent.spend``).
+``(provider, model)`` they went to (the budgets' reading, ``dsh_kernel.agent.request.spend``).
 
 ``DailyUsage`` is fed a session's events in log order (``apply``) — from a journal read a piece at a
 time, or from a live ``Session`` — and answers ``on(day)``: that day's ``UsageTotals`` by route. It

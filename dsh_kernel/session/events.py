@@ -125,7 +125,7 @@ class SessionHeader:
     student, and a budget counts per user)."""
     ai_policy: str | None = None
     """The course's AI policy in force when the session was created (``full``, ``explain`` or
-    ``off``; ``kernel.policy``)."""
+    ``off``; ``kernel.course.policy``)."""
 
 
 SURFACE_TYPES: frozenset[str] = frozenset({"user/message", "assistant/message", "tool/result"})

@@ -9,7 +9,7 @@ uncached input, cache reads and writes are separate, reasoning is *inside* outpu
 or ``max-tokens`` finish), or streamed something before it failed (a server error mid-answer, an idle
 timeout, a dropped connection) or was cut by a cancel or a crash — for which the server sent no usage
 at all (llama.cpp's server never does; a failed or cut stream cannot) is never counted as zero
-tokens: its counts are *estimated* with the token meter's heuristic (``dsh_kernel.agent.meter``, SPINE
+tokens: its counts are *estimated* with the token meter's heuristic (``dsh_kernel.agent.request.meter``, SPINE
 §7.6: text and reasoning ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, a tool
 result its nested blocks ``+ 4``, ``+ 4`` per message, the system prompt and tool list ``chars / 4 +
 4``) — input: the history sent plus the request header in force; output: the message it produced, or,
@@ -21,7 +21,7 @@ failed attempt that streamed nothing (a refusal such as a 429 or a 500 before th
 reported no usage has no counts: nothing shows the server read it.
 
 **One reading.** ``UsageReader`` reads the attempts once, event by event; ``usage_totals`` (``%agent
-cost``) is its ``totals()`` over a log, and the turn reader (``dsh_kernel.session.turn``) feeds it a
+cost``) is its ``totals()`` over a log, and the turn reader (``dsh_kernel.transcript.turn``) feeds it a
 turn's events for the footer's ``summary()``: the same calls, the same counts (the last ``usage``
 chunk of an attempt wins, as in the stream grammar), but only what the servers *reported* — the
 footer shows no estimate; the bill (``%agent cost``, SQL) does. A compaction's summary call
@@ -135,7 +135,7 @@ def _text(value: object) -> str:
 
 def _leaf_tokens(b: JsonValue) -> int:
     """A text-like or image block: an image about one token per 750 pixels or its description's
-    text, whichever is larger, + 4 (``agent.meter.block_tokens``); anything else its text."""
+    text, whichever is larger, + 4 (``agent.request.meter.block_tokens``); anything else its text."""
     if not isinstance(b, dict):
         return _chars(0)
     if b.get("type") == "image":

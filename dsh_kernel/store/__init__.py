@@ -7,9 +7,9 @@ Modules (one concept each):
   ``attach_journal``;
 * ``db``       — short read-write / read-only opens of ``sessions.duckdb`` with lock retry;
 * ``migrations`` + ``sql/*.sql`` — the schema, as ordered migrations; ``schema_doc`` documents it;
-* ``ingest``   — incremental, columnar ingest of journal lines (``ingest``, ``set_price``);
-* ``query``    — ``run_query`` (the ``%%sql`` API) with the journal fallback;
-* ``sql_tool`` — the agent's read-only ``sql`` tool; ``sql_sandbox`` — the capped process it queries in;
+* ``ingest/``  — incremental, columnar ingest of journal lines (``ingest``, ``set_price``);
+* ``query/``   — ``run_query`` (the ``%%sql`` API) with the journal fallback, and ``safe_query``:
+  one read-only statement in a capped child process (the core of the agent's ``sql`` tool);
 * ``sessions`` — list, resume, fork, search, export (Parquet, Markdown), titles;
 * ``replay``   — ``ReplayProvider``, answering from a recorded session.
 
@@ -23,7 +23,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from dsh_kernel.store.ingest import IngestReport, JournalIssue, ingest, set_price
+    from dsh_kernel.store.ingest.incremental import IngestReport, JournalIssue, ingest, set_price
     from dsh_kernel.store.journal import (
         JournalWriter,
         LoadedSession,
@@ -32,7 +32,8 @@ if TYPE_CHECKING:
         read_session,
     )
     from dsh_kernel.store.layout import Store, store_dir
-    from dsh_kernel.store.query import QueryError, QueryResult, run_query
+    from dsh_kernel.store.query.run import QueryError, QueryResult, run_query
+    from dsh_kernel.store.query.sandbox import safe_query
     from dsh_kernel.store.replay import ReplayProvider
     from dsh_kernel.store.sessions import (
         SessionSummary,
@@ -46,13 +47,12 @@ if TYPE_CHECKING:
         set_title,
         title_data,
     )
-    from dsh_kernel.store.sql_tool import safe_query, sql_tool
 
 _EXPORTS = {
-    "IngestReport": "ingest",
-    "JournalIssue": "ingest",
-    "ingest": "ingest",
-    "set_price": "ingest",
+    "IngestReport": "ingest.incremental",
+    "JournalIssue": "ingest.incremental",
+    "ingest": "ingest.incremental",
+    "set_price": "ingest.incremental",
     "JournalWriter": "journal",
     "LoadedSession": "journal",
     "attach_journal": "journal",
@@ -60,9 +60,9 @@ _EXPORTS = {
     "read_session": "journal",
     "Store": "layout",
     "store_dir": "layout",
-    "QueryError": "query",
-    "QueryResult": "query",
-    "run_query": "query",
+    "QueryError": "query.run",
+    "QueryResult": "query.run",
+    "run_query": "query.run",
     "ReplayProvider": "replay",
     "SessionSummary": "sessions",
     "export_markdown": "sessions",
@@ -74,8 +74,7 @@ _EXPORTS = {
     "search": "sessions",
     "set_title": "sessions",
     "title_data": "sessions",
-    "safe_query": "sql_tool",
-    "sql_tool": "sql_tool",
+    "safe_query": "query.sandbox",
 }
 
 __all__ = [
@@ -103,7 +102,6 @@ __all__ = [
     "search",
     "set_price",
     "set_title",
-    "sql_tool",
     "store_dir",
     "title_data",
 ]

@@ -125,7 +125,7 @@ def _run(action: Callable[[], None], store: Store | None) -> int:
 
 def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None:
     from dsh_kernel.errors import UsageError
-    from dsh_kernel.store.ingest import ingest
+    from dsh_kernel.store.ingest.incremental import ingest
     from dsh_kernel.store.report import session_count
     from dsh_kernel.store.sessions import EXPORT_FILES, export_parquet
 
@@ -232,7 +232,7 @@ def mirror_main(argv: list[str]) -> int:
     store = Store.at(args.store) if args.store is not None else Store.default()
 
     def action() -> None:
-        from dsh_kernel.store.ingest import ingest
+        from dsh_kernel.store.ingest.incremental import ingest
         from dsh_kernel.store.shared.catchup import mirror_store
         from dsh_kernel.store.shared.connection import describe_target
 

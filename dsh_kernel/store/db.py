@@ -20,7 +20,7 @@ So every open here:
 ``extra`` adds DuckDB settings to an open (the ``sql`` tool's process passes its memory, temp and
 thread limits). Settings belong to the database *instance*, and a second connection to a path that
 this process already has open joins that instance — with different settings DuckDB refuses it — so
-only a process that holds nothing else of the store may pass them (``dsh_kernel.store.sql_sandbox``).
+only a process that holds nothing else of the store may pass them (``dsh_kernel.store.query.sandbox``).
 
 Connections are context managers that close on exit: nothing holds the file between operations.
 """

@@ -30,7 +30,7 @@ last turn is open appends the crash-repair closers (``dsh_kernel.session.repair`
 before returning them with the events. ``read_session(path)`` does the same in memory only.
 ``repair_orphan(path)`` is ``load_session`` for a journal that may be live: it takes the lock without
 waiting and repairs only if it got it, so a kernel's journal is never repaired under it; where the
-platform or filesystem cannot lock, it does nothing (ingest uses it: ``dsh_kernel.store.ingest``).
+platform or filesystem cannot lock, it does nothing (ingest uses it: ``dsh_kernel.store.ingest.incremental``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 store's journals whose header names ``user`` — or names no one (sessions written before the header
 recorded the user: in one's own store they are one's own; counting them leans strict) — plus the
 live session ``live``, read from memory (its journal may lag it by a write-behind window; the live
-session's own journal is skipped). It is the kernel's ``UsageSource`` for ``agent.spend``, so
+session's own journal is skipped). It is the kernel's ``UsageSource`` for ``agent.request.spend``, so
 neither ``%agent new`` nor a restart resets a budget: the sessions they leave behind are journals
 like any other.
 

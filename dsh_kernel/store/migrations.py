@@ -23,7 +23,7 @@ from importlib import resources
 import duckdb
 
 from dsh_kernel.errors import StoreError
-from dsh_kernel.store import ingest_surface
+from dsh_kernel.store.ingest import surface as ingest_surface
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
 

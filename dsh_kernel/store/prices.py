@@ -1,6 +1,6 @@
 """Prices the user set (``set_price``), laid over the catalogue for the footer and ``%agent cost``.
 
-``set_price`` (``dsh_kernel.store.ingest``) writes a row of the ``prices`` table and bumps
+``set_price`` (``dsh_kernel.store.ingest.incremental``) writes a row of the ``prices`` table and bumps
 ``generation()``, so a process that caches the table (the kernel host) re-reads it only after a
 change made in this process; a price set from another process is seen at the next kernel start.
 ``read_prices`` (beside ``set_price``, so this module needs no database connection of its own)

@@ -25,7 +25,7 @@ model then reports the recording's context window (its first ``request/context``
 Tools that change the notebook are not applied again: ``notebook_edits`` (the recorded
 ``notebook/insert`` payloads by call id) and ``tool_failures`` (the recorded failed results' code and
 message by call id) let ``notebook_insert`` answer a replayed call with what was recorded
-(``kernel.notebook.tools``), so its card shows the recorded insertion and the result's error flag
+(``kernel.toolbox.notebook``), so its card shows the recorded insertion and the result's error flag
 matches the recording.
 
 ``assert_consumed()`` raises ``AssertionError`` unless every recorded attempt was played.

@@ -18,7 +18,7 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
   by ``date`` and ``session_id`` (Hive layout, readable by DuckDB, Spark, Trino, BigQuery), plus the
   views a report reads (``sessions``, ``turns``, ``tool_calls``, ``errors``, ``usage``, …) as
   ``<view>.parquet`` (``since``: only the sessions active on or after that day);
-* ``export_markdown(events)`` — a readable transcript, written by ``store.transcript`` from the turn
+* ``export_markdown(events)`` — a readable transcript, written by ``transcript.markdown`` from the turn
   reader's reading of each turn (re-exported here);
 * ``write_markdown(path, events, header, force=False)`` — the transcript written to ``path``, its
   images as files in ``<stem>_files/`` beside it, linked from the text (``%agent export --md``);
@@ -60,12 +60,12 @@ from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.payloads import SessionTitle, payload_of
 from dsh_kernel.store.db import DEFAULT_TIMEOUT_S, open_db
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import JournalWriter, load_session
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import QueryResult, run_query
-from dsh_kernel.store.transcript import export_markdown as export_markdown
-from dsh_kernel.store.transcript import markdown_transcript
+from dsh_kernel.store.query.run import QueryResult, run_query
+from dsh_kernel.transcript.markdown import export_markdown as export_markdown
+from dsh_kernel.transcript.markdown import markdown_transcript
 
 TITLE_MAX = 120
 EXPORT_EXISTS = "EXPORT_EXISTS"

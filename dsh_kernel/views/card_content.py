@@ -24,9 +24,9 @@ from typing import Final, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import TextBlock
-from dsh_kernel.session.turn_model import CardStatus, ToolCardModel
 from dsh_kernel.tools.presentation import ToolResultInfo, call_view, result_view
 from dsh_kernel.tools.types import ToolDefinition
+from dsh_kernel.transcript.model import CardStatus, ToolCardModel
 from dsh_kernel.views.format import duration
 
 ToolLookup: TypeAlias = Callable[[str], ToolDefinition | None]

@@ -15,7 +15,7 @@ from typing import TypeAlias
 
 from dsh_kernel.failures import advice_sentence
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.session.turn_model import NoticeItem, TurnModel
+from dsh_kernel.transcript.model import NoticeItem, TurnModel
 from dsh_kernel.views.replayed import replayed
 
 ModelInfoLookup: TypeAlias = Callable[[str, str], ModelInfo | None]
@@ -92,7 +92,7 @@ def footer_parts(
     budget: str | None = None,
 ) -> list[str]:
     """The footer's parts, in order: route, reasoning effort, tokens, context, cost, the daily
-    budget left (``budget``, as the kernel passes it in: ``kernel.budgets``), times, session."""
+    budget left (``budget``, as the kernel passes it in: ``kernel.course.budgets``), times, session."""
     parts: list[str] = []
     if model.model is not None:
         name = f"{model.provider}:{model.model}" if model.provider else model.model

@@ -1,7 +1,7 @@
 """What a view says of the images a message carried to the model: a line per image, a thumbnail
 where the model saw it.
 
-A pure function of one ``MessageImages`` (``views.images``), shared by the live card
+A pure function of one ``MessageImages`` (``views.shown_images``), shared by the live card
 (``views.tool_card``), the live turn (``views.turn``: the prompt, steers) and the static rendering
 (``views.render``), so all of them say the same:
 
@@ -36,7 +36,7 @@ from dsh_kernel.llm.types import ImageBlock
 from dsh_kernel.markup.safe_html import escape, inline_markdown_text
 from dsh_kernel.markup.static_style import attrs
 from dsh_kernel.runtime.text import format_size
-from dsh_kernel.views.images import MessageImages
+from dsh_kernel.views.shown_images import MessageImages
 
 MAX_THUMBNAIL_CHARS: Final = 1_000_000
 """Largest base64 image drawn as a thumbnail (as ``render.MAX_INLINE_IMAGE`` for outputs)."""

@@ -22,7 +22,7 @@ from dsh_kernel.abort import AbortCause, AbortedError, AbortSignal
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.markup.safe_html import escape
-from dsh_kernel.tools.builtin.ask_user import (
+from dsh_kernel.tools.questions import (
     Answer,
     Question,
     answers_from_json,

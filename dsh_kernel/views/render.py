@@ -7,7 +7,7 @@ nbviewer show the conversation. Both say the same: the answer as Markdown, reaso
 Python highlighted where Markdown is rendered) and result text, or the rich outputs' images inline
 as data URIs when under ``MAX_INLINE_IMAGE`` and their ``text/plain`` otherwise; steering messages,
 retry notices, how the turn ended (error code and what to do) and the footer line. With the turn's
-``TurnImages`` (``views.images``), each card and the prompt and steering messages also say which
+``TurnImages`` (``views.shown_images``), each card and the prompt and steering messages also say which
 images they put in front of the model and how (``views.image_note``): a line each, and in the HTML
 a small thumbnail of what the model was sent.
 
@@ -48,8 +48,7 @@ from dsh_kernel.markup.safe_html import (
     text_html,
 )
 from dsh_kernel.markup.static_style import attrs
-from dsh_kernel.session.turn import TurnFold, find_turn, fold_turn, turn_events
-from dsh_kernel.session.turn_model import (
+from dsh_kernel.transcript.model import (
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -58,6 +57,7 @@ from dsh_kernel.session.turn_model import (
     ToolItem,
     TurnModel,
 )
+from dsh_kernel.transcript.turn import TurnFold, find_turn, fold_turn, turn_events
 from dsh_kernel.views.card_content import (
     RECOVERED_TITLE,
     CardView,
@@ -74,8 +74,8 @@ from dsh_kernel.views.format import (
     tokens,
 )
 from dsh_kernel.views.image_note import images_html, images_markdown
-from dsh_kernel.views.images import NO_IMAGES, MessageImages, TurnImages
 from dsh_kernel.views.outputs import image_of, plain_text
+from dsh_kernel.views.shown_images import NO_IMAGES, MessageImages, TurnImages
 
 __all__ = [
     "MAX_INLINE_IMAGE",

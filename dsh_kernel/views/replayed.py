@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
-from dsh_kernel.session.turn_model import ToolItem, TurnModel
+from dsh_kernel.transcript.model import ToolItem, TurnModel
 
 
 def replayed(model: TurnModel) -> bool:

@@ -36,8 +36,8 @@ from typing import Literal, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.markup.safe_html import code_html, escape
-from dsh_kernel.session.turn_model import ToolCardModel
-from dsh_kernel.tools.builtin.ask_user import answers_from_json, parse_questions
+from dsh_kernel.tools.questions import answers_from_json, parse_questions
+from dsh_kernel.transcript.model import ToolCardModel
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import (
     APPROVAL_LABELS,
@@ -49,9 +49,9 @@ from dsh_kernel.views.card_content import (
     lookup,
 )
 from dsh_kernel.views.image_note import images_html
-from dsh_kernel.views.images import MessageImages
 from dsh_kernel.views.outputs import reduced
 from dsh_kernel.views.question import QuestionForm
+from dsh_kernel.views.shown_images import MessageImages
 
 BODY_MAX_HEIGHT = "32em"
 """Height of the Details box beyond which it scrolls (it is never cut)."""
@@ -144,7 +144,7 @@ class ToolCardWidget:
         _ipw.add_class(self.widget, "dsh-card")
         self.card: ToolCardModel | None = None
         self.sent: MessageImages | None = None
-        """The images of the result as last drawn (``views.images``)."""
+        """The images of the result as last drawn (``views.shown_images``)."""
         self._clicked_approval: str | None = None
         self._opened_for: set[str] = set()
 

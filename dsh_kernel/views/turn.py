@@ -21,12 +21,12 @@ frontend is never asked to interpret outside text); only the last, growing piece
 sent again. Reasoning, rendered the same way, sits in a collapsed ``Accordion`` whose title
 carries its length; its text is sent only while the accordion is open and once the block ends.
 Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
-images of the prompt and of steering messages are one small note each (``views.images`` reads them
+images of the prompt and of steering messages are one small note each (``views.shown_images`` reads them
 from the same events, ``views.image_note`` says them). Below: how the turn ended (error code and what to do), the
 footer, and — while the turn runs — Stop and a steer box with Send.
 
 Clicks that another thread saw first: while the agent's code holds the main thread, the kernel
-hears Stop and Send on ipykernel's shell channel thread (``kernel.busy``) and may steer at once; it
+hears Stop and Send on ipykernel's shell channel thread (``kernel.host.busy``) and may steer at once; it
 then appends one flag per Send click to ``handled_sends`` (``True``: already steered), and the view,
 receiving the same click later, consumes one flag per click and skips the ones already steered.
 
@@ -55,8 +55,8 @@ from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.markup.safe_html import escape, markdown_html
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
-from dsh_kernel.session.turn import URGENT_TYPES, TurnFold
-from dsh_kernel.session.turn_model import (
+from dsh_kernel.tools.questions import Answer, Question
+from dsh_kernel.transcript.model import (
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -65,7 +65,7 @@ from dsh_kernel.session.turn_model import (
     TurnItem,
     TurnModel,
 )
-from dsh_kernel.tools.builtin.ask_user import Answer, Question
+from dsh_kernel.transcript.turn import URGENT_TYPES, TurnFold
 from dsh_kernel.views import _ipw
 from dsh_kernel.views.card_content import ToolLookup
 from dsh_kernel.views.format import (
@@ -77,11 +77,11 @@ from dsh_kernel.views.format import (
     tokens,
 )
 from dsh_kernel.views.image_note import images_html
-from dsh_kernel.views.images import NO_IMAGES, ImageDataLookup, ImageReader
 from dsh_kernel.views.question import QuestionBroker
 from dsh_kernel.views.render import static_bundle
 from dsh_kernel.views.replayed import as_drawn
 from dsh_kernel.views.segments import split_segments
+from dsh_kernel.views.shown_images import NO_IMAGES, ImageDataLookup, ImageReader
 from dsh_kernel.views.style import style_widget
 from dsh_kernel.views.tool_card import ApprovalAnswer, ToolCardWidget
 
@@ -156,8 +156,8 @@ class TurnView:
     ``model_info`` (``(provider, model)`` → ``ModelInfo``, for the context window and prices) feed
     the cards and the footer; ``reasoning_effort`` is the effort in force as the turn starts (for
     the footer, until the turn logs a request header of its own). ``budget(fresh)``: the daily budget's
-    footer part (``kernel.budgets``). ``images_in_force``: whether the
-    request header in force as the turn starts sends images (``views.images.route_takes_images``
+    footer part (``kernel.course.budgets``). ``images_in_force``: whether the
+    request header in force as the turn starts sends images (``views.shown_images.route_takes_images``
     of the log), and ``image_data`` the session's image index (``Session.image_data``), for what
     the images line says and draws. ``max_rate_hz``: redraws per second while streaming.
     ``live_outputs``: the events are this kernel's own, as they happen, so a ``python`` card's

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.kernel.kernel import DshKernel
-from dsh_kernel.kernel.magics import HELP
+from dsh_kernel.kernel.magic.agent import HELP
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from tests.integration.store.conftest import record_rich_session
 from tests.support.kernel import start_kernel
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from dsh_kernel.agent.compaction import INSTRUCTION
+from dsh_kernel.agent.compaction.run import INSTRUCTION
 from tests.kernel.conftest import provider_env
 from tests.support import scenarios as sc
 from tests.support.frontend import Frontend

@@ -18,7 +18,7 @@ import pytest
 from nbclient import NotebookClient
 
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from tests.kernel.conftest import provider_env
 from tests.support import scenarios as sc
 from tests.support.frontend import Frontend

@@ -1,7 +1,7 @@
 """Stop and the steer box while the agent's ``python`` code runs (issue 12, item 1).
 
 The code blocks the kernel's main thread, so the view's Stop and Send clicks cannot reach their
-callbacks until it ends. ``dsh_kernel.kernel.busy`` hears them on ipykernel's shell channel thread
+callbacks until it ends. ``dsh_kernel.kernel.host.busy`` hears them on ipykernel's shell channel thread
 instead: Stop interrupts the code as the Jupyter interrupt does (the call's result is ``ABORTED``
 with the output printed before the click), and a steer sent meanwhile reaches the very next model
 request. The clicks are sent as a browser sends them (comm messages on the shell channel).

@@ -17,7 +17,7 @@ import pytest
 
 from dsh_kernel.llm.providers.offline import OFFLINE_LABEL
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from dsh_kernel.store.shared.catchup import ship_store
 from tests.support.course_sample import make_course
 from tests.support.kernel import kernelspecs
@@ -319,7 +319,7 @@ def test_build_a_tool_notebook(tmp_path: Path) -> None:
     assert "its approval policy is 'never'" in policies[3]
     assert policies[4] == "notes: ['buy milk']"
 
-    asked = ex.text("from dsh_kernel.tools.builtin.ask_user")
+    asked = ex.text("from dsh_kernel.kernel.toolbox.ask_user")
     assert 'the model got: {"answers":[{"id":"unit","selected":["metric"]}]}' in asked
     assert "final answer: Metric it is." in asked
 

@@ -32,10 +32,10 @@ import pytest
 
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.invariants import check_invariants, result_call_id
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import load_session, read_session
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from tests.reliability.support import (
     FIGURES,
     Driver,

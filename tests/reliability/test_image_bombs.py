@@ -26,7 +26,7 @@ Image.new("RGB", (8000, 6250), (40, 90, 160)).save(sys.argv[1], format="JPEG", q
 REDUCE = """
 import json, resource, sys
 from pathlib import Path
-from dsh_kernel.runtime.images import reduce_image, WithheldImage
+from dsh_kernel.runtime.image_reduce import reduce_image, WithheldImage
 
 def peak_kb():
     # the peak since the last reset (Linux: VmHWM, reset by clear_refs 5), else the process's peak

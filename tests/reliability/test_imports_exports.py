@@ -28,10 +28,10 @@ import pytest
 
 from dsh_kernel.errors import StoreError
 from dsh_kernel.markup.safe_html import code_html, markdown_code
-from dsh_kernel.session.turn_model import ToolCardModel
 from dsh_kernel.store.importing import import_journal
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
+from dsh_kernel.transcript.model import ToolCardModel
 from dsh_kernel.views.card_content import card_view
 from tests.integration.store.image_session import BLUE, GREEN, PHOTO, RED, record_image_session
 from tests.reliability.support import (

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from tests.reliability.support import (
     FIGURES,
     Driver,
@@ -41,7 +41,7 @@ QUERIER = """
 import json, sys, time
 from pathlib import Path
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 store, stop = Store.at(sys.argv[1]), Path(sys.argv[2])
 out = {"latencies_ms": [], "errors": [], "sources": {}}
 while not stop.exists():

@@ -12,7 +12,7 @@ store are the real ones. The model is priced with ``set_price`` so the costs are
 * **bob** (``explain``, a daily budget of 3,000 tokens): the agent reads with ``inspect``; asked to
   run code, its ``python`` call is denied (``DENIED``) by a registry guard saying the course's
   policy is explain, as the kernel's policy guard denies it; the third turn's request would pass the
-  budget, so the agent's ``SpendGate`` (``dsh_kernel.agent.spend``) sends nothing and the turn ends
+  budget, so the agent's ``SpendGate`` (``dsh_kernel.agent.request.spend``) sends nothing and the turn ends
   ``BUDGET_EXCEEDED``.
 * **chen**: sessions from a kernel that recorded no user (the header's ``user`` is NULL), so the
   report names the student by the export folder; two days, so ``--since`` has something to cut.
@@ -40,14 +40,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_kernel import Agent, tool
+from dsh_kernel.agent.request.spend import Budget, SpendGate, session_usage
 from dsh_kernel.agent.retry import RetryPolicy
-from dsh_kernel.agent.spend import Budget, SpendGate, session_usage
 from dsh_kernel.errors import ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
-from dsh_kernel.store.ingest import set_price
+from dsh_kernel.store.ingest.incremental import set_price
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.testing import ScriptedProvider, ScriptEntry, text_response, tool_call_response

@@ -19,12 +19,12 @@ from dsh_kernel.llm.providers.anthropic.serialize import DEFAULT_MAX_TOKENS
 from dsh_kernel.llm.providers.openai_compat.adapter import ChatCompletionsProvider
 from dsh_kernel.llm.providers.openai_compat.profiles import DEEPSEEK, GENERIC, OPENAI, ChatProfile
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.session.turn_model import TurnModel, UsageSummary
 from dsh_kernel.session.usage import UsageTotals
 from dsh_kernel.store import Store, set_price
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import read_prices
+from dsh_kernel.store.ingest.incremental import read_prices
 from dsh_kernel.store.prices import UserPrice, list_rows, priced
+from dsh_kernel.transcript.model import TurnModel, UsageSummary
 from dsh_kernel.views.format import footer_parts
 
 ENTRIES = [(f, m, i) for f, models in CATALOGUE.items() for m, i in models.items()]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.failures import ADVICE, advice, advice_sentence, describe_failure
-from dsh_kernel.session.turn_model import TurnError, TurnModel
+from dsh_kernel.transcript.model import TurnError, TurnModel
 from dsh_kernel.views.format import end_notice
 
 

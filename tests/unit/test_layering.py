@@ -22,6 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("abort", "failures"),
     ("llm",),
     ("session",),
+    ("transcript",),
     ("tools",),
     ("runtime", "agent"),
     ("store", "views"),

@@ -16,7 +16,7 @@ import dsh_kernel
 import dsh_kernel.store
 import dsh_kernel.testing
 from dsh_kernel.kernel.kernelspec import KERNELS
-from dsh_kernel.kernel.magics import subcommands
+from dsh_kernel.kernel.magic.agent import subcommands
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.store.importing import import_journal
 

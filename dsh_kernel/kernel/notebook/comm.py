@@ -12,7 +12,7 @@ The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. I
   message (the notebook was renamed or moved), move it and the comm's ``path``. No reply is sent.
 * **the choice of frontend** for a running cell (``frontend_for(session)``): the comm opened by the
   same client session as the cell's ``execute_request``. None → ``None`` (the tools fall back:
-  ``kernel.notebook.tools``); several naming one notebook path (JupyterLab's "New View for
+  ``kernel.toolbox.notebook``); several naming one notebook path (JupyterLab's "New View for
   Notebook": views share one model) → the most recently opened; several naming different paths
   (or an unknown one) → ``NOTEBOOK_AMBIGUOUS``, saying why, rather than guess.
 * **threads**. JupyterLab ≥ 4.4 sends comm messages on a kernel subshell (ipykernel 7), so the

@@ -7,7 +7,7 @@ or moved while its kernel runs (or before a restart, which reuses the kernel's e
 longer where that variable says. The extension names the notebook's path, relative to the server
 root, when it opens its comm and whenever the path changes (``kernel.notebook.comm``;
 ``docs/dev/notebook-comm.md``). ``NotebookFile`` follows those names; the AI policy reads the file
-it finds (``kernel.policy``).
+it finds (``kernel.course.policy``).
 
 * ``notebook_file(name, cwd)`` resolves a name as jupyter-server gives it: an absolute path, else
   one relative to the kernel's working directory or to one of its parents (the server's root), else

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from dsh_kernel.llm.images import WITHHELD, joined_text, stand_in
+from dsh_kernel.llm.image_wire import WITHHELD, joined_text, stand_in
 from dsh_kernel.llm.types import ContentBlock, ImageBlock, ModelInfo
 
 KeySource = Callable[[], str]

@@ -18,7 +18,7 @@ port — so the headers (the API key among them) never reach another host — an
 refused connection, a 404, a body that is not JSON, a number that is not a plausible window) is
 simply "not found": ``None``. The caller then uses a default. It never raises.
 
-``WindowDiscovery`` is the provider capability the agent looks for (``agent.window``).
+``WindowDiscovery`` is the provider capability the agent looks for (``agent.request.window``).
 """
 
 from __future__ import annotations

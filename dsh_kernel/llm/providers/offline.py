@@ -6,7 +6,7 @@ something in the notebook namespace (which asks for approval like any real model
 tool's result, and suggests a ``%%sql`` query over the session just made. Deterministic: the same
 history gives the same chunks.
 
-It writes no summaries: ``summarizes = False`` tells compaction (``agent.compaction``) to reduce
+It writes no summaries: ``summarizes = False`` tells compaction (``agent.compaction.run``) to reduce
 the older turns deterministically instead of asking it, so a long offline session compacts the same
 way every time.
 

@@ -1,11 +1,11 @@
 -- Migration m0006_compaction: compaction in the store (issue 16). Shipped: never edit, add a migration
 -- instead.
---   * t_messages gets the surface fold ingest keeps (dsh_kernel.store.ingest_surface): replaced_by,
+--   * t_messages gets the surface fold ingest keeps (dsh_kernel.store.ingest.surface): replaced_by,
 --     the replacement that took a message off the model's view, and surface_key, its order there;
 --     so requests.message_count (and the estimated input tokens) count what was actually sent;
 --   * compactions: one row per compaction attempt, read from the compaction/* events;
 --   * requests and usage get purpose (agent | compaction): a compaction's summary call is a request
---     like any other (ingest keeps one t_compaction_calls row per call, dsh_kernel.store.ingest_calls),
+--     like any other (ingest keeps one t_compaction_calls row per call, dsh_kernel.store.ingest.calls),
 --     numbered in log order with the agent's, and priced from price_book;
 --   * messages shows replaced_by and surface_key; images takes its sent_to_model from the agent's
 --     requests only.

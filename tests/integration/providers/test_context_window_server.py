@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from dsh_kernel import Agent
-from dsh_kernel.agent.window import ContextWindows
+from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.providers.discovery import DiscoveredWindow, discover_window, lookup_urls
 from dsh_kernel.llm.types import FinishChunk, FinishError

@@ -21,7 +21,7 @@ import pytest
 from dsh_kernel import Agent
 from dsh_kernel.session.codec import dumps
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.schema_doc import PUBLIC_VIEWS

@@ -10,7 +10,7 @@ import pytest
 
 from dsh_kernel.store.cli import mirror_main
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.schema_doc import PUBLIC_VIEWS
 from dsh_kernel.store.shared.catchup import ship_store

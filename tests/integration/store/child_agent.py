@@ -22,9 +22,9 @@ from pathlib import Path
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.hooks import Checkpoint
-from dsh_kernel.agent.window import ContextWindows
+from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.llm.types import GenerateRequest, StreamChunk, TokenUsage
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.testing import FunctionProvider, text_response, tool_call_response

@@ -23,7 +23,7 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from dsh_kernel.agent.meter import message_tokens
+from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler

@@ -18,7 +18,6 @@ def test_every_exported_name_resolves() -> None:
         "attach_journal",
         "load_session",
         "ReplayProvider",
-        "sql_tool",
         "fork",
     } <= set(store_pkg.__all__)
 

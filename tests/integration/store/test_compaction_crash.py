@@ -9,12 +9,12 @@ import signal
 import subprocess
 
 from dsh_kernel.session.invariants import check_invariants
-from dsh_kernel.session.turn import fold_turn, turn_events
-from dsh_kernel.session.turn_model import NoticeItem
 from dsh_kernel.store.journal import load_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.sessions import resume
 from dsh_kernel.testing import text_response
+from dsh_kernel.transcript.model import NoticeItem
+from dsh_kernel.transcript.turn import fold_turn, turn_events
 
 from .conftest import HERE, PY, chat, make_agent
 

@@ -17,13 +17,13 @@ from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.usage import usage_totals
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest, set_price
+from dsh_kernel.store.ingest.incremental import ingest, set_price
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import migrate
 from dsh_kernel.store.sessions import export_parquet
-from dsh_kernel.store.transcript import export_markdown
 from dsh_kernel.testing import error_response, text_response, tool_call_response
+from dsh_kernel.transcript.markdown import export_markdown
 
 from .compaction_session import (
     BIG,

@@ -8,7 +8,7 @@ import subprocess
 from typing import cast
 
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 
 from .conftest import HERE, PY
 
@@ -16,7 +16,7 @@ QUERIER = """
 import json, sys, time
 from pathlib import Path
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 store, stop = Store.at(sys.argv[1]), Path(sys.argv[2])
 stats = {"queries": 0, "errors": [], "sources": {}, "max_sessions": 0}
 while not stop.exists():

@@ -8,10 +8,10 @@ import signal
 import subprocess
 
 from dsh_kernel.session.invariants import check_invariants
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import load_session, read_session
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from dsh_kernel.store.sessions import resume
 from dsh_kernel.testing import text_response
 

@@ -15,11 +15,11 @@ from dsh_kernel.errors import UsageError
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import ImageBlock
 from dsh_kernel.session.events import SessionHeader
-from dsh_kernel.session.images import image_blocks, record_images
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.log_images import image_blocks, record_images
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.importing import import_journal
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.replay import ReplayProvider
@@ -30,8 +30,8 @@ from dsh_kernel.store.sessions import (
     resume,
     write_markdown,
 )
-from dsh_kernel.store.transcript import image_file_name, markdown_transcript
 from dsh_kernel.testing import text_response
+from dsh_kernel.transcript.markdown import image_file_name, markdown_transcript
 
 from .conftest import TOOLS, chat, make_agent, record_rich_session, usage
 from .image_session import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from dsh_kernel.agent.meter import message_tokens
+from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import ImageBlock
@@ -14,7 +14,7 @@ from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import ImageData
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest, ingest_into
+from dsh_kernel.store.ingest.incremental import ingest, ingest_into
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import migrate

@@ -11,7 +11,7 @@ from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.store.importing import import_journal
 from dsh_kernel.store.journal import load_session
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.store.sessions import fork
 from dsh_kernel.testing import text_response

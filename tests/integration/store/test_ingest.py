@@ -14,7 +14,7 @@ from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.usage import streamed_tokens, usage_totals
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.testing import error_response, text_response

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from dsh_kernel import Agent
-from dsh_kernel.agent.spend import tokens_of
+from dsh_kernel.agent.request.spend import tokens_of
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.session.daily_usage import DAY_MS
 from dsh_kernel.session.events import SessionHeader

@@ -13,15 +13,15 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-from dsh_kernel.agent.meter import message_tokens
+from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.llm.codec import message_from_json
 from dsh_kernel.session.usage import usage_totals
 from dsh_kernel.store.db import open_db
-from dsh_kernel.store.ingest import ingest, set_price
+from dsh_kernel.store.ingest.incremental import ingest, set_price
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import run_sql_file
-from dsh_kernel.store.query import QueryResult, run_query
+from dsh_kernel.store.query.run import QueryResult, run_query
 from dsh_kernel.store.sessions import fork
 from dsh_kernel.testing import hang, text_response, tool_call_response
 

@@ -12,17 +12,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from dsh_kernel.session.invariants import check_invariants
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import read_session, repair_orphan
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import fallback_connection, run_query
+from dsh_kernel.store.query.run import fallback_connection, run_query
 
 from .conftest import HERE, PY
 
 INGESTER = """
 import json, sys, time
 from pathlib import Path
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.layout import Store
 store, go = Store.at(sys.argv[1]), Path(sys.argv[2])
 print("READY", flush=True)

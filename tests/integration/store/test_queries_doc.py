@@ -9,11 +9,11 @@ import pandas as pd
 from dsh_kernel import Agent, tool
 from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.kernel.notebook.comm import NotebookComms
-from dsh_kernel.kernel.notebook.tools import NotebookDesk, RunningCell
+from dsh_kernel.kernel.toolbox.notebook import NotebookDesk, RunningCell
 from dsh_kernel.llm.codec import message_to_json
-from dsh_kernel.store.ingest import set_price
+from dsh_kernel.store.ingest.incremental import set_price
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import QueryResult, run_query
+from dsh_kernel.store.query.run import QueryResult, run_query
 from dsh_kernel.testing import text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 
@@ -96,7 +96,9 @@ async def record_notebook_session(store: Store) -> Agent:
             text_response("added", usage=usage()),
         ],
     )
-    desk.install(agent)
+    for definition in desk.tools(agent):
+        agent.registry.register(definition)
+    desk.offer(agent)
     desk.cell = RunningCell(session=None, cell_id="chat-cell")
     await chat(agent, "add a summary cell")
     assert desk.end_cell()[0]["text"] == "%%python\ndf.describe()"

@@ -13,9 +13,9 @@ from dataclasses import replace
 import pandas as pd
 import pytest
 
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import QueryError, run_query
+from dsh_kernel.store.query.run import QueryError, run_query
 from dsh_kernel.testing import text_response
 
 from .conftest import PY, chat, make_agent, record_rich_session, usage

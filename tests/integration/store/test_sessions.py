@@ -9,10 +9,10 @@ import duckdb
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.store.ingest import set_price
+from dsh_kernel.store.ingest.incremental import set_price
 from dsh_kernel.store.journal import attach_journal, read_session
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from dsh_kernel.store.sessions import (
     export_markdown,
     export_parquet,

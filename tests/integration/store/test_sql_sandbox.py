@@ -8,11 +8,11 @@ import threading
 
 import pytest
 
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import QueryError
-from dsh_kernel.store.sql_sandbox import SandboxLimits, child_env
-from dsh_kernel.store.sql_tool import check_read_only, safe_query
+from dsh_kernel.store.query.readonly import check_read_only
+from dsh_kernel.store.query.run import QueryError
+from dsh_kernel.store.query.sandbox import SandboxLimits, child_env, safe_query
 
 REFUSED = {
     "EXPLAIN ANALYZE DELETE FROM t_events": "DELETE",

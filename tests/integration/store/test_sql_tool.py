@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
-from dsh_kernel.store.ingest import ingest
+from dsh_kernel.kernel.toolbox.sql import render_markdown, sql_tool
+from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import JournalWriter
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import QueryError
-from dsh_kernel.store.sql_tool import check_read_only, render_markdown, safe_query, sql_tool
+from dsh_kernel.store.query.readonly import check_read_only
+from dsh_kernel.store.query.run import QueryError
+from dsh_kernel.store.query.sandbox import safe_query
 from dsh_kernel.testing import text_response, tool_call_response
 
 from .conftest import chat, make_agent, record_rich_session, usage

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from dsh_kernel import tool
-from dsh_kernel.store.ingest import set_price
+from dsh_kernel.store.ingest.incremental import set_price
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.query import run_query
+from dsh_kernel.store.query.run import run_query
 from dsh_kernel.testing import text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 

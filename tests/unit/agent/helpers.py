@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dsh_kernel import Agent
-from dsh_kernel.agent.window import ContextWindows
+from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.session.events import SessionEvent
 

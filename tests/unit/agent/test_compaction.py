@@ -11,13 +11,13 @@ from collections.abc import Iterable
 import pytest
 
 from dsh_kernel import tool
-from dsh_kernel.agent.compaction import (
+from dsh_kernel.agent.compaction.range import reduce_range
+from dsh_kernel.agent.compaction.run import (
     PLUGIN,
     CompactionSettings,
     select_range,
 )
-from dsh_kernel.agent.compaction_range import reduce_range
-from dsh_kernel.agent.meter import header_tokens, measure, message_tokens
+from dsh_kernel.agent.request.meter import header_tokens, measure, message_tokens
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import (
@@ -464,7 +464,7 @@ async def test_a_request_under_no_pressure_does_not_walk_the_history(
 ) -> None:
     # Issue 16 item 5: the check before every request is the meter's (incremental); the range
     # walk (and the measure of everything replaceable) runs only once the threshold is passed.
-    import dsh_kernel.agent.compaction as compaction
+    import dsh_kernel.agent.compaction.run as compaction
 
     walks: list[int] = []
 

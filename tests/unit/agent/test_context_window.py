@@ -8,15 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from dsh_kernel import Agent, tool
-from dsh_kernel.agent.budget import DROPPED_PLUGIN, MIN_ANSWER_TOKENS, padded_tokens
-from dsh_kernel.agent.compaction import CompactionSettings
-from dsh_kernel.agent.meter import measure
+from dsh_kernel.agent.compaction.run import CompactionSettings
+from dsh_kernel.agent.request.fit import DROPPED_PLUGIN, MIN_ANSWER_TOKENS, padded_tokens
+from dsh_kernel.agent.request.meter import measure
+from dsh_kernel.agent.request.window import ContextWindow, ContextWindows
 from dsh_kernel.agent.retry import RetryPolicy
-from dsh_kernel.agent.window import ContextWindow, ContextWindows
 from dsh_kernel.llm.types import GenerateRequest, ModelInfo, StreamChunk, TokenUsage
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
-from dsh_kernel.session.turn import fold_turn, turn_events
-from dsh_kernel.session.turn_model import NoticeItem
 from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import (
     FunctionProvider,
@@ -26,6 +24,8 @@ from dsh_kernel.testing import (
     text_response,
     tool_call_response,
 )
+from dsh_kernel.transcript.model import NoticeItem
+from dsh_kernel.transcript.turn import fold_turn, turn_events
 from dsh_kernel.views.format import end_notice
 from tests.unit.agent.helpers import agent_with, of_type, run, turn_ends
 

@@ -409,7 +409,7 @@ async def test_concludes_turn_and_additional_contexts() -> None:
 
 
 async def test_runtime_context_snapshot_only_when_changed() -> None:
-    from dsh_kernel.agent.prompt import PromptContext
+    from dsh_kernel.agent.system_prompt import PromptContext
 
     provider = ScriptedProvider([text_response("a"), text_response("b"), text_response("c")])
     agent = Agent(provider=provider, model="m1")
@@ -444,7 +444,7 @@ class CountingHistory(Sequence[Message]):
 
 
 def _msg(text: str, *, snapshot: list[JsonValue] | None = None) -> Message:
-    from dsh_kernel.agent.prompt import RUNTIME_CONTEXT_PLUGIN
+    from dsh_kernel.agent.system_prompt import RUNTIME_CONTEXT_PLUGIN
     from dsh_kernel.llm.types import PluginSource
 
     source = (
@@ -457,7 +457,7 @@ def _msg(text: str, *, snapshot: list[JsonValue] | None = None) -> Message:
 
 def test_the_newest_snapshot_is_found_without_walking_the_history_again() -> None:
     # Issue 16 item 5: a step of a long session reads only what came after the last step's read.
-    from dsh_kernel.agent.prompt import PromptContext, RuntimeContext
+    from dsh_kernel.agent.system_prompt import PromptContext, RuntimeContext
 
     ctx = RuntimeContext()
     value = {"text": "x = 1"}
@@ -479,7 +479,7 @@ def test_the_newest_snapshot_is_found_without_walking_the_history_again() -> Non
 
 
 async def test_unknown_template_variable_is_a_turn_error() -> None:
-    from dsh_kernel.agent.prompt import PromptSection
+    from dsh_kernel.agent.system_prompt import PromptSection
 
     provider = ScriptedProvider([])
     agent = Agent(provider=provider, model="m1")

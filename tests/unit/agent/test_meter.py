@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from dsh_kernel import Agent
-from dsh_kernel.agent.meter import measure, message_tokens
-from dsh_kernel.agent.prompt import PromptSection
+from dsh_kernel.agent.request.meter import measure, message_tokens
+from dsh_kernel.agent.system_prompt import PromptSection
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.testing import ScriptedProvider, text_response
 

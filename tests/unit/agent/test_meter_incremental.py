@@ -13,8 +13,8 @@ import random
 from dataclasses import replace
 
 from dsh_kernel import Agent, tool
-from dsh_kernel.agent.compaction import CompactionSettings
-from dsh_kernel.agent.meter import (
+from dsh_kernel.agent.compaction.run import CompactionSettings
+from dsh_kernel.agent.request.meter import (
     TokenMeasurement,
     header_tokens,
     measure,
@@ -51,7 +51,7 @@ def _uncapped(h: EpochHeader | None) -> EpochHeader | None:
 def from_scratch(
     session: Session, header: EpochHeader | None = None, window: int | None = None
 ) -> TokenMeasurement:
-    """The meter's rule (module docstring of ``agent.meter``), reading every event of the log."""
+    """The meter's rule (module docstring of ``agent.request.meter``), reading every event of the log."""
     events = list(session.events)
 
     def header_before(seq: int) -> EpochHeader | None:

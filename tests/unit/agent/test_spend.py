@@ -9,15 +9,15 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from dsh_kernel.agent.meter import header_tokens, message_tokens
-from dsh_kernel.agent.spend import (
+from dsh_kernel.agent.compaction.summary import Route, summarise
+from dsh_kernel.agent.request.meter import header_tokens, message_tokens
+from dsh_kernel.agent.request.spend import (
     Budget,
     SpendGate,
     session_usage,
     tokens_of,
     usd_of,
 )
-from dsh_kernel.agent.summary_call import Route, summarise
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.errors import CommandError, DshError, command_error
-from dsh_kernel.kernel.args import split_args
+from dsh_kernel.kernel.magic.args import split_args
 
 
 @pytest.mark.parametrize(

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.kernel.compact import compact_command, compaction_text, is_compact_cell
-from dsh_kernel.kernel.host import AgentHost
-from dsh_kernel.kernel.settings import HostSettings, parse_compaction, settings_from_env
+from dsh_kernel.kernel.host.agent_host import AgentHost
+from dsh_kernel.kernel.host.settings import HostSettings, parse_compaction, settings_from_env
+from dsh_kernel.kernel.magic.compact import compact_command, compaction_text, is_compact_cell
 from dsh_kernel.llm.keys import KeyStore
 
 

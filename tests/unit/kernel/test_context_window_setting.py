@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.kernel.settings import HostSettings, parse_context_window, settings_from_env
+from dsh_kernel.kernel.host.settings import HostSettings, parse_context_window, settings_from_env
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""A course's settings (issue 17, ``kernel.course``): the stricter of configuration and
+"""A course's settings (issue 17, ``kernel.course.config``): the stricter of configuration and
 environment wins, values that do not parse name their setting, and the header round-trips them."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.kernel.course import course_settings, current_user, stricter
+from dsh_kernel.kernel.course.config import course_settings, current_user, stricter
 from dsh_kernel.session.codec import header_from_json, header_to_json
 from dsh_kernel.session.events import SessionHeader
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.kernel.settings import (
+from dsh_kernel.kernel.host.settings import (
     HostSettings,
     image_caps_from_traits,
     parse_image_setting,
     settings_from_env,
 )
-from dsh_kernel.runtime.images import ImageCaps
+from dsh_kernel.runtime.image_reduce import ImageCaps
 
 VARIABLES = ("DSH_IMAGE_MAX_SIDE", "DSH_IMAGES_PER_CALL", "DSH_IMAGE_MAX_BYTES")
 

@@ -21,7 +21,8 @@ from dsh_kernel.abort import AbortController
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.kernel.notebook.cells import (
+from dsh_kernel.kernel.notebook.comm import TARGET, NotebookComms
+from dsh_kernel.kernel.notebook.snapshot import (
     MAX_CELLS,
     MAX_TEXT_BYTES,
     NotebookCell,
@@ -31,8 +32,7 @@ from dsh_kernel.kernel.notebook.cells import (
     snapshot_from_file,
     summarize_outputs,
 )
-from dsh_kernel.kernel.notebook.comm import TARGET, NotebookComms
-from dsh_kernel.kernel.notebook.tools import NotebookDesk, RunningCell, cells_text
+from dsh_kernel.kernel.toolbox.notebook import NotebookDesk, RunningCell, cells_text
 from dsh_kernel.llm.secrets import REDACTOR
 from dsh_kernel.tools.presentation import GenericCallView, call_view
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
@@ -405,7 +405,7 @@ def test_the_insert_card_shows_each_cell_as_it_will_be_inserted(
 
 
 def test_an_inserted_chat_cell_is_refused() -> None:
-    from dsh_kernel.kernel.notebook.tools import check_insert_args
+    from dsh_kernel.kernel.toolbox.notebook import check_insert_args
 
     with pytest.raises(ToolArgsError) as info:
         check_insert_args({"cells": [{"cell_type": "code", "source": "%%chat\nsummarise df"}]})
@@ -434,7 +434,7 @@ def test_insert_refuses_exactly_what_the_router_runs_as_chat(source: str, chat: 
     # One reading of a cell: the check refuses a cell exactly when the kernel would route it, as
     # inserted (the dsh kernel adds %%python to a cell that starts with no magic), as chat.
     from dsh_kernel.kernel.cells import classify
-    from dsh_kernel.kernel.notebook.tools import check_insert_args
+    from dsh_kernel.kernel.toolbox.notebook import check_insert_args
 
     args: JsonObject = {"cells": [{"cell_type": "code", "source": source}]}
     if chat:
@@ -451,7 +451,7 @@ def test_insert_refuses_exactly_what_the_router_runs_as_chat(source: str, chat: 
 
 
 def test_one_card_only_cell_is_singular() -> None:
-    from dsh_kernel.kernel.notebook.tools import insert_text
+    from dsh_kernel.kernel.toolbox.notebook import insert_text
 
     text = insert_text({"applied": "card", "cells": [{"cell_type": "code"}]}, for_model=True)
     assert "the 1 cell is only shown" in text
@@ -471,7 +471,7 @@ async def read_saved(desk: NotebookDesk) -> str:
 
 
 async def test_a_saved_file_over_the_cap_is_refused_without_being_parsed(tmp_path: Path) -> None:
-    from dsh_kernel.kernel.notebook.cells import MAX_FILE_BYTES
+    from dsh_kernel.kernel.notebook.snapshot import MAX_FILE_BYTES
 
     big = tmp_path / "big.ipynb"
     with big.open("wb") as f:  # sparse, and not JSON: parsing it would say NOTEBOOK_FILE_UNREADABLE

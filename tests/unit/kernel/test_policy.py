@@ -1,4 +1,4 @@
-"""The AI policy in force (``kernel.policy``): the notebook's metadata, read from the file
+"""The AI policy in force (``kernel.course.policy``): the notebook's metadata, read from the file
 ``JPY_SESSION_NAME`` names and only when it changed; the stricter of it and the configuration; what
 ``explain`` and ``off`` do to a real host's agent; a fork's header."""
 
@@ -12,12 +12,8 @@ import pytest
 
 from dsh_kernel.errors import DshError, UsageError
 from dsh_kernel.ids import CallId
-from dsh_kernel.kernel.course import CourseSettings, course_settings
-from dsh_kernel.kernel.host import AgentHost
-from dsh_kernel.kernel.notebook.comm import NotebookComms
-from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_file
-from dsh_kernel.kernel.notebook.tools import NotebookDesk
-from dsh_kernel.kernel.policy import (
+from dsh_kernel.kernel.course.config import CourseSettings, course_settings
+from dsh_kernel.kernel.course.policy import (
     EXPLAIN_GUIDE,
     NOTEBOOK_ORIGIN,
     NotebookPolicy,
@@ -25,7 +21,11 @@ from dsh_kernel.kernel.policy import (
     before_chat,
     read_notebook_policy,
 )
-from dsh_kernel.kernel.settings import HostSettings
+from dsh_kernel.kernel.host.agent_host import AgentHost
+from dsh_kernel.kernel.host.settings import HostSettings
+from dsh_kernel.kernel.notebook.comm import NotebookComms
+from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_file
+from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
 from dsh_kernel.llm.config import KeyStore
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.store.sessions import fork

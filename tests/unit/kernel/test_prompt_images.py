@@ -13,9 +13,9 @@ from IPython.display import Image as IPythonImage
 from PIL import Image
 
 from dsh_kernel import Agent
-from dsh_kernel.kernel.prompt import ExpandedPrompt, expand_prompt
+from dsh_kernel.kernel.chat_input import ExpandedPrompt, expand_prompt
 from dsh_kernel.llm.types import ImageBlock, TextBlock
-from dsh_kernel.runtime.images import ImageCaps
+from dsh_kernel.runtime.image_reduce import ImageCaps
 from dsh_kernel.testing import ScriptedProvider, text_response
 
 from ..runtime.images import make_png

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel import tool
-from dsh_kernel.kernel.prompt import PromptError, expand_prompt
+from dsh_kernel.kernel.chat_input import PromptError, expand_prompt
 
 
 def convert(amount: float, rate: float) -> float:

@@ -1,4 +1,4 @@
-"""The private ipykernel hook ``kernel.busy`` relies on, pinned: if a future ipykernel stops calling
+"""The private ipykernel hook ``kernel.host.busy`` relies on, pinned: if a future ipykernel stops calling
 ``comm._reply_subshell_for`` on its shell channel thread, Stop and the steer box would silently wait
 for the agent's code to end again. This test says so first."""
 
@@ -10,13 +10,13 @@ from ipykernel.comm.comm import BaseComm
 from ipykernel.kernelapp import IPKernelApp
 from ipykernel.kernelbase import Kernel
 
-from dsh_kernel.kernel import busy
+from dsh_kernel.kernel.host import busy
 
 
 def test_ipykernel_calls_the_comm_hook_on_its_shell_channel_thread() -> None:
     source = inspect.getsource(Kernel.shell_channel_thread_main)
     assert busy.HOOK in source, (
-        "ipykernel no longer calls comm._reply_subshell_for: see kernel/busy.py"
+        "ipykernel no longer calls comm._reply_subshell_for: see kernel/host/busy.py"
     )
     assert "comm_msg" in source
     assert callable(getattr(BaseComm, busy.HOOK, None))

@@ -1,10 +1,10 @@
-"""The runtime context's list of the notebook's variables (``kernel.prompt.variables_context``)."""
+"""The runtime context's list of the notebook's variables (``kernel.chat_input.variables_context``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dsh_kernel.kernel.prompt import variables_context
+from dsh_kernel.kernel.chat_input import variables_context
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """``DSH_VISION`` / ``c.DshKernel.vision``: read one way, refused with one clear line, and said in
-``%agent status`` (``kernel.vision``) for each kind of route."""
+``%agent status`` (``kernel.magic.vision``) for each kind of route."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 
 from dsh_kernel import Agent
 from dsh_kernel.errors import UsageError
-from dsh_kernel.kernel.settings import HostSettings, settings_from_env
-from dsh_kernel.kernel.vision import parse_vision, vision_text
+from dsh_kernel.kernel.host.settings import HostSettings, settings_from_env
+from dsh_kernel.kernel.magic.vision import parse_vision, vision_text
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers import (
     DEEPSEEK,

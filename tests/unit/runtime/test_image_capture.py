@@ -20,10 +20,11 @@ from IPython.core.pylabtools import select_figure_formats
 from PIL import Image
 
 from dsh_kernel import Agent
+from dsh_kernel.kernel.toolbox.python import python_tool
 from dsh_kernel.llm.types import ContentBlock, ImageBlock, TextBlock
-from dsh_kernel.runtime import CodeRunner, CodeRunResult, python_tool
+from dsh_kernel.runtime import CodeRunner, CodeRunResult
 from dsh_kernel.runtime.figures import DESCRIPTION_KEY
-from dsh_kernel.runtime.images import ImageCaps
+from dsh_kernel.runtime.image_reduce import ImageCaps
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.tools.approval import ApprovalPolicy
 

@@ -1,4 +1,4 @@
-"""Reducing one image (``runtime.images``): dimensions, re-encoding, the byte cap, bombs, corrupt
+"""Reducing one image (``runtime.image_reduce``): dimensions, re-encoding, the byte cap, bombs, corrupt
 data, SVG, GIF/WebP and a missing Pillow — each a defined outcome, never an exception."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from PIL import Image, ImageDraw
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.runtime.images import (
+from dsh_kernel.runtime.image_reduce import (
     MAX_DECODE_PIXELS,
     SVG_REASON,
     ImageCaps,

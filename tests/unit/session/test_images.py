@@ -18,8 +18,8 @@ from dsh_kernel.llm.types import (
     UserSource,
 )
 from dsh_kernel.session.codec import decode_event, encode_event
-from dsh_kernel.session.images import attach_image_data, image_blocks, record_images
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.log_images import attach_image_data, image_blocks, record_images
 from tests.unit.session.scripts import new_session
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nnot-really-a-png").decode()

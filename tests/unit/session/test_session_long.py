@@ -31,7 +31,7 @@ from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.log_index import INDEXED
-from dsh_kernel.session.turn import find_turn, turn_end, turn_events
+from dsh_kernel.transcript.turn import find_turn, turn_end, turn_events
 from tests.unit.session.scripts import (
     HEADER,
     FakeClock,

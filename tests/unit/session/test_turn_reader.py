@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.turn import fold_turn, turn_end
 from dsh_kernel.session.usage import usage_totals
+from dsh_kernel.transcript.turn import fold_turn, turn_end
 from tests.unit.session.scripts import assistant_message, new_session, user_message
 
 
@@ -69,7 +69,8 @@ def test_turn_end_is_the_end_of_the_turn_that_carried_the_message() -> None:
 
 def test_the_views_names_are_the_reader_s() -> None:
     from dsh_kernel import views
-    from dsh_kernel.session import turn, turn_model
+    from dsh_kernel.transcript import model as turn_model
+    from dsh_kernel.transcript import turn
 
     assert views.TurnFold is turn.TurnFold
     assert views.fold_turn is turn.fold_turn and views.find_turn is turn.find_turn

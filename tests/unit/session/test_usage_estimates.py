@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from dsh_kernel.agent.meter import message_tokens
+from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import message_to_json

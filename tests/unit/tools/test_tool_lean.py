@@ -6,11 +6,11 @@ import json
 from dataclasses import dataclass
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.toolbox.ask_user import LEAN_PARAMETERS, PARAMETERS, ask_user_tool
+from dsh_kernel.kernel.toolbox.python import inspect_tool, python_tool
+from dsh_kernel.kernel.toolbox.sql import sql_tool
 from dsh_kernel.runtime.runner import CodeRunner
-from dsh_kernel.runtime.tools import inspect_tool, python_tool
-from dsh_kernel.store.sql_tool import sql_tool
 from dsh_kernel.tools import ToolContext, ToolDefinition
-from dsh_kernel.tools.builtin.ask_user import LEAN_PARAMETERS, PARAMETERS, ask_user_tool
 from dsh_kernel.tools.lean import (
     LEAN_BELOW,
     MAX_LEAN_DESCRIPTION,

@@ -13,13 +13,13 @@ from dsh_kernel.abort import AbortCause, AbortController, AbortedError
 from dsh_kernel.errors import ToolError
 from dsh_kernel.ids import CallId
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.kernel.toolbox.ask_user import ask_user_tool
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
-from dsh_kernel.tools.builtin.ask_user import (
+from dsh_kernel.tools.questions import (
     Answer,
     Question,
     QuestionOption,
     answers_from_json,
-    ask_user_tool,
     check_answers,
     parse_questions,
 )

@@ -1,4 +1,4 @@
-"""``kernel.busy`` with a real ``TurnView``: Stop and Send heard on another thread (ipykernel's shell
+"""``kernel.host.busy`` with a real ``TurnView``: Stop and Send heard on another thread (ipykernel's shell
 channel thread, played here by a thread calling the comm hook as ipykernel does) while code holds
 the main thread; the same clicks reaching the view afterwards are not acted on twice."""
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from comm.base_comm import BaseComm
 
-from dsh_kernel.kernel import busy
+from dsh_kernel.kernel.host import busy
 from dsh_kernel.runtime import CodeRunner
 from dsh_kernel.views import TurnView, ViewControls
 

@@ -1,5 +1,5 @@
 """A compaction inside a turn, as the turn shows it: one ``info`` line in the live view and the saved
-rendering (``session.turn_compaction``), a deterministic reduction saying why, a stopped or failed
+rendering (``transcript.compaction_notes``), a deterministic reduction saying why, a stopped or failed
 compaction as a warning, and the compaction's model-only copies changing nothing the user saw.
 A real Agent and log with dev invariants on; the model is a function of the request."""
 
@@ -11,15 +11,15 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 import ipywidgets
 
 from dsh_kernel import Agent, tool
-from dsh_kernel.agent.window import ContextWindows
+from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.llm.providers.offline import OfflineProvider
 from dsh_kernel.llm.types import GenerateRequest, StreamChunk
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.turn import TurnFold
-from dsh_kernel.session.turn_model import NoticeItem, ToolItem
-from dsh_kernel.store.transcript import export_markdown
 from dsh_kernel.testing import FunctionProvider, text_response, tool_call_response
+from dsh_kernel.transcript.markdown import export_markdown
+from dsh_kernel.transcript.model import NoticeItem, ToolItem
+from dsh_kernel.transcript.turn import TurnFold
 from dsh_kernel.views import TurnView, fold_turn, turn_events
 
 from .helpers import CommLog, attach, find

@@ -9,7 +9,6 @@ from dsh_kernel import Agent, tool
 from dsh_kernel.agent.retry import RetryPolicy
 from dsh_kernel.ids import CallId
 from dsh_kernel.llm.types import BlockStartChunk, TokenUsage, ToolCallDeltaChunk
-from dsh_kernel.session.turn_model import NoticeItem, ReasoningItem, TextItem, ToolItem
 from dsh_kernel.testing import (
     ScriptedProvider,
     error_response,
@@ -19,6 +18,7 @@ from dsh_kernel.testing import (
     tool_call_response,
     tool_calls_response,
 )
+from dsh_kernel.transcript.model import NoticeItem, ReasoningItem, TextItem, ToolItem
 from dsh_kernel.views import WidgetAnswerer, find_turn, fold_turn, turn_events
 
 from .helpers import wait_for

@@ -32,13 +32,18 @@ from dsh_kernel.markup.safe_html import inline_markdown_text as escape_inline_ma
 from dsh_kernel.runtime.text import format_size
 from dsh_kernel.session.codec import decode_event, encode_event
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.images import image_blocks
 from dsh_kernel.session.log import Session
+from dsh_kernel.session.log_images import image_blocks
 from dsh_kernel.testing import ScriptedProvider, ScriptEntry, text_response, tool_call_response
 from dsh_kernel.tools.types import ToolContext, ToolDefinition
 from dsh_kernel.views import TurnView, fold_turn, static_bundle, turn_events
 from dsh_kernel.views.image_note import image_lines, images_html
-from dsh_kernel.views.images import ImageDataLookup, MessageImages, read_images, route_takes_images
+from dsh_kernel.views.shown_images import (
+    ImageDataLookup,
+    MessageImages,
+    read_images,
+    route_takes_images,
+)
 from dsh_kernel.views.tool_card import ToolCardWidget
 
 from ..runtime.images import make_png

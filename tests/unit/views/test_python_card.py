@@ -11,8 +11,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from dsh_kernel import Agent
+from dsh_kernel.kernel.toolbox.python import python_tool
 from dsh_kernel.runtime.runner import CodeRunner
-from dsh_kernel.runtime.tools import python_tool
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.views import TurnView
 from dsh_kernel.views.tool_card import ToolCardWidget

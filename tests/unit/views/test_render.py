@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.session.turn_model import (
+from dsh_kernel.transcript.model import (
     CardStatus,
     NoticeItem,
     ReasoningItem,

@@ -15,9 +15,9 @@ from dsh_kernel import Agent, tool
 from dsh_kernel.llm.provider import REPLAY_PROVIDER_ID
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.log import Clock
-from dsh_kernel.session.turn import fold_turn
 from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
+from dsh_kernel.transcript.turn import fold_turn
 from dsh_kernel.views import TurnView
 from dsh_kernel.views.format import footer_parts
 from dsh_kernel.views.replayed import as_drawn, replayed

@@ -11,7 +11,7 @@
   order;
 - image blocks (in a user message or a tool result), when the route takes images
   (``request.images``) → ``image`` blocks with a ``base64`` source; otherwise, or when an image cannot
-  be sent (no bytes, a format the API does not take), → its stand-in (``llm.images``: media type,
+  be sent (no bytes, a format the API does not take), → its stand-in (``llm.image_wire``: media type,
   size, why it is not shown, the description logged at capture) — a ``text`` block, or a line of the
   tool result's text on a route that takes no images;
 - ``max_tokens`` is required: the request's, else ``DEFAULT_MAX_TOKENS``;
@@ -26,7 +26,7 @@
 
 from __future__ import annotations
 
-from dsh_kernel.llm.images import stand_in, withheld_reason
+from dsh_kernel.llm.image_wire import stand_in, withheld_reason
 from dsh_kernel.llm.providers.anthropic.wire import (
     MessagesRequestBody,
     WireBlock,
@@ -55,7 +55,7 @@ MIN_THINKING_BUDGET = 1_024
 
 
 def _image(image: ImageBlock, images: bool) -> WireImage | WireText:
-    """``image`` as an image block, or as its stand-in text (``llm.images``)."""
+    """``image`` as an image block, or as its stand-in text (``llm.image_wire``)."""
     reason = withheld_reason(image, images)
     if reason is not None or image.data is None:
         return {"type": "text", "text": stand_in(image, reason)}

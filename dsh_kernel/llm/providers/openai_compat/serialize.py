@@ -18,7 +18,7 @@ Always ``stream: true`` with ``stream_options.include_usage``. Messages:
   assistant turn that asked for them), then one ``user`` message with its text if it has text or
   has no tool results. A tool result's content is its text, or ``(no output)``.
 
-Images (``llm.images`` decides which can be sent). On a route that takes them (``request.images``):
+Images (``llm.image_wire`` decides which can be sent). On a route that takes them (``request.images``):
 a tool message stays text — Chat Completions takes no images there — each of its images a line
 ``[image 1 of this result: follows in the next user message]``; the images of consecutive tool
 messages follow in ONE ``user`` message after the last of them (the tool messages must follow the
@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from dsh_kernel.llm.images import data_url, joined_text, stand_in, withheld_reason
+from dsh_kernel.llm.image_wire import data_url, joined_text, stand_in, withheld_reason
 from dsh_kernel.llm.providers.base import ProviderDefaults, tool_result_text
 from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile
 from dsh_kernel.llm.providers.openai_compat.wire import (

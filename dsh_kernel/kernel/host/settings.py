@@ -1,0 +1,275 @@
+"""The kernel's agent configuration: ``HostSettings`` and the provider it chooses.
+
+``HostSettings`` is the resolved configuration — the kernel's traitlets (``c.DshKernel.*``), then the
+``DSH_*`` environment variables over them (``settings_from_env``); ``%agent`` commands override both
+at run time. ``parse_context_window`` reads a context window the way all three take it (a whole
+number of tokens, at least ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set);
+``parse_image_setting`` reads the image limits (``image_caps_from_env``, ``image_caps_from_traits``),
+each refused out of its range with one line naming the setting; ``parse_compaction`` reads the
+automatic-compaction switch (``DSH_COMPACTION``). ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
+``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose key is
+present when none is named), else the clearly labelled offline demo model.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from dsh_kernel.errors import UsageError
+from dsh_kernel.kernel.course.config import NO_COURSE, CourseSettings
+from dsh_kernel.kernel.magic.vision import parse_vision
+from dsh_kernel.llm.config import (
+    BUILTIN_PROVIDERS,
+    KeyStore,
+    ProviderConfig,
+    config_from_env,
+    make_provider,
+)
+from dsh_kernel.llm.provider import Provider
+from dsh_kernel.llm.providers.discovery import MAX_WINDOW
+from dsh_kernel.llm.providers.offline import OFFLINE_LABEL, OfflineProvider
+from dsh_kernel.llm.secrets import KEY_VARIABLES
+from dsh_kernel.runtime.image_reduce import (
+    DEFAULT_IMAGE_CAPS,
+    IMAGE_SETTINGS,
+    ImageCaps,
+    check_image_setting,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSettings:
+    """Resolved configuration (kernel traitlets first, then environment variables)."""
+
+    provider: str = ""
+    model: str = ""
+    base_url: str = ""
+    base_url_provider: str = ""
+    """The provider ``base_url`` was configured for (see the module docstring)."""
+    approval: str = ""
+    approval_timeout: float | None = 300.0
+    headless_approval_timeout: float = 10.0
+    store: str = ""
+    shared_store: str = ""
+    """The shared store's libpq target (``kernel.shared``; docs/shared-store.md)."""
+    system_prompt: str = ""
+    reasoning: str = ""
+    """The reasoning effort asked for (``""``: the model's default)."""
+    context_window: int | None = None
+    """The model's context window in tokens, set by the user (``None``: the catalogue's, the
+    server's, else a default; see ``agent.request.window``)."""
+    vision: bool | None = None
+    """Images go to the model (``True``), their descriptions do (``False``), or as the model
+    catalogue says (``None``): ``kernel.magic.vision``."""
+    images: ImageCaps = DEFAULT_IMAGE_CAPS
+    """The limits on images sent to the model (``image_caps``)."""
+    compaction: bool = True
+    """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
+    course: CourseSettings = NO_COURSE
+    """The AI policy and budgets in force (``kernel.course.config``: the stricter of the traitlets and
+    the environment at kernel start; ``settings_from_env`` leaves it as given)."""
+
+
+MIN_CONTEXT_WINDOW = 512
+"""The smallest window accepted: a request needs room for itself and an answer of 256 tokens."""
+MAX_CONTEXT_WINDOW = MAX_WINDOW
+"""The largest window accepted (the largest believed from a server too): well above any model's,
+and far below what the log keeps exactly (the window and the output cap it gives are logged)."""
+
+
+def parse_context_window(raw: str, where: str = "") -> int | None:
+    """``raw`` as a window in tokens (``8192``, ``8_192``, ``8,192``); ``None`` for ``""`` or
+    ``default``. A ``UsageError`` for anything else — a window out of ``MIN_CONTEXT_WINDOW`` ..
+    ``MAX_CONTEXT_WINDOW`` included — its message starting with ``where`` (e.g.
+    ``"DSH_CONTEXT_WINDOW="``)."""
+    text = raw.strip().lower()
+    if text in ("", "default", "none"):
+        return None
+    try:
+        tokens = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        tokens = 0
+    if not MIN_CONTEXT_WINDOW <= tokens <= MAX_CONTEXT_WINDOW:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a context window: give the model's window in tokens, "
+            f"a whole number of at least {MIN_CONTEXT_WINDOW} and at most "
+            f"{MAX_CONTEXT_WINDOW:,} (e.g. 8192), or 'default'"
+        )
+    return tokens
+
+
+_SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
+
+
+def parse_compaction(raw: str, where: str = "") -> bool:
+    """``raw`` as the automatic-compaction switch (``on``/``off``; ``true``/``false``, ``1``/``0``);
+    a ``UsageError`` for anything else, its message starting with ``where`` (e.g.
+    ``"DSH_COMPACTION="``)."""
+    text = raw.strip().lower()
+    if text not in _SWITCH:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a compaction setting: use on (older turns are "
+            "summarised when the context window fills up) or off"
+        )
+    return _SWITCH[text]
+
+
+def settings_from_env(base: HostSettings) -> HostSettings:
+    """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
+    ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
+    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_SHARED_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
+    ``DSH_VISION``, ``DSH_COMPACTION``, and the image limits ``DSH_IMAGE_MAX_SIDE``, ``DSH_IMAGES_PER_CALL``,
+    ``DSH_IMAGE_MAX_BYTES``.
+    ``%agent`` overrides both at run time."""
+    env = os.environ
+
+    def pick(current: str, name: str) -> str:
+        return env.get(name, "").strip() or current
+
+    timeout = base.approval_timeout
+    raw = env.get("DSH_APPROVAL_TIMEOUT", "").strip()
+    if raw:
+        try:
+            timeout = float(raw) if raw.lower() not in ("none", "inf", "0") else None
+        except ValueError as exc:
+            raise UsageError(
+                f"DSH_APPROVAL_TIMEOUT={raw!r} is not a number of seconds (or 'none')"
+            ) from exc
+    headless = base.headless_approval_timeout
+    raw = env.get("DSH_HEADLESS_APPROVAL_TIMEOUT", "").strip()
+    if raw:
+        try:
+            headless = float(raw)
+        except ValueError as exc:
+            raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
+    window = base.context_window
+    raw = env.get("DSH_CONTEXT_WINDOW", "")
+    if raw.strip():
+        window = parse_context_window(raw, "DSH_CONTEXT_WINDOW=")
+    raw = env.get("DSH_VISION", "")
+    vision = parse_vision(raw, "DSH_VISION=") if raw.strip() else base.vision
+    raw = env.get("DSH_COMPACTION", "")
+    compaction = parse_compaction(raw, "DSH_COMPACTION=") if raw.strip() else base.compaction
+    provider = pick(base.provider, "DSH_PROVIDER")
+    model = pick(base.model, "DSH_MODEL")
+    base_url = pick(base.base_url, "DSH_BASE_URL")
+    return HostSettings(
+        provider=provider,
+        model=model,
+        base_url=base_url,
+        base_url_provider=base_url_owner(provider, model) if base_url else "",
+        approval=pick(base.approval, "DSH_APPROVAL"),
+        approval_timeout=timeout,
+        headless_approval_timeout=headless,
+        store=pick(base.store, "DSH_STORE"),
+        shared_store=pick(base.shared_store, "DSH_SHARED_STORE"),
+        system_prompt=base.system_prompt,
+        reasoning=pick(base.reasoning, "DSH_REASONING"),
+        context_window=window,
+        vision=vision,
+        images=image_caps_from_env(base.images),
+        compaction=compaction,
+        course=base.course,
+    )
+
+
+IMAGE_VARIABLES = {
+    "max_side": "DSH_IMAGE_MAX_SIDE",
+    "per_call": "DSH_IMAGES_PER_CALL",
+    "max_bytes": "DSH_IMAGE_MAX_BYTES",
+}
+"""The environment variable of each ``ImageCaps`` field."""
+
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024}
+_BYTE_UNITS.update({"m": 1024 * 1024, "mb": 1024 * 1024, "mib": 1024 * 1024})
+
+
+def parse_image_setting(field: str, raw: str, where: str) -> int:
+    """``raw`` as the ``ImageCaps`` field ``field``: a whole number (``max_bytes`` may end in ``k``
+    or ``M``, 1,024 and 1,048,576 bytes). A ``UsageError`` starting with ``where`` (e.g.
+    ``"DSH_IMAGE_MAX_SIDE="``) naming the accepted range otherwise."""
+    text = raw.strip().lower().replace("_", "").replace(",", "")
+    number, unit = text, ""
+    if field == "max_bytes":
+        number = text.rstrip("kmib")
+        unit = text[len(number) :].strip()
+    try:
+        value = int(number.strip()) * _BYTE_UNITS[unit]
+    except (ValueError, KeyError):
+        lo, hi, what = IMAGE_SETTINGS[field]
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not valid: give {what}, a whole number from {lo:,} to "
+            f"{hi:,}"
+        ) from None
+    return check_image_setting(field, value, where, repr(raw.strip()))
+
+
+def image_caps_from_env(base: ImageCaps) -> ImageCaps:
+    """``base`` with each image limit its environment variable sets (``IMAGE_VARIABLES``)."""
+    values = {"max_side": base.max_side, "per_call": base.per_call, "max_bytes": base.max_bytes}
+    for field, name in IMAGE_VARIABLES.items():
+        raw = os.environ.get(name, "")
+        if raw.strip():
+            values[field] = parse_image_setting(field, raw, f"{name}=")
+    return ImageCaps(**values)
+
+
+def image_caps_from_traits(max_side: int, per_call: int, max_bytes: int) -> ImageCaps:
+    """The kernel's image traitlets as ``ImageCaps``; a value out of range is a ``UsageError``
+    naming its traitlet."""
+    given = {"max_side": max_side, "per_call": per_call, "max_bytes": max_bytes}
+    names = {
+        "max_side": "image_max_side",
+        "per_call": "images_per_call",
+        "max_bytes": "image_max_bytes",
+    }
+    for field, value in given.items():
+        check_image_setting(field, value, f"c.DshKernel.{names[field]} = ")
+    return ImageCaps(**given)
+
+
+def base_url_owner(provider: str, model: str) -> str:
+    """The provider a base URL configured beside ``provider`` and ``model`` belongs to."""
+    if provider:
+        return provider
+    prefix, sep, rest = model.partition(":")
+    if sep and rest and prefix in BUILTIN_PROVIDERS:
+        return prefix
+    return "openai-compatible"
+
+
+def choose_provider(settings: HostSettings, keys: KeyStore) -> tuple[Provider, str, str]:
+    """``(provider, model, how it was chosen)``."""
+    if settings.provider == "offline":
+        p = OfflineProvider()
+        return p, settings.model or p.default_model, f"{OFFLINE_LABEL} (DSH_PROVIDER=offline)"
+    # The route comes from ``settings`` alone: the environment's DSH_BASE_URL must not follow a
+    # provider switch to a provider it was not configured for.
+    route = ("DSH_PROVIDER", "DSH_MODEL", "DSH_BASE_URL")
+    env = {k: v for k, v in os.environ.items() if k not in route}
+    if settings.provider:
+        env["DSH_PROVIDER"] = settings.provider
+    if settings.model:
+        env["DSH_MODEL"] = settings.model
+    if settings.base_url:
+        env["DSH_BASE_URL"] = settings.base_url
+    config = config_from_env(env, keys=keys)
+    if config is None:
+        p = OfflineProvider()
+        names = [KEY_VARIABLES[pid] for pid in ("deepseek", "openai", "anthropic")]
+        refused = [
+            f"{n} was refused: it contains {keys.refused(n)}" for n in names if keys.refused(n)
+        ]
+        return (
+            p,
+            p.default_model,
+            f"{OFFLINE_LABEL}: no API key found ({', '.join(names)})"
+            + (f"; {'; '.join(refused)}" if refused else ""),
+        )
+    return make_provider(config, keys=keys), config.model, _describe_config(config, settings)
+
+
+def _describe_config(config: ProviderConfig, settings: HostSettings) -> str:
+    why = "configured" if settings.provider or settings.base_url else f"{config.api_key_env} is set"
+    return f"{config.id} ({config.base_url}, model {config.model}; {why})"
