@@ -5,16 +5,18 @@
 # `make run` installs only what a user needs (the project and the `lab` extra) and opens JupyterLab.
 # Each extra has its own setup stamp in `.venv`, redone only when pyproject.toml or the notebook
 # extension's sources change, so a second run is fast and the `make run` setup never stands in for
-# the `make test` one. The editable install builds the notebook extension (widgets/) with npm once,
-# and again when widgets/src changes; its npm dependencies are installed exactly as locked (`npm ci`)
-# first. A source checkout needs Node ≥ 20.19 and npm; a wheel or sdist needs neither.
+# the `make test` one. The notebook extension (widgets/) is built with npm once, and again when its
+# sources (src/, style/, package.json, tsconfig.json) change, before the editable install copies the
+# build into the venv; its npm dependencies are installed exactly as locked (`npm ci`) first. A source
+# checkout needs Node ≥ 20.19 and npm; a wheel or sdist needs neither.
 VENV := .venv
 PY := $(VENV)/bin/python
 RUN_STAMP := $(VENV)/.dsh-setup-lab
 DEV_STAMP := $(VENV)/.dsh-setup-dev
 BENCH_STAMP := $(VENV)/.dsh-setup-bench
 NODE_DEPS := widgets/node_modules/.package-lock.json
-WIDGET_SOURCES := $(wildcard widgets/src/*) widgets/package.json widgets/tsconfig.json
+WIDGET_SOURCES := $(wildcard widgets/src/* widgets/style/*) widgets/package.json widgets/tsconfig.json
+WIDGET_BUILD := widgets/labextension/package.json
 
 .PHONY: help setup-run setup-dev run test stress test-local lint format typecheck bench clean
 
@@ -34,6 +36,13 @@ $(NODE_DEPS): widgets/package-lock.json
 	npm --prefix widgets ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+# The notebook extension's build. Make, not the build hook, decides when it is stale: the hook only
+# compares widgets/src with the build, so a change to widgets/style alone would go unbuilt. The
+# editable install's hook then finds the build fresh and copies it into the venv.
+$(WIDGET_BUILD): $(WIDGET_SOURCES) $(NODE_DEPS)
+	npm --prefix widgets run build --silent
+	touch $@
+
 # One recipe for every extra: install the project editable with that extra (its build hook builds
 # the notebook extension when widgets/src is newer than the build), put both kernelspecs into the
 # venv (pointing at its own python), then stamp.
@@ -43,13 +52,13 @@ define setup
 	touch $@
 endef
 
-$(RUN_STAMP): pyproject.toml $(WIDGET_SOURCES) | $(PY) $(NODE_DEPS)
+$(RUN_STAMP): pyproject.toml $(WIDGET_BUILD) | $(PY)
 	$(call setup,lab)
 
-$(DEV_STAMP): pyproject.toml $(WIDGET_SOURCES) | $(PY) $(NODE_DEPS)
+$(DEV_STAMP): pyproject.toml $(WIDGET_BUILD) | $(PY)
 	$(call setup,dev)
 
-$(BENCH_STAMP): pyproject.toml $(WIDGET_SOURCES) | $(PY) $(NODE_DEPS)
+$(BENCH_STAMP): pyproject.toml $(WIDGET_BUILD) | $(PY)
 	$(call setup,dev$(comma)bench)
 
 comma := ,
@@ -79,13 +88,17 @@ test-local: $(DEV_STAMP) ## run the live tier: real kernels against a real llama
 	$(PY) -m tests.local.models
 	$(PY) -m pytest -q -m local tests/local
 
-lint: $(DEV_STAMP) ## ruff check (docstrings and complexity too) and format --check: dsh_kernel, tests, benchmarks
+# The notebook extension's lint needs only its npm dependencies (eslint, prettier), not its build.
+lint: $(DEV_STAMP) $(NODE_DEPS) ## ruff check (docstrings, complexity) and format --check over the Python; eslint and prettier --check over widgets/
 	$(PY) -m ruff check dsh_kernel tests benchmarks
 	$(PY) -m ruff format --check dsh_kernel tests benchmarks
+	npm --prefix widgets run --silent lint
+	npm --prefix widgets run --silent format:check
 
-format: $(DEV_STAMP) ## ruff format and ruff check --fix over dsh_kernel, tests and benchmarks
+format: $(DEV_STAMP) $(NODE_DEPS) ## ruff format and ruff check --fix over the Python; prettier --write over widgets/
 	$(PY) -m ruff format dsh_kernel tests benchmarks
 	$(PY) -m ruff check --fix dsh_kernel tests benchmarks
+	npm --prefix widgets run --silent format
 
 typecheck: $(DEV_STAMP) ## pyright: strict over dsh_kernel, basic over tests and benchmarks
 	$(PY) -m pyright

@@ -23,10 +23,11 @@ Both renderings are pure functions of a ``TurnModel`` (``fold_turn(turn_events(l
 optional tool lookup, model info, session id and images (``read_images(turn_events(log, n))``).
 Nothing that came from outside becomes markup (``markup.safe_html``): the HTML is built by the same
 functions the live view uses and passes ``sanitize`` as a whole, inside a container MathJax skips;
-the Markdown alternative escapes every HTML-significant character of outside text and writes code
-as entity-escaped ``<pre><code>``. Tool outputs are reduced (``views.outputs``): a raster image whose
-payload is strict base64, embedded as a data URI under ``MAX_INLINE_IMAGE``, else named; otherwise
-their text. Their HTML, SVG, Markdown and LaTeX are never embedded. Arguments are shown whole (they
+the Markdown alternative escapes every HTML-significant character of outside text, writes code
+as entity-escaped ``<pre><code>`` and sits in such a container too (a ``<div>`` on lines of its own,
+so the Markdown inside is still Markdown): a frontend's Markdown renderer typesets no ``$…$`` in it.
+Tool outputs are reduced (``views.outputs``): a raster image whose payload is strict base64,
+embedded as a data URI under ``MAX_INLINE_IMAGE``, else named; otherwise their text. Their HTML, SVG, Markdown and LaTeX are never embedded. Arguments are shown whole (they
 are what ran); result texts are cut at ``MAX_STATIC_TEXT`` with a marker.
 """
 
@@ -169,7 +170,8 @@ def render_markdown(
     images: TurnImages | None = None,
     budget: str | None = None,
 ) -> str:
-    """The finished turn ``model`` as Markdown (what a saved notebook's ``text/markdown`` holds)."""
+    """The finished turn ``model`` as Markdown (what a saved notebook's ``text/markdown`` holds),
+    inside a ``<div>`` that MathJax skips."""
     images = images or NO_IMAGES
     blocks: list[str] = []
     if include_prompt and model.prompt:
@@ -205,7 +207,8 @@ def render_markdown(
     footer = footer_parts(model, session_id=session_id, info=model_info, budget=budget)
     if footer:
         blocks.append("<sub>" + escape(" · ".join(footer)) + "</sub>")
-    return "\n\n".join(blocks) + "\n"
+    # The blank lines end the HTML blocks of the container, so the inside is read as Markdown.
+    return f'<div class="{NO_MATH}">\n\n' + "\n\n".join(blocks) + "\n\n</div>\n"
 
 
 # --- HTML --------------------------------------------------------------------------------------------

@@ -251,6 +251,13 @@ def test_an_inserted_cell_appears_below_undoes_in_one_step_and_runs(env: Env) ->
         marked = nb.cells.nth(n)
         assert "dsh-agent-cell" in (marked.get_attribute("class") or "")
         assert marked.locator(".dsh-agent-label").inner_text() == "written by the agent"
+    # The extension's stylesheet (widgets/style/, loaded by Lab with the extension) styles them:
+    # the mark is an inset bar, the label sits in the corner.
+    shadow, position = nb.cells.nth(2).evaluate(
+        "cell => [getComputedStyle(cell).boxShadow,"
+        " getComputedStyle(cell.querySelector('.dsh-agent-label')).position]"
+    )
+    assert "inset" in shadow and position == "absolute", (shadow, position)
     assert env.page.locator(".jp-Cell.dsh-agent-cell").count() == 2
     nb.screenshot(ARTIFACTS / "notebook-insert.png")
 

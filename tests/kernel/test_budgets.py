@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.kernel.conftest import provider_env
+from tests.support.frontend import markdown_footer
 from tests.support.kernel import Execution, Kernel, start_kernel
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import chat_chunk, sse
@@ -39,7 +40,7 @@ def reply(text: str, usage: dict[str, int]) -> Any:
 
 
 def footer(ex: Execution) -> str:
-    return ex.data("text/markdown")[-1].strip().splitlines()[-1]
+    return markdown_footer(ex.data("text/markdown")[-1])
 
 
 def status_line(k: Kernel) -> str:

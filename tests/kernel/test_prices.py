@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.frontend import markdown_footer
 from tests.support.kernel import Kernel, start_kernel
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import chat_chunk, sse
@@ -63,7 +64,7 @@ def turn(k: Kernel, server: SseServer, text: str) -> str:
     assert ex.status == "ok", ex.content
     final = ex.data("text/markdown")[-1]
     assert text in final
-    return final.strip().splitlines()[-1]
+    return markdown_footer(final)
 
 
 def sql_costs(k: Kernel) -> list[float | None]:

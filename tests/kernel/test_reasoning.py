@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from tests.support import wire_transcripts as wt
+from tests.support.frontend import markdown_footer
 from tests.support.kernel import Kernel, start_kernel
 from tests.support.sse_server import SseServer, sse_reply
 
@@ -65,7 +66,7 @@ def turn(k: Kernel, server: SseServer, reply: Any, text: str) -> tuple[dict[str,
     final = ex.data("text/markdown")[-1]
     assert text in final
     assert len(server.requests) == 1
-    return server.requests[0].json, final.strip().splitlines()[-1]
+    return server.requests[0].json, markdown_footer(final)
 
 
 def command(k: Kernel, line: str) -> str:

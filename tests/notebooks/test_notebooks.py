@@ -20,6 +20,7 @@ from dsh_kernel.store.layout import Store
 from dsh_kernel.store.query.run import run_query
 from dsh_kernel.store.shared.catchup import ship_store
 from tests.support.course_sample import make_course
+from tests.support.frontend import markdown_footer
 from tests.support.kernel import kernelspecs
 from tests.support.notebooks import NOTEBOOKS, PROVIDER_KEYS, Executed, run_notebook
 from tests.support.shared_db import SharedDb
@@ -76,7 +77,7 @@ def test_quickstart_runs_with_no_key_and_shows_the_whole_product(tmp_path: Path)
     assert "<b>inspect sales</b> <code>python</code> — done" in answer  # the tool card
     assert "DataFrame" in answer and "(4, 3)" in answer  # the tool ran on the notebook's value
     assert "%%sql" in answer  # the suggested query
-    footer = answer.strip().splitlines()[-1]
+    footer = markdown_footer(answer)
     for part in ("offline:offline-demo", "in ", "out ", "first token", "total", "session "):
         assert part in footer, footer
     assert_static_saved(ex, chat)

@@ -52,6 +52,23 @@ def html_text(value: object) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", value))
 
 
+MARKDOWN_OPEN = '<div class="mathjax_ignore tex2jax_ignore">\n\n'
+MARKDOWN_CLOSE = "\n\n</div>\n"
+
+
+def markdown_body(markdown: str) -> str:
+    """The Markdown of a finished turn's saved ``text/markdown``, without the container MathJax
+    skips (a ``<div>`` on lines of its own around it); fails when the container is missing."""
+    assert markdown.startswith(MARKDOWN_OPEN), f"no MathJax-ignoring container: {markdown[:120]!r}"
+    assert markdown.endswith(MARKDOWN_CLOSE), f"the container is not closed: {markdown[-120:]!r}"
+    return markdown[len(MARKDOWN_OPEN) : -len(MARKDOWN_CLOSE)]
+
+
+def markdown_footer(markdown: str) -> str:
+    """The footer line of a finished turn's saved ``text/markdown`` (its Markdown's last line)."""
+    return markdown_body(markdown).strip().splitlines()[-1]
+
+
 def saved_bundle(ex: Execution) -> dict[str, Any]:
     """The MIME bundle a chat cell's output ends with (what a saved notebook keeps): the widget view
     plus the static ``text/markdown`` and ``text/html`` of the finished turn."""

@@ -25,8 +25,8 @@ import { insertCells, readNotebook } from './notebook';
 import {
   DSH_KERNELS,
   failure,
-  Hello,
-  PathChanged,
+  type Hello,
+  type PathChanged,
   PROTOCOL,
   TARGET,
   VERSION

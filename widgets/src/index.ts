@@ -5,8 +5,12 @@
  * the user has not reviewed yet.
  */
 
-import type { JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
+import {
+  ILabStatus,
+  type JupyterFrontEnd,
+  type JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
 
 import { closeAllOnUnload, NotebookComm } from './comm';
 import { AgentMarks } from './marks';
@@ -21,7 +25,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
   description: 'Lets the dsh agent read the open notebook and insert cells into it.',
   autoStart: true,
   requires: [INotebookTracker],
-  activate: (app: JupyterFrontEnd, tracker: INotebookTracker): void => {
+  optional: [ILabStatus],
+  activate: (app: JupyterFrontEnd, tracker: INotebookTracker, status: ILabStatus | null): void => {
     const frontend = frontendName(app);
     const attach = (panel: NotebookPanel): void => {
       new NotebookComm(panel, frontend);
@@ -31,10 +36,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
         }
       });
     };
-    // Lab asks before leaving a page with unsaved documents (`app.status.isDirty`); Notebook 7's
-    // app may have no status: then the comms close on pagehide only.
-    const status = (app as { status?: { isDirty?: boolean } }).status;
-    closeAllOnUnload(window, () => status?.isDirty !== false);
+    // Lab asks before leaving a page with unsaved documents (`ILabStatus.isDirty`); a frontend
+    // that provides no status gets the comms closed on pagehide only.
+    closeAllOnUnload(window, () => status === null || status.isDirty);
     tracker.forEach(attach);
     tracker.widgetAdded.connect((_, panel) => attach(panel));
   }

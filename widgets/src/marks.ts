@@ -8,7 +8,7 @@
  */
 
 import type { Cell, ICellModel } from '@jupyterlab/cells';
-import { NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { NotebookActions, type NotebookPanel } from '@jupyterlab/notebook';
 import type { CellChange } from '@jupyter/ydoc';
 import type { PartialJSONObject } from '@lumino/coreutils';
 
@@ -21,7 +21,7 @@ export const LABEL_CLASS = 'dsh-agent-label';
 const LABEL_TEXT = 'written by the agent';
 
 function provenance(model: ICellModel): PartialJSONObject | null {
-  const dsh = model.getMetadata('dsh');
+  const dsh: unknown = model.getMetadata('dsh');
   return typeof dsh === 'object' && dsh !== null && !Array.isArray(dsh)
     ? (dsh as PartialJSONObject)
     : null;

@@ -14,7 +14,7 @@ import type { ISharedCell, ISharedNotebook } from '@jupyter/ydoc';
 import type { PartialJSONObject } from '@lumino/coreutils';
 
 import { summarize } from './outputs';
-import { failure, IFailure, INewCell, IReadCell } from './protocol';
+import { failure, type IFailure, type INewCell, type IReadCell } from './protocol';
 
 /** The `read` reply body (without `reply_to`). */
 export function readNotebook(panel: NotebookPanel): PartialJSONObject {
@@ -36,7 +36,9 @@ function readCell(cell: ISharedCell): IReadCell {
     id: cell.id,
     cell_type: cell.cell_type,
     source: cell.getSource(),
-    execution_count: code ? ((cell as { execution_count?: number | null }).execution_count ?? null) : null,
+    execution_count: code
+      ? ((cell as { execution_count?: number | null }).execution_count ?? null)
+      : null,
     outputs: code ? summarize((cell as { getOutputs(): nbformat.IOutput[] }).getOutputs()) : '',
     metadata_dsh: isObject(dsh) ? dsh : null
   };
@@ -70,9 +72,7 @@ interface IUndoCapture {
 /** The shared model's undo manager, when it has one (it is not part of the public interface). */
 function undoCapture(shared: ISharedNotebook): IUndoCapture | null {
   const manager = (shared as { undoManager?: Partial<IUndoCapture> | null }).undoManager;
-  return manager && typeof manager.stopCapturing === 'function'
-    ? (manager as IUndoCapture)
-    : null;
+  return manager && typeof manager.stopCapturing === 'function' ? (manager as IUndoCapture) : null;
 }
 
 /** Inserts `cells` below the cell `after`: the new ids, or a failure (then nothing was inserted). */

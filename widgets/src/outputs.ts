@@ -34,6 +34,11 @@ function text(value: nbformat.MultilineString | undefined): string {
   return Array.isArray(value) ? value.join('') : value;
 }
 
+/** A field of an output as text: a string as is, anything else (a malformed output) as JSON. */
+function field(value: unknown): string {
+  return typeof value === 'object' && value !== null ? JSON.stringify(value) : String(value);
+}
+
 function quote(s: string): string {
   const flat = s.replace(/\s+/g, ' ').trim();
   return flat.length > QUOTE ? `${flat.slice(0, QUOTE)}…` : flat;
@@ -43,7 +48,7 @@ function quote(s: string): string {
 function kind(output: nbformat.IOutput): string {
   switch (output.output_type) {
     case 'stream':
-      return String(output.name);
+      return field(output.name);
     case 'error':
       return 'error';
     case 'execute_result':
@@ -63,7 +68,7 @@ function kind(output: nbformat.IOutput): string {
 function errorLine(outputs: readonly nbformat.IOutput[]): string | null {
   for (const output of outputs) {
     if (output.output_type === 'error') {
-      return `${String(output.ename)}: ${quote(String(output.evalue))}`;
+      return `${field(output.ename)}: ${quote(field(output.evalue))}`;
     }
   }
   return null;
@@ -76,7 +81,7 @@ function textLine(outputs: readonly nbformat.IOutput[]): string | null {
       continue;
     }
     if (output.output_type === 'stream') {
-      return `${String(output.name)}: ${quote(text(output.text as nbformat.MultilineString))}`;
+      return `${field(output.name)}: ${quote(text(output.text as nbformat.MultilineString))}`;
     }
     if (output.output_type === 'execute_result' || output.output_type === 'display_data') {
       const data = (output.data ?? {}) as nbformat.IMimeBundle;

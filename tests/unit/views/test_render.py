@@ -12,6 +12,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from markdown_it import MarkdownIt
 
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.transcript.model import (
@@ -28,6 +29,7 @@ from dsh_kernel.transcript.model import (
 )
 from dsh_kernel.views.format import cost, footer_parts
 from dsh_kernel.views.render import MAX_INLINE_IMAGE, render_html, render_markdown, static_bundle
+from tests.support.frontend import markdown_body
 
 
 class _TagCollector(HTMLParser):
@@ -162,6 +164,52 @@ def test_full_turn_snapshot() -> None:
     check_snapshot("turn.html", render_html(model, session_id="0123456789abcdef", model_info=info))
 
 
+class _MathScope(HTMLParser):
+    """Each text of an HTML page, with whether a ``<div class="mathjax_ignore">`` holds it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.divs: list[bool] = []
+        self.texts: list[tuple[str, bool]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "div":
+            classes = (dict(attrs).get("class") or "").split()
+            self.divs.append("mathjax_ignore" in classes)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "div":
+            self.divs.pop()
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self.texts.append((data, any(self.divs)))
+
+
+def test_the_markdown_alternative_is_markdown_inside_a_container_mathjax_skips() -> None:
+    """A frontend that shows the saved ``text/markdown`` renders it as Markdown (JupyterLab then
+    typesets the result with MathJax): every text of it, the ``$…$`` too, must sit in the ignored
+    container, and the Markdown inside must still be read as Markdown."""
+    model = turn(
+        ReasoningItem(key="r", text="Is $a$ < $b$?", done=True),
+        TextItem(key="t1", text="**Costs** $5 and $6; $x^2$ \\(y\\)", done=True),
+        ToolItem(key="tool-c1", card=CARDS["done"]),
+        TextItem(key="t2", text="## Result\n\n$$\\int_0^1 f$$", done=True),
+    )
+    md = render_markdown(model)
+    assert md.startswith('<div class="mathjax_ignore tex2jax_ignore">\n\n'), md[:80]
+    page = MarkdownIt("commonmark").render(md)
+    scope = _MathScope()
+    scope.feed(page)
+    assert scope.divs == []  # the container is closed
+    outside = [text for text, ignored in scope.texts if not ignored]
+    assert outside == [], outside
+    assert any("$x^2$" in text for text, _ in scope.texts), scope.texts
+    # Still Markdown inside: the heading, the emphasis, the folds and the footer are elements.
+    for element in ("<h2>Result</h2>", "<strong>Costs</strong>", "<details>", "<sub>"):
+        assert element in page, (element, page)
+
+
 def test_model_text_never_becomes_markup() -> None:
     evil = "<script>alert(1)</script><img src=x onerror=alert(1)>\"'&"
     model = turn(
@@ -182,7 +230,8 @@ def test_model_text_never_becomes_markup() -> None:
     html = bundle["text/html"]
     assert "<script" not in html and "<img src=x" not in html
     md = bundle["text/markdown"]
-    assert md.rstrip().endswith("</sub>")  # the text's unclosed fence was closed before the rest
+    # the text's unclosed fence was closed before the rest
+    assert markdown_body(md).rstrip().endswith("</sub>")
     outside = "\n".join(outside_fences(md))
     assert "<script" not in outside and "<img src=x" not in outside
 

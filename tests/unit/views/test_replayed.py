@@ -21,6 +21,7 @@ from dsh_kernel.transcript.turn import fold_turn
 from dsh_kernel.views import TurnView
 from dsh_kernel.views.format import footer_parts
 from dsh_kernel.views.replayed import as_drawn, replayed
+from tests.support.frontend import markdown_footer
 
 from .helpers import CommLog, attach, state_of
 
@@ -78,7 +79,7 @@ async def test_two_replays_with_different_clocks_draw_the_same(comms: CommLog) -
 
     assert a == b
     assert state_of(first_view.widget) == state_of(second_view.widget)
-    footer = a["text/markdown"].strip().splitlines()[-1]
+    footer = markdown_footer(a["text/markdown"])
     assert footer.endswith(" · replayed</sub>"), footer
     for text in (a["text/markdown"], a["text/html"], first_view.footer.value):
         assert "first token" not in text and "total " not in text
@@ -102,7 +103,7 @@ async def test_a_live_turn_still_shows_times_durations_and_its_session(comms: Co
     del comms
     agent, view = await run(script(), step_ms=5)
     bundle = view.finish()
-    footer = bundle["text/markdown"].strip().splitlines()[-1]
+    footer = markdown_footer(bundle["text/markdown"])
     assert "first token " in footer and "total " in footer
     assert f"session {agent.id[:8]}" in footer and "replayed" not in footer
     assert re.search(r"<b>count_words</b> — done · \d+ ms</summary>", bundle["text/markdown"])
