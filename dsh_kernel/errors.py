@@ -15,7 +15,7 @@
     │   ├── LosslessJsonError         event data that would not round-trip (names the JSON path)
     │   ├── SurfaceError              a surface op that breaks the surface rules
     │   ├── InvariantError            the structural checker found a violation
-    │   │   └── SessionInvariantError (session/invariants.py) names the violated rule
+    │   │   └── SessionInvariantError (session/check/invariants.py) names the violated rule
     │   └── SessionFormatError        a journal we cannot read (unknown version / event type / damage)
     ├── ToolError             raised by tool bodies or the pipeline; becomes an ``Error: …`` result
     │   ├── ToolArgsError             INVALID_ARGS

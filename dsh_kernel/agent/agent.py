@@ -78,8 +78,8 @@ from dsh_kernel.llm.types import (
     ToolCallBlock,
     UserSource,
 )
+from dsh_kernel.session.check.invariants import assert_invariants
 from dsh_kernel.session.events import SessionHeader
-from dsh_kernel.session.invariants import assert_invariants
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.log_images import record_images
 from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 
 from dsh_kernel.errors import LosslessJsonError, SessionFormatError
 from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.session.check.payload import problem as payload_problem
 from dsh_kernel.session.codec import (
     JOURNAL_BAD_SHAPE,
     JOURNAL_TOO_DEEP,
@@ -52,7 +53,6 @@ from dsh_kernel.session.codec import (
     loads,
 )
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent, SessionHeader
-from dsh_kernel.session.payload_check import problem as payload_problem
 
 JOURNAL_DAMAGED = "JOURNAL_DAMAGED"
 """``SessionFormatError.code`` for a journal whose committed lines are broken (not merely torn)."""

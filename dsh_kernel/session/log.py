@@ -49,6 +49,8 @@ from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import chunk_to_json
 from dsh_kernel.llm.secrets import REDACTOR, Redactor
 from dsh_kernel.llm.types import Message, StreamChunk
+from dsh_kernel.session.check.payload import problem as payload_problem
+from dsh_kernel.session.check.surface import check_surface
 from dsh_kernel.session.chunk_runs import (
     ChunkRun,
     EventList,
@@ -68,9 +70,7 @@ from dsh_kernel.session.events import (
     new_event,
 )
 from dsh_kernel.session.log_index import INDEXED, LogIndex
-from dsh_kernel.session.payload_check import problem as payload_problem
 from dsh_kernel.session.payloads import payload_of
-from dsh_kernel.session.surface_rules import check_surface
 
 _log = logging.getLogger(__name__)
 

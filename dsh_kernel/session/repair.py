@@ -28,7 +28,7 @@ closers, which keep ``seq`` contiguous and reuse the last event's ``time`` (repa
 
 Only turn, step and tool brackets are closed, plus the stream prefix of 0. (never ``compaction/*``:
 the end-seed rule handles stale brackets). A balanced or empty log needs no closers. The result
-satisfies ``dsh_kernel.session.invariants`` for every prefix of a valid log, and the closers are
+satisfies ``dsh_kernel.session.check.invariants`` for every prefix of a valid log, and the closers are
 deterministic (message ids derive from the seq and call id), so repairing the same log twice gives the
 same events.
 """
@@ -45,13 +45,13 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_from_json, message_to_json
 from dsh_kernel.llm.types import Message, ModelSource
-from dsh_kernel.session.codec import lossless_copy_object
-from dsh_kernel.session.events import SessionEvent, SurfaceOp
-from dsh_kernel.session.invariants import (
+from dsh_kernel.session.check.invariants import (
     TOOL_NOT_STARTED,
     message_tool_call_ids,
     result_call_id,
 )
+from dsh_kernel.session.codec import lossless_copy_object
+from dsh_kernel.session.events import SessionEvent, SurfaceOp
 from dsh_kernel.session.payloads import (
     AssistantMessage,
     StepEnd,

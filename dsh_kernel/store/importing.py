@@ -32,8 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.session.check.journal import check_journal
 from dsh_kernel.session.events import SessionHeader
-from dsh_kernel.session.journal_check import check_journal
 from dsh_kernel.session.journal_io import LoadedJournal, read_journal, split_journal_bytes
 from dsh_kernel.store.layout import JOURNAL_SUFFIX, Store, check_session_id
 

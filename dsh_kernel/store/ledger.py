@@ -28,11 +28,11 @@ import os
 from dataclasses import dataclass, field
 
 from dsh_kernel.errors import DshError
+from dsh_kernel.session.check.payload import problem as payload_problem
 from dsh_kernel.session.codec import decode_event, header_from_json, loads
 from dsh_kernel.session.daily_usage import DAY_MS, DailyUsage, Route, add_into, utc_day
 from dsh_kernel.session.events import EVENT_CATALOG
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
-from dsh_kernel.session.payload_check import problem as payload_problem
 from dsh_kernel.session.usage import UsageTotals
 from dsh_kernel.store.layout import JOURNAL_SUFFIX, Store
 

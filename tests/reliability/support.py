@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 from jupyter_core.utils import ensure_event_loop
 
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.store.journal import read_session
 from tests.support.kernel import Execution, Kernel, start_kernel
 from tests.support.sse_server import Frame, Reply, SseServer, sse_reply

@@ -30,8 +30,8 @@ from typing import Any, cast
 
 import pytest
 
+from dsh_kernel.session.check.invariants import check_invariants, result_call_id
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.invariants import check_invariants, result_call_id
 from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import load_session, read_session
 from dsh_kernel.store.layout import Store

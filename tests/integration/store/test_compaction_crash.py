@@ -8,7 +8,7 @@ import os
 import signal
 import subprocess
 
-from dsh_kernel.session.invariants import check_invariants
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.store.journal import load_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.sessions import resume

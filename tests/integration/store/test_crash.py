@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from dsh_kernel.session.invariants import check_invariants
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import load_session, read_session
 from dsh_kernel.store.layout import Store

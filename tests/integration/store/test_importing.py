@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dsh_kernel.errors import StoreError
-from dsh_kernel.session.invariants import check_invariants
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.store.importing import import_journal
 from dsh_kernel.store.journal import load_session
 from dsh_kernel.store.layout import Store

@@ -11,7 +11,7 @@ import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from dsh_kernel.session.invariants import check_invariants
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import read_session, repair_orphan
 from dsh_kernel.store.layout import Store

@@ -16,7 +16,7 @@ from dsh_kernel import Agent, tool
 from dsh_kernel.abort import AbortCause
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.types import GenerateRequest, LlmFailure, StreamChunk
-from dsh_kernel.session.invariants import assert_invariants, check_invariants
+from dsh_kernel.session.check.invariants import assert_invariants, check_invariants
 from dsh_kernel.session.repair import repair
 from dsh_kernel.testing import (
     FunctionProvider,

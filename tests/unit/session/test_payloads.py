@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.session import payload_check, payloads
+from dsh_kernel.session import payloads
+from dsh_kernel.session.check import payload as payload_check
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent
 from tests.unit.session.scripts import new_session
 

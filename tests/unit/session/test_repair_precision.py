@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from dsh_kernel.llm.codec import message_from_json
+from dsh_kernel.session.check.invariants import TOOL_NOT_STARTED, check_invariants
 from dsh_kernel.session.derive import project_event
-from dsh_kernel.session.invariants import TOOL_NOT_STARTED, check_invariants
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.repair import TOOL_OUTCOME_UNKNOWN, closers, repair
 from tests.unit.session.scripts import assistant_message, new_session, user_message

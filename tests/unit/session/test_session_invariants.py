@@ -10,13 +10,13 @@ from hypothesis import strategies as st
 
 from dsh_kernel.errors import InvariantError
 from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.session.events import ReplaceOp, SessionEvent, SurfaceOp
-from dsh_kernel.session.invariants import (
+from dsh_kernel.session.check.invariants import (
     SessionInvariantError,
     Violation,
     assert_invariants,
     check_invariants,
 )
+from dsh_kernel.session.events import ReplaceOp, SessionEvent, SurfaceOp
 from tests.unit.session.scripts import (
     assistant_message,
     chunk,

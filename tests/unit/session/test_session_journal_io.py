@@ -77,7 +77,7 @@ def test_a_torn_last_line_is_dropped_at_every_cut() -> None:
 
 
 def test_the_torn_prefix_repairs_to_a_valid_balanced_log() -> None:
-    from dsh_kernel.session.invariants import check_invariants
+    from dsh_kernel.session.check.invariants import check_invariants
 
     log = sample_log(3)
     lines = journal_lines(log)

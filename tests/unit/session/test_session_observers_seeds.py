@@ -8,8 +8,8 @@ import pytest
 
 from dsh_kernel.errors import ReentrantAppendError, SurfaceError, UsageError
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.session.log import Session
 from tests.unit.session.scripts import new_session, user_message
 

@@ -8,9 +8,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
-from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.repair import (
     TOOL_NOT_STARTED,

@@ -25,7 +25,7 @@ from dsh_kernel.llm.types import (
     UnknownBlock,
     UserSource,
 )
-from dsh_kernel.session.invariants import check_invariants
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_calls_response
 from dsh_kernel.textcap import cap_echo, cap_text
 from dsh_kernel.tools import (

@@ -18,7 +18,7 @@ event that fails, in this order:
    the failure of ``llm/retry``, and ``turn``/``step`` numbers the store keeps as 32-bit integers —
    each with the project's own decoder (``dsh_kernel.llm.codec``), so "valid" means what the
    consumers mean by it;
-4. the structural invariants (``dsh_kernel.session.invariants``; code ``JOURNAL_INVALID``): turns and
+4. the structural invariants (``dsh_kernel.session.check.invariants``; code ``JOURNAL_INVALID``): turns and
    steps that open and close in order, tool results that answer their calls. The checker is
    prefix-closed, so a journal cut short by a crash (an open turn) passes: the store's crash repair
    closes it on load.
@@ -40,10 +40,10 @@ from dsh_kernel.llm.codec import (
     message_from_json,
     usage_from_json,
 )
+from dsh_kernel.session.check.invariants import check_invariants
 from dsh_kernel.session.codec import JOURNAL_BAD_SHAPE, JOURNAL_TOO_DEEP, MAX_DEPTH
 from dsh_kernel.session.derive import EpochHeader
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent
-from dsh_kernel.session.invariants import check_invariants
 from dsh_kernel.session.journal_io import LoadedJournal
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import payload_of
