@@ -18,7 +18,7 @@ Simplifications, said once:
 * **Anthropic Haiku 5.5** is priced per prompt size; the figures are the ≤100K-token band (×5 above).
 * **Images**: every Anthropic and OpenAI model here takes image input; no DeepSeek model does — the
   chat-completions API answers an ``image_url`` part with HTTP 400 ``unknown variant image_url``
-  (measured, issue 15), whatever its pricing page says of Flash. ``DSH_VISION`` overrides this for a
+  (measured), whatever its pricing page says of Flash. ``DSH_VISION`` overrides this for a
   route (``kernel.magic.vision``), except that the DeepSeek profile never sends image parts.
 * Cache-write prices are Anthropic's 5-minute writes and OpenAI's 30-minute retention; DeepSeek has
   no cache-write charge (``None``: billed as input, where the provider reports no such tokens).

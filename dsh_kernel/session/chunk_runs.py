@@ -1,4 +1,4 @@
-"""Chunk events kept compactly in memory (issue 16: memory per event).
+"""Chunk events kept compactly in memory: a streamed answer costs little per event.
 
 Most of a long session is ``assistant/chunk`` events — a 1,000-chunk answer is 1,000 of them — and
 each held as a ``SessionEvent`` with its ``data`` and ``chunk`` dicts costs ~600 bytes, though a

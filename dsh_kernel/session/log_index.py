@@ -1,5 +1,5 @@
 """The log's index of its envelope events: what a request, a turn's end or a meter reading looks
-back for, answered without walking the log (issue 16: a turn's cost does not grow with the session).
+back for, answered without walking the log, so a turn's cost does not grow with the session.
 
 ``LogIndex`` keeps, for each type in ``INDEXED`` — the turn brackets, the request envelope, context
 warnings, answers: a few events a turn — the seqs of its events in log order, as the log appends

@@ -27,7 +27,7 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
   what the servers reported, summed over every attempt), the context window of the last request,
   the route (``request/context``, ``request/header``, else the assistant message's model source) and
   the reasoning effort (the header's, else the one the fold was started with); a context warning
-  (``context/warning``) is a notice item, and so is a compaction in the turn (``turn_compaction``),
+  (``context/warning``) is a notice item, and so is a compaction in the turn (``compaction_notes``),
   whose model-only copies (``surfaceOp: replace``) change nothing the turn shows;
 * times: time to first token (first text or reasoning delta minus the start of the request that
   produced it: the latest ``step/start``, ``request/*`` or ``llm/retry-started``), total time

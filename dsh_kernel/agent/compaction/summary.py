@@ -6,7 +6,7 @@ conversation's own system prompt and tools (so the provider's prefix cache is re
 messages (images as their logged descriptions: the call never sends image bytes), then
 ``INSTRUCTION`` as the final user message. Only the answer's text is kept (its reasoning and any tool
 call are dropped). The call is held to the spending budget like any request (``route.spend``,
-``agent.request.spend``: its cap lowered to what is left). The reduction (``compaction_range.reduce_range``)
+``agent.request.spend``: its cap lowered to what is left). The reduction (``compaction.range.reduce_range``)
 stands in — and the result says why in ``failure`` — when the call fails, is cut off, answers no
 text, does not shrink the range, would not itself fit the window (tried with the tools first, then
 without them), or the budget refuses it (``BUDGET_EXCEEDED``: nothing is sent). A provider that

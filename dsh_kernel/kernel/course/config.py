@@ -1,4 +1,4 @@
-"""A course's settings: the AI policy and the budgets an administrator configures (issue 17).
+"""A course's settings: the AI policy and the budgets an administrator configures.
 
 ``CourseSettings`` is what is in force for a kernel: the AI policy (``full``, ``explain``, ``off``)
 and the daily budgets per user (tokens, US dollars). They come from the kernel's configuration —

@@ -1,4 +1,4 @@
-"""The AI policy in force for a notebook, and its enforcement (issue 17, item 2).
+"""The AI policy in force for a notebook, and its enforcement.
 
 **In force** is the stricter of the course's configuration (``kernel.course.config``: ``DSH_AI_POLICY``,
 ``c.DshKernel.ai_policy``) and the notebook's own metadata, ``metadata.dsh.ai_policy``, read from

@@ -1,4 +1,4 @@
-"""The ``dsh.notebook`` comm: the kernel's end of the link to the notebook frontend (issue 18).
+"""The ``dsh.notebook`` comm: the kernel's end of the link to the notebook frontend.
 
 The contract is ``docs/dev/notebook-comm.md``; this module is its kernel side. It owns
 

@@ -1,5 +1,5 @@
 """What ``notebook_read`` reads: a notebook's cells, from the frontend or from the saved file, and
-the text the model gets (issue 18).
+the text the model gets.
 
 A ``Snapshot`` is the notebook at one moment: its cells in order (``NotebookCell``: id, type,
 source, execution count, a short output summary, whether the agent wrote it), which cell is active,

@@ -96,7 +96,7 @@ MAX_CELL_CHARS: Final = 50_000
 """Characters of one inserted cell's source (checked before approval: ``check_insert_args``)."""
 MAX_INSERT_CHARS: Final = 100_000
 """Characters of all the sources of one ``notebook_insert`` call. A frontend takes seconds per
-megabyte to insert; past its reply timeout an insertion may land with nobody told (issue 18)."""
+megabyte to insert; past its reply timeout an insertion may land with nobody told."""
 
 
 def from_notebook_cell(metadata: object) -> bool:

@@ -1,4 +1,4 @@
-"""How ingest stores images (issue 15): run after ``ingest_sql``'s derive steps, for a batch that
+"""How ingest stores images: run after ``statements``' derive steps, for a batch that
 ``IMAGES_NEEDED`` says has image bytes or messages that may hold image blocks.
 
 An ``image`` block in a message names its bytes by ``sha256``; the bytes are the session's

@@ -269,7 +269,7 @@ def test_the_transcript_notes_each_compaction_and_keeps_every_turn(recorded: Rec
     s = recorded.session
     [p] = [e for e in s.events if e.type == "compaction/summary" and e.data["method"] == "model"]
     del p
-    note = "*Compacted 2 earlier turns (~"  # the line the cell showed (session.turn_compaction)
+    note = "*Compacted 2 earlier turns (~"  # the line the cell showed (transcript.compaction_notes)
     assert text.count(note) == 1
     # in turn 3, after its prompt and before the answer that followed the compaction
     assert text.index("now plot it") < text.index(note) < text.index("Here is the plot.")
