@@ -92,7 +92,7 @@ from dsh_kernel.tools.approval import (
 from dsh_kernel.tools.lean import ToolSchemaForm
 from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, ToolRuntime
 from dsh_kernel.tools.registry import ToolRegistry
-from dsh_kernel.tools.types import ToolDefinition
+from dsh_kernel.tools.types import ToolLike
 
 StepOutcome = Literal["completed", "max-tokens"] | None
 
@@ -105,7 +105,7 @@ class Agent:
         *,
         provider: Provider,
         model: str | None = None,
-        tools: Sequence[ToolDefinition] = (),
+        tools: Sequence[ToolLike] = (),
         system: str | SystemPrompt | None = None,
         session: Session | None = None,
         reasoning_effort: str | None = None,

@@ -27,7 +27,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.cells import find_references, unescape
 from dsh_kernel.llm.types import ContentBlock, ImageBlock, Message, TextBlock, UserSource
 from dsh_kernel.runtime.image_reduce import DEFAULT_IMAGE_CAPS, ImageCaps
-from dsh_kernel.tools.types import ToolDefinition
+from dsh_kernel.tools.types import ToolDefinition, attached_definition
 
 MAX_MESSAGE_CHARS = 200_000
 """A chat cell longer than this is refused: put big text in a variable and reference it."""
@@ -75,7 +75,7 @@ def expand_prompt(
             "$`text`, which inserts a size-capped description"
         )
     from dsh_kernel.runtime.describe import describe_value
-    from dsh_kernel.tools.decorator import tool
+    from dsh_kernel.tools.decorator import build_definition
 
     refs = find_references(text)
     parts: list[str] = []
@@ -106,8 +106,9 @@ def expand_prompt(
             parts.append(f"`{ref.expr}`")
         else:
             fn = _evaluate(ref.expr, namespace)
-            if isinstance(fn, ToolDefinition):  # a ``@tool`` function (not callable itself)
-                defn = fn
+            given = attached_definition(fn)  # an ``@tool`` function, or a definition
+            if given is not None:
+                defn = given
             elif not callable(fn):
                 raise PromptError(
                     f"&`{ref.expr}`: {ref.expr!r} is a {type(fn).__name__}, not a function; "
@@ -115,7 +116,7 @@ def expand_prompt(
                 )
             else:
                 try:
-                    defn = tool(fn)
+                    defn = build_definition(fn)
                 except Exception as exc:
                     raise PromptError(f"&`{ref.expr}` cannot be offered as a tool: {exc}") from exc
             if defn.name not in seen_tools:

@@ -17,7 +17,7 @@ from dsh_kernel.tools.approval import (
     ApprovalRequest,
     ApprovalService,
 )
-from dsh_kernel.tools.decorator import tool
+from dsh_kernel.tools.decorator import build_definition, tool
 from dsh_kernel.tools.hooks import (
     HookAccept,
     HookAllow,
@@ -35,7 +35,10 @@ from dsh_kernel.tools.types import (
     ToolContext,
     ToolDefinition,
     ToolFailure,
+    ToolFunction,
+    ToolLike,
     ToolResult,
+    definition_of,
 )
 
 __all__ = [
@@ -57,10 +60,14 @@ __all__ = [
     "ToolContext",
     "ToolDefinition",
     "ToolFailure",
+    "ToolFunction",
     "ToolHooks",
+    "ToolLike",
     "ToolRegistry",
     "ToolResult",
     "ToolRuntime",
+    "build_definition",
+    "definition_of",
     "run_tool_calls",
     "tool",
 ]

@@ -1,4 +1,7 @@
-"""``@tool``: a Python function becomes a ``ToolDefinition`` whose schema is built from its signature.
+"""``@tool``: a Python function becomes a tool, its ``ToolDefinition`` built from its signature.
+
+The decorator returns the function as written, still callable, with the definition attached as
+``fn.tool_definition``; ``build_definition(fn)`` builds the same definition without attaching it.
 
 Parameters become the arguments object (``additionalProperties: false``, or ``true`` with
 ``**kwargs``); a parameter annotated ``ToolContext`` receives the call's context and is not shown.
@@ -33,13 +36,24 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import inspect
 import json
 import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Annotated, Literal, Union, cast, get_args, get_origin, overload
+from typing import (
+    Annotated,
+    Literal,
+    ParamSpec,
+    TypeVar,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    overload,
+)
 
 import typing_extensions
 from pydantic import BaseModel, TypeAdapter, ValidationError
@@ -56,12 +70,17 @@ from dsh_kernel.tools.schema import (
 )
 from dsh_kernel.tools.types import (
     RESERVED_TOOL_NAMES,
+    TOOL_ATTRIBUTE,
     TOOL_NAME_PATTERN,
     ToolContext,
     ToolDefinition,
+    ToolFunction,
     always_concurrent,
     never_concurrent,
 )
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _JSON_ORIGINS = {bool, int, float, str, list, dict, type(None)}
 _SCALARS: Mapping[object, str] = {
@@ -282,11 +301,11 @@ def _numpy_section(lines: list[str], i: int, params: dict[str, str] | None) -> i
 
 # -- the decorator ----------------------------------------------------------------------------------
 
-ToolFunction = Callable[..., object]
+_Function = Callable[..., object]
 
 
 @overload
-def tool(fn: ToolFunction, /) -> ToolDefinition: ...
+def tool(fn: Callable[P, R], /) -> ToolFunction[P, R]: ...
 
 
 @overload
@@ -297,11 +316,11 @@ def tool(
     read_only: bool = False,
     concurrency_safe: bool = False,
     timeout_ms: int | None = None,
-) -> Callable[[ToolFunction], ToolDefinition]: ...
+) -> Callable[[Callable[P, R]], ToolFunction[P, R]]: ...
 
 
 def tool(
-    fn: ToolFunction | None = None,
+    fn: Callable[P, R] | None = None,
     /,
     *,
     name: str | None = None,
@@ -309,11 +328,18 @@ def tool(
     read_only: bool = False,
     concurrency_safe: bool = False,
     timeout_ms: int | None = None,
-) -> ToolDefinition | Callable[[ToolFunction], ToolDefinition]:
-    """Declare a tool from a function: ``@tool`` or ``@tool(name=..., read_only=True, ...)``."""
+) -> ToolFunction[P, R] | Callable[[Callable[P, R]], ToolFunction[P, R]]:
+    """Declare a tool from a function: ``@tool`` or ``@tool(name=..., read_only=True, ...)``.
 
-    def build(f: ToolFunction) -> ToolDefinition:
-        return _build(
+    Returns the function itself, still callable as written, with its ``ToolDefinition`` attached as
+    ``fn.tool_definition`` (``tools.types.ToolFunction``); ``Agent(tools=...)``, a registry and
+    `` &`fn` `` take it as they take a definition. A callable that cannot carry an attribute (a bound
+    method, a builtin) comes back wrapped in a function that calls it. Decorating again replaces the
+    attached definition.
+    """
+
+    def decorate(f: Callable[P, R]) -> ToolFunction[P, R]:
+        defn = build_definition(
             f,
             name=name,
             description=description,
@@ -321,20 +347,40 @@ def tool(
             concurrency_safe=concurrency_safe,
             timeout_ms=timeout_ms,
         )
+        return cast(ToolFunction[P, R], _attach(f, defn))
 
-    return build(fn) if fn is not None else build
+    return decorate(fn) if fn is not None else decorate
+
+
+def _attach(fn: _Function, defn: ToolDefinition) -> ToolFunction[..., object]:
+    target = fn
+    try:
+        setattr(target, TOOL_ATTRIBUTE, defn)
+    except (AttributeError, TypeError):
+        # A bound method or a builtin has no attribute dictionary of its own: hand back a function
+        # that calls it, carrying its name, docstring and signature.
+        @functools.wraps(fn)
+        def forward(*args: object, **kwargs: object) -> object:
+            return fn(*args, **kwargs)
+
+        target = forward
+        setattr(target, TOOL_ATTRIBUTE, defn)
+    return cast(ToolFunction[..., object], target)
 
 
 # Complexity (C901): each unsupported signature shape is its own check and error.
-def _build(  # noqa: C901
-    fn: ToolFunction,
+def build_definition(  # noqa: C901
+    fn: _Function,
     *,
-    name: str | None,
-    description: str | None,
-    read_only: bool,
-    concurrency_safe: bool,
-    timeout_ms: int | None,
+    name: str | None = None,
+    description: str | None = None,
+    read_only: bool = False,
+    concurrency_safe: bool = False,
+    timeout_ms: int | None = None,
 ) -> ToolDefinition:
+    """The ``ToolDefinition`` ``@tool`` would attach to ``fn``, leaving ``fn`` untouched (what
+    `` &`fn` `` offers for one message). Raises ``ToolSchemaError`` or ``UsageError`` as ``@tool``
+    does."""
     tool_name = name or getattr(fn, "__name__", "")
     if not TOOL_NAME_PATTERN.match(tool_name):
         raise UsageError(f"invalid tool name {tool_name!r}: use 1-64 letters, digits, '_' or '-'")

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 from dsh_kernel.errors import UsageError
 from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.llm.types import ToolSchema
-from dsh_kernel.tools.types import RESERVED_TOOL_NAMES, ToolCall, ToolDefinition
+from dsh_kernel.tools.types import (
+    RESERVED_TOOL_NAMES,
+    ToolCall,
+    ToolDefinition,
+    ToolLike,
+    definition_of,
+)
 
 Guard = Callable[[ToolCall, JsonValue], "str | None"]
 Disposer = Callable[[], None]
@@ -53,10 +59,12 @@ class ToolRegistry:
 
     # -- mutation -----------------------------------------------------------------------------------
 
-    def register(self, defn: ToolDefinition, *, reserved: bool = False) -> Disposer:
-        """Add ``defn`` to this scope. A name already registered *in this scope* is a ``UsageError``;
-        the same name in an ancestor is shadowed. ``reserved=True`` is for the built-in Code Mode
-        tool only (``run_code`` is a reserved name)."""
+    def register(self, tool: ToolLike, *, reserved: bool = False) -> Disposer:
+        """Add ``tool`` (a ``ToolDefinition`` or an ``@tool`` function) to this scope. A name already
+        registered *in this scope* is a ``UsageError``; the same name in an ancestor is shadowed.
+        ``reserved=True`` is for the built-in Code Mode tool only (``run_code`` is a reserved
+        name)."""
+        defn = definition_of(tool)
         if defn.name in RESERVED_TOOL_NAMES and not reserved:
             raise UsageError(f"tool name {defn.name!r} is reserved")
         if defn.name in self._tools:

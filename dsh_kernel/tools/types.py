@@ -10,6 +10,9 @@ A ``ToolResult`` is what the pipeline returns for every call, success or failure
 ``is_error``, ``error`` (code and name), ``meta`` and ``duration_ms`` are persisted; ``value`` is
 execution-local.
 
+An ``@tool`` function carries its definition (``ToolFunction``); whatever accepts a tool takes
+either form (``ToolLike``) and reads the definition with ``definition_of``.
+
 Failure codes the pipeline itself produces are the ``*`` constants below; a tool body may raise any
 ``DshError`` and its ``.code`` becomes the result's code.
 """
@@ -20,7 +23,7 @@ import json
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import Final, ParamSpec, Protocol, TypeAlias, TypeVar
 
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.errors import UsageError
@@ -246,3 +249,46 @@ class ToolDefinition:
             description=self.lean_description or _lean_text(self.description),
             parameters=self.lean_parameters or _lean_params(self.parameters),
         )
+
+
+_P = ParamSpec("_P")
+_R_co = TypeVar("_R_co", covariant=True)
+
+TOOL_ATTRIBUTE: Final = "tool_definition"
+"""The attribute ``@tool`` sets on the function it decorates: that function's ``ToolDefinition``."""
+
+
+class ToolFunction(Protocol[_P, _R_co]):
+    """What ``@tool`` returns: the function as written (called as before), with its
+    ``ToolDefinition`` attached as ``tool_definition``."""
+
+    tool_definition: ToolDefinition
+    __name__: str
+
+    def __call__(self, *args: _P.args, **kwargs: _P.kwargs) -> _R_co: ...
+
+
+ToolLike: TypeAlias = "ToolDefinition | ToolFunction[..., object]"
+"""What accepts a tool accepts either form: a ``ToolDefinition`` or an ``@tool`` function."""
+
+
+def attached_definition(value: object) -> ToolDefinition | None:
+    """``value`` itself when it is a ``ToolDefinition``, the definition ``@tool`` attached to it when
+    it is an ``@tool`` function, else ``None``."""
+    if isinstance(value, ToolDefinition):
+        return value
+    attached = getattr(value, TOOL_ATTRIBUTE, None)
+    return attached if isinstance(attached, ToolDefinition) else None
+
+
+def definition_of(tool: ToolLike) -> ToolDefinition:
+    """The ``ToolDefinition`` of a tool given in either form (``ToolLike``); anything else is a
+    ``UsageError`` saying what to do."""
+    found = attached_definition(tool)
+    if found is None:
+        what = getattr(tool, "__name__", None) or type(tool).__name__
+        raise UsageError(
+            f"{what!r} is not a tool: decorate the function with @tool (from dsh_kernel import "
+            "tool), or pass a ToolDefinition"
+        )
+    return found

@@ -310,9 +310,9 @@ def test_build_a_tool_notebook(tmp_path: Path) -> None:
     assert "**270.00 USD**" in answer
     assert_static_saved(ex, "%%chat\nHow much is 250 EUR")
 
-    assert ex.text("@tool(read_only=True)").startswith(
-        "word_count | read-only: True | Count the words in a text."
-    )
+    decorated = ex.text("@tool(read_only=True)")
+    assert decorated.startswith("word_count | read-only: True | Count the words in a text.\n")
+    assert "called as written: 3\n" in decorated  # @tool gives the function back
     policies = ex.text("from dsh_kernel import Agent").splitlines()
     assert policies[0].endswith("-> saved note 1")
     assert policies[1].startswith("asked: may save_note run")

@@ -227,7 +227,7 @@ def _tools(namespace: dict[str, object]) -> tuple[ToolDefinition, ...]:
         """Describe a name in the notebook's namespace."""
         return f"{name} = {namespace.get(name)!r}"
 
-    return (python, inspect)
+    return (python, inspect.tool_definition)
 
 
 def _clock(start: str):

@@ -50,7 +50,7 @@ def _plot(name: str, image: ContentBlock) -> Any:
     def render(args: JsonObject, value: JsonValue) -> tuple[ContentBlock, ...]:
         return (TextBlock(text=str(value)), image)
 
-    return dataclasses.replace(body, render=render)
+    return dataclasses.replace(body.tool_definition, render=render)
 
 
 def provider(server: SseServer, client: httpx.AsyncClient, kind: ProviderKind) -> Provider:

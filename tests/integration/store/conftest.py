@@ -25,7 +25,7 @@ from dsh_kernel.testing import (
     tool_call_response,
 )
 from dsh_kernel.tools.approval import ApprovalPolicy
-from dsh_kernel.tools.types import ToolContext, ToolDefinition
+from dsh_kernel.tools.types import ToolContext, ToolDefinition, ToolLike
 
 HERE = Path(__file__).parent
 PY = sys.executable
@@ -91,8 +91,8 @@ def make_agent(
     script: Sequence[ScriptEntry],
     *,
     model: str = "m1",
-    extra_tools: Sequence[ToolDefinition] = (),
-    tools: Sequence[ToolDefinition] = TOOLS,
+    extra_tools: Sequence[ToolLike] = (),
+    tools: Sequence[ToolLike] = TOOLS,
     approval: ApprovalPolicy | None = None,
     **kw: Any,
 ) -> tuple[Agent, ScriptedProvider, JournalWriter]:

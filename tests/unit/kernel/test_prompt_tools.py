@@ -1,5 +1,6 @@
-"""`` &`fn` `` in a chat message: a plain function and a ``@tool`` definition are both offered to the
-model for that message (notebook 05 shows both); anything else is one line saying what is wrong."""
+"""`` &`fn` `` in a chat message: a plain function, an ``@tool`` function and a ``ToolDefinition`` are
+all offered to the model for that message (notebook 05 shows the first two); anything else is one
+line saying what is wrong."""
 
 from __future__ import annotations
 
@@ -14,13 +15,23 @@ def convert(amount: float, rate: float) -> float:
     return amount * rate
 
 
-def test_a_plain_function_and_a_tool_definition_are_both_offered() -> None:
-    as_tool = tool(convert)
-    for value in (convert, as_tool):
+def test_a_plain_function_a_tool_function_and_a_definition_are_all_offered() -> None:
+    prompt = expand_prompt("Use &`f`.", {"f": convert})
+    assert prompt is not None
+    assert [t.name for t in prompt.tools] == ["convert"]
+    assert "(offered to you as the tool `convert`)" in prompt.message.text()
+    assert not hasattr(convert, "tool_definition")  # offering a function leaves it as it was
+
+    def rate(amount: float, rate: float) -> float:
+        """Convert an amount at a rate."""
+        return amount * rate
+
+    fx = tool(name="fx", read_only=True)(rate)
+    for value in (fx, fx.tool_definition):  # the attached definition, its name and flags
         prompt = expand_prompt("Use &`f`.", {"f": value})
         assert prompt is not None
-        assert [t.name for t in prompt.tools] == ["convert"]
-        assert "(offered to you as the tool `convert`)" in prompt.message.text()
+        assert [(t.name, t.read_only) for t in prompt.tools] == [("fx", True)]
+        assert "(offered to you as the tool `fx`)" in prompt.message.text()
 
 
 def test_a_value_that_is_neither_is_refused_in_one_line() -> None:

@@ -20,19 +20,23 @@ from dsh_kernel.tools import (
     ToolCall,
     ToolContext,
     ToolDefinition,
+    ToolLike,
     ToolRegistry,
     ToolResult,
     ToolRuntime,
+    build_definition,
+    definition_of,
     tool,
 )
 from dsh_kernel.tools.decorator import parse_docstring
 from dsh_kernel.tools.schema import check_schema
 
 
-async def call(defn: ToolDefinition, arguments: str) -> ToolResult:
-    """Run ``defn`` through the real pipeline with an auto-approving policy."""
+async def call(given: ToolLike, arguments: str) -> ToolResult:
+    """Run a tool through the real pipeline with an auto-approving policy."""
+    defn = definition_of(given)
     registry = ToolRegistry()
-    registry.register(defn)
+    registry.register(given)
     runtime = ToolRuntime(registry, None, ApprovalPolicy("auto"))
     import json
 
@@ -81,9 +85,11 @@ def test_signature_and_google_docstring_become_the_schema() -> None:
         """
         return []
 
-    assert find.name == "find"
-    assert find.description == "Find lines matching a pattern.\n\nSearches every file."
-    props = find.parameters["properties"]
+    assert find.tool_definition.name == "find"
+    assert (
+        find.tool_definition.description == "Find lines matching a pattern.\n\nSearches every file."
+    )
+    props = find.tool_definition.parameters["properties"]
     assert isinstance(props, dict)
     assert props["pattern"] == {"type": "string", "description": "what to look for"}
     assert props["limit"] == {
@@ -102,10 +108,10 @@ def test_signature_and_google_docstring_become_the_schema() -> None:
     assert props["anything"] == {"default": None}
     assert props["color"] == {"type": "string", "enum": ["red", "blue"], "default": "red"}
     assert props["flags"] == {"type": "object", "additionalProperties": {"type": "boolean"}}
-    assert find.parameters["required"] == ["pattern"]
-    assert find.parameters["additionalProperties"] is False
-    assert find.output_schema == {"type": "array", "items": {"type": "string"}}
-    check_schema(find.parameters)
+    assert find.tool_definition.parameters["required"] == ["pattern"]
+    assert find.tool_definition.parameters["additionalProperties"] is False
+    assert find.tool_definition.output_schema == {"type": "array", "items": {"type": "string"}}
+    check_schema(find.tool_definition.parameters)
 
 
 def test_numpy_docstring() -> None:
@@ -135,13 +141,13 @@ def test_required_nullable_keeps_null_and_json_value_means_anything() -> None:
     def f(a: int | None, b: JsonValue, c: JsonObject, d: int | str = 1) -> None:
         """F."""
 
-    props = f.parameters["properties"]
+    props = f.tool_definition.parameters["properties"]
     assert isinstance(props, dict)
     assert props["a"] == {"oneOf": [{"type": "integer"}, {"type": "null"}]}
     assert props["b"] == {}
     assert props["c"] == {"type": "object", "additionalProperties": True}
     assert props["d"] == {"oneOf": [{"type": "integer"}, {"type": "string"}], "default": 1}
-    assert f.output_schema == {"type": "null"}
+    assert f.tool_definition.output_schema == {"type": "null"}
 
 
 class Query(BaseModel):
@@ -170,8 +176,9 @@ async def test_model_params_are_coerced_and_context_is_injected() -> None:
         seen.update(q=q, box=box, opts=opts, ctx=ctx, color=color)
         return Query(text=q.text.upper(), limit=q.limit)
 
-    assert run.name == "run-query" and run.read_only and run.timeout_ms == 5000
-    props = run.parameters["properties"]
+    defn = run.tool_definition
+    assert defn.name == "run-query" and defn.read_only and defn.timeout_ms == 5000
+    props = defn.parameters["properties"]
     assert isinstance(props, dict)
     assert "ctx" not in props
     assert props["opts"] == {
@@ -202,7 +209,7 @@ async def test_pydantic_constraints_are_enforced_as_invalid_args() -> None:
         """Q."""
         return "ok"
 
-    props = q.parameters["properties"]
+    props = q.tool_definition.parameters["properties"]
     assert isinstance(props, dict)
     assert props["n"] == {"type": "integer", "description": "(minimum: 0)", "default": 0}
 
@@ -238,7 +245,7 @@ async def test_kwargs_open_the_arguments_object() -> None:
         """Echo."""
         return dict(extra)
 
-    assert echo.parameters["additionalProperties"] is True
+    assert echo.tool_definition.parameters["additionalProperties"] is True
     result = await call(echo, '{"a": 1}')
     assert result.value == {"a": 1}
 
@@ -253,7 +260,7 @@ def test_names_are_checked() -> None:
         tool(name="has space")(f)
     with pytest.raises(UsageError, match="invalid tool name"):
         tool(name="x" * 65)(f)
-    assert tool(name="A_b-9")(f).name == "A_b-9"
+    assert tool(name="A_b-9")(f).tool_definition.name == "A_b-9"
 
 
 def test_unsupported_signatures_are_refused() -> None:
@@ -299,8 +306,82 @@ async def test_sync_and_async_bodies_run_and_concurrency_flag() -> None:
         """Negate."""
         return -a
 
-    assert add.is_concurrency_safe({}) is True
-    assert neg.is_concurrency_safe({}) is False
+    assert add.tool_definition.is_concurrency_safe({}) is True
+    assert neg.tool_definition.is_concurrency_safe({}) is False
     assert (await call(add, '{"a": 1}')).value == 3
     assert (await call(neg, '{"a": 1}')).value == -1
     assert text(await call(add, '{"a": 40}')) == "42"
+
+
+async def test_the_decorated_function_is_the_function_still_callable() -> None:
+    def plain(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    add = tool(plain)
+    assert add is plain and add(1, 2) == 3  # the function you wrote, called as written
+    assert add.tool_definition.name == "plain"
+    assert definition_of(add) is add.tool_definition
+    assert definition_of(add.tool_definition) is add.tool_definition  # a definition is its own
+
+    @tool(read_only=True)
+    async def later(x: int) -> int:
+        """Later."""
+        return x * 2
+
+    assert await later(21) == 42
+    assert later.__name__ == "later" and later.tool_definition.read_only
+    # the model's call runs the same body
+    assert (await call(later, '{"x": 4}')).value == 8
+    assert (await call(later.tool_definition, '{"x": 5}')).value == 10
+
+
+async def test_a_callable_without_attributes_comes_back_wrapped() -> None:
+    class Counter:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def bump(self, by: int = 1) -> int:
+            """Bump the counter."""
+            self.n += by
+            return self.n
+
+    c = Counter()
+    bump = tool(c.bump)  # a bound method cannot carry an attribute
+    assert bump(2) == 2 and c.n == 2
+    assert bump.__name__ == "bump" and bump.tool_definition.name == "bump"
+    assert (await call(bump, '{"by": 3}')).value == 5
+
+
+def test_build_definition_leaves_the_function_alone() -> None:
+    def convert(amount: float, rate: float) -> float:
+        """Convert."""
+        return amount * rate
+
+    defn = build_definition(convert, read_only=True)
+    assert isinstance(defn, ToolDefinition) and defn.name == "convert" and defn.read_only
+    assert not hasattr(convert, "tool_definition")
+
+
+def test_decorating_again_replaces_the_attached_definition() -> None:
+    @tool
+    def f() -> None:
+        """F."""
+
+    first = f.tool_definition
+    again = tool(name="g", read_only=True)(f)
+    assert again is f and f.tool_definition is not first
+    assert f.tool_definition.name == "g" and f.tool_definition.read_only
+
+
+def test_what_is_no_tool_is_refused_where_a_tool_is_taken() -> None:
+    def undecorated(a: int) -> int:
+        """U."""
+        return a
+
+    registry = ToolRegistry()
+    with pytest.raises(UsageError, match=r"'undecorated' is not a tool: decorate the function"):
+        registry.register(undecorated)  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"'int' is not a tool"):
+        definition_of(3)  # type: ignore[arg-type]
+    assert registry.names() == ()

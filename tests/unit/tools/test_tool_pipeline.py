@@ -31,6 +31,7 @@ from dsh_kernel.tools import (
     ToolContext,
     ToolDefinition,
     ToolHooks,
+    ToolLike,
     ToolRegistry,
     ToolResult,
     ToolRuntime,
@@ -88,7 +89,7 @@ def make(
 
 
 def runtime(
-    *defs: ToolDefinition,
+    *defs: ToolLike,
     policy: ApprovalPolicy | None = None,
     approval: ApprovalService | None = None,
     hooks: ToolHooks | None = None,
