@@ -23,6 +23,7 @@ import importlib
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from dsh_kernel.store.importing import import_journal
     from dsh_kernel.store.ingest.incremental import IngestReport, JournalIssue, ingest, set_price
     from dsh_kernel.store.journal import (
         JournalWriter,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
     )
 
 _EXPORTS = {
+    "import_journal": "importing",
     "IngestReport": "ingest.incremental",
     "JournalIssue": "ingest.incremental",
     "ingest": "ingest.incremental",
@@ -91,6 +93,7 @@ __all__ = [
     "export_markdown",
     "export_parquet",
     "fork",
+    "import_journal",
     "ingest",
     "list_sessions",
     "load_session",

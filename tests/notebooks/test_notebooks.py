@@ -108,7 +108,7 @@ def test_sql_notebook_queries_views_joins_a_frame_prices_turns_and_charts(tmp_pa
     ex = run_notebook("02-sql-over-sessions.ipynb", tmp_path)
     assert ex.errors() == []
     lesson = recorded_session_id("teaching-session.jsonl")
-    assert ex.text("from dsh_kernel.store.importing") == repr(lesson)
+    assert ex.text("from dsh_kernel.store import import_journal") == repr(lesson)
     assert OFFLINE_LABEL in ex.text("%%chat", "text/markdown")
 
     sessions = ex.text("%%sql\nSELECT title, turns")

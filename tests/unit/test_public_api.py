@@ -1,7 +1,8 @@
 """The public API, pinned: the names users build on stay exactly as they are.
 
 A change here is a change of contract: it must be deliberate, in the CHANGELOG, and this test edited
-with it. What is pinned: the package's exports (``Agent``, ``tool``, ``api_key``), the public fakes
+with it. What is pinned: the package's exports (``__all__``, exactly its public names; the README
+and docs import only from the root, ``dsh_kernel.testing`` and ``dsh_kernel.store``), the public fakes
 of ``dsh_kernel.testing``, the store's exports with ``set_price`` and ``import_journal`` and their
 signatures, ``Agent``'s constructor, the ``SessionEvent`` fields, the kernelspec names, the
 ``%agent`` subcommands (the SQL views are pinned by ``docs/store-schema.md``'s staleness test).
@@ -11,6 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 import dsh_kernel
 import dsh_kernel.store
@@ -18,17 +26,82 @@ import dsh_kernel.testing
 from dsh_kernel.kernel.kernelspec import KERNELS
 from dsh_kernel.kernel.magic.agent import subcommands
 from dsh_kernel.session.events import SessionEvent
-from dsh_kernel.store.importing import import_journal
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _params(fn: object) -> list[str]:
     return list(inspect.signature(fn).parameters)  # type: ignore[arg-type]
 
 
-def test_the_package_exports() -> None:
-    assert sorted(dsh_kernel.__all__) == ["Agent", "__version__", "api_key", "tool"]
-    for name in dsh_kernel.__all__:
-        assert getattr(dsh_kernel, name) is not None
+EXPORTS = [
+    "Agent",
+    "ApprovalPolicy",
+    "Session",
+    "SessionEvent",
+    "ToolDefinition",
+    "__version__",
+    "api_key",
+    "config_from_env",
+    "make_provider",
+    "tool",
+]
+
+
+def test_the_package_exports_its_public_names_and_nothing_else() -> None:
+    # httpx's way: ``__all__`` is exactly the namespace's public names, sorted (submodules that an
+    # import has bound as attributes aside).
+    public = sorted(
+        name
+        for name in dir(dsh_kernel)
+        if (not name.startswith("_") or name == "__version__")
+        and not isinstance(getattr(dsh_kernel, name), ModuleType)
+    )
+    assert dsh_kernel.__all__ == public
+    assert dsh_kernel.__all__ == EXPORTS
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert [n for n in EXPORTS if f"`{n}`" not in readme] == ["__version__"]  # each one told
+
+
+def test_each_export_is_the_object_its_home_defines() -> None:
+    from dsh_kernel import tools
+    from dsh_kernel.llm import config
+    from dsh_kernel.session.log import Session
+
+    assert dsh_kernel.tool is tools.tool
+    assert dsh_kernel.ToolDefinition is tools.ToolDefinition
+    assert dsh_kernel.ApprovalPolicy is tools.ApprovalPolicy
+    assert dsh_kernel.make_provider is config.make_provider
+    assert dsh_kernel.config_from_env is config.config_from_env
+    assert dsh_kernel.api_key is config.api_key
+    assert dsh_kernel.Session is Session and dsh_kernel.SessionEvent is SessionEvent
+    assert isinstance(dsh_kernel.Agent, type) and dsh_kernel.__version__
+    with pytest.raises(AttributeError, match="has no attribute 'Agnet'"):
+        _ = dsh_kernel.Agnet
+
+
+def test_importing_a_submodule_loads_no_export() -> None:
+    # The exports load on first use, so a submodule (the CLI's store commands, a schema generator)
+    # does not import the agent, the providers or httpx.
+    code = (
+        "import sys, dsh_kernel.llm.types, dsh_kernel.session.events\n"
+        "print(sorted(m for m in ('dsh_kernel.agent', 'dsh_kernel.llm.config', 'httpx') "
+        "if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "doc", ["README.md", *(f"docs/{p.name}" for p in sorted((ROOT / "docs").glob("*.md")))]
+)
+def test_the_docs_import_only_from_the_public_surface(doc: str) -> None:
+    # What a reader is told to import: the package root, its public fakes, the store's API.
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    found = re.findall(r"^\s*from (dsh_kernel[\w.]*) import", text, flags=re.M)
+    assert set(found) <= {"dsh_kernel", "dsh_kernel.testing", "dsh_kernel.store"}, found
 
 
 def test_the_public_fakes() -> None:
@@ -78,6 +151,7 @@ def test_the_store_api() -> None:
         "load_session",
         "resume",
         "fork",
+        "import_journal",
         "export_parquet",
         "export_markdown",
         "ReplayProvider",
@@ -92,7 +166,7 @@ def test_the_store_api() -> None:
         "cache_write_per_mtok",
         "timeout_s",
     ]
-    assert _params(import_journal) == ["path", "store"]
+    assert _params(dsh_kernel.store.import_journal) == ["path", "store"]
 
 
 def test_the_session_event_fields() -> None:

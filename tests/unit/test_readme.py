@@ -21,6 +21,7 @@ def test_readme_python_example_runs() -> None:
     lines = out.stdout.splitlines()
     assert lines[0] == "2 + 3 = 5"
     assert "turn/start" in lines[1]
+    assert lines[2] == "5"  # the @tool function is still the function
 
 
 def test_readme_test_command_is_what_ci_runs() -> None:
