@@ -1,56 +1,177 @@
-"""``python -m dsh_kernel``: launch the kernel (as the kernelspecs do), or run a subcommand.
+"""``dsh-kernel`` (and ``python -m dsh_kernel``): one argparse parser, a subcommand each.
 
-``python -m dsh_kernel -f CONNECTION_FILE [--DshKernel.x=…]`` (what ``kernel.json`` runs; any
-argument list that starts with an option, or none) starts the kernel. ``install`` installs the
-kernelspecs (``kernel.kernelspec``); ``export`` and ``report`` work on session stores and their
-Parquet exports with no kernel, ``ship`` and ``mirror`` move sessions to and from the shared store
-(``store.cli``). ``-h``, ``--help`` or ``help`` prints the usage.
-Any other first word is a mistake: the usage goes to stderr, the exit status is 2, and no kernel
-starts.
+* ``kernel [-f CONNECTION_FILE] [--DshKernel.<setting>=…]`` starts the kernel, as the kernelspecs do
+  (``kernel.kernelspec.ARGV``); every option it does not know goes to ipykernel's application.
+* ``install`` writes the kernelspecs (``kernel.kernelspec``); ``export`` and ``report`` work on
+  session stores and their Parquet exports with no kernel, ``ship`` and ``mirror`` move sessions to
+  and from the shared store (``store.cli``).
+* ``help [COMMAND]`` prints the help, or a command's.
+
+With no arguments the help is printed and nothing starts (exit status 0). An argument list that
+starts with ``-f`` is what kernelspecs written before the ``kernel`` subcommand run (``python -m
+dsh_kernel -f {connection_file} …``): it is read as ``kernel -f …``, so they keep working. A wrong
+command line (an unknown command, a missing argument) prints the usage and the problem on stderr,
+exit status 2, and nothing starts.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
-USAGE = """\
-usage: python -m dsh_kernel -f CONNECTION_FILE [--DshKernel.<setting>=…]   start the kernel
-       python -m dsh_kernel install [--user | --sys-prefix | --prefix PATH]
-       python -m dsh_kernel export --parquet DIR [--store PATH] [--since YYYY-MM-DD] [--force]
-       python -m dsh_kernel report DIR... [-o FILE] [--format md|html] [--force]
-       python -m dsh_kernel ship [--store PATH]                   (to DSH_SHARED_STORE)
-       python -m dsh_kernel mirror DSN [--store PATH] [--since YYYY-MM-DD]
-"""
+Command = Callable[[argparse.Namespace], int]
+
+PROG = "dsh-kernel"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Dispatch on the first argument (module docstring); returns the exit status."""
-    args = sys.argv[1:] if argv is None else argv
-    first = args[0] if args else None
-    if first in ("-h", "--help", "help"):
-        sys.stdout.write(USAGE)
-        return 0
-    if first == "install":
-        from dsh_kernel.kernel.kernelspec import main as install_main
-
-        return install_main(args[1:])
-    if first in ("export", "report"):
-        from dsh_kernel.store.cli import export_main, report_main
-
-        return (export_main if first == "export" else report_main)(args[1:])
-    if first in ("ship", "mirror"):
-        from dsh_kernel.store.cli import mirror_main, ship_main
-
-        return (ship_main if first == "ship" else mirror_main)(args[1:])
-    if first is not None and not first.startswith("-"):
-        sys.stderr.write(USAGE + f"python -m dsh_kernel: unknown command {first!r}\n")
-        return 2
+def _kernel(args: argparse.Namespace) -> int:
     from ipykernel.kernelapp import IPKernelApp
 
     from dsh_kernel.kernel.kernel import DshKernel
 
-    IPKernelApp.launch_instance(argv=args, kernel_class=DshKernel)
+    argv: list[str] = [] if args.connection_file is None else ["-f", args.connection_file]
+    IPKernelApp.launch_instance(argv=[*argv, *args.kernel_options], kernel_class=DshKernel)
     return 0
+
+
+def _install(args: argparse.Namespace) -> int:
+    from dsh_kernel.kernel.kernelspec import install_command
+
+    return install_command(args)
+
+
+def _store_command(name: str) -> Command:
+    def run(args: argparse.Namespace) -> int:
+        from dsh_kernel.store import cli
+
+        command: Command = getattr(cli, f"{name}_command")
+        return command(args)
+
+    return run
+
+
+def parser(prog: str = PROG) -> argparse.ArgumentParser:
+    """The command line: the top parser and one subparser per command, in the order shown."""
+    from dsh_kernel import __version__
+    from dsh_kernel.kernel.kernelspec import install_arguments
+    from dsh_kernel.store.cli import (
+        export_arguments,
+        mirror_arguments,
+        report_arguments,
+        ship_arguments,
+    )
+
+    top = argparse.ArgumentParser(
+        prog=prog,
+        description="A Jupyter kernel that hosts an LLM agent, and the commands that work on its "
+        "session stores with no kernel running.",
+        epilog=f"'{prog} help COMMAND' (or '{prog} COMMAND --help') shows a command's options.",
+    )
+    top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = top.add_subparsers(title="commands", metavar="COMMAND", dest="command")
+
+    def add(name: str, run: Command, summary: str, description: str) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary, description=description, allow_abbrev=False)
+        sub.set_defaults(run=run, parser=sub)
+        return sub
+
+    kernel = add(
+        "kernel",
+        _kernel,
+        "start the kernel (what the kernelspecs run)",
+        "Start the kernel. Any other option (--DshKernel.<setting>=…, ipykernel's own) goes to "
+        "the kernel application as it is.",
+    )
+    kernel.add_argument(
+        "-f",
+        dest="connection_file",
+        metavar="CONNECTION_FILE",
+        help="the connection file Jupyter gives (default: the kernel writes its own)",
+    )
+    install_arguments(
+        add(
+            "install",
+            _install,
+            "install the dsh and dsh-python kernelspecs for this Python",
+            "Install the DSH Agent and DSH Python kernelspecs, run by this interpreter.",
+        )
+    )
+    export_arguments(
+        add(
+            "export",
+            _store_command("export"),
+            "export a whole session store as Parquet",
+            "Export a whole session store as Parquet (no kernel needed).",
+        )
+    )
+    report_arguments(
+        add(
+            "report",
+            _store_command("report"),
+            "summarise Parquet exports per student and notebook",
+            "Summarise Parquet exports (a folder per student) per student and notebook.",
+        )
+    )
+    ship_arguments(
+        add(
+            "ship",
+            _store_command("ship"),
+            "ship a store's journals the shared store lacks",
+            "Ship a store's journals the shared store lacks (a kernel that was offline).",
+        )
+    )
+    mirror_arguments(
+        add(
+            "mirror",
+            _store_command("mirror"),
+            "pull the shared store's sessions into a local store",
+            "Pull the shared store's sessions into a local store, then ingest it.",
+        )
+    )
+    helper = add("help", _help, "show this help, or a command's", "Show the help, or a command's.")
+    helper.add_argument("topic", metavar="COMMAND", nargs="?", choices=sorted(commands.choices))
+    helper.set_defaults(top=top, commands=commands.choices)
+    return top
+
+
+def _help(args: argparse.Namespace) -> int:
+    chosen: argparse.ArgumentParser = args.commands[args.topic] if args.topic else args.top
+    chosen.print_help()
+    return 0
+
+
+def _is_legacy_kernel_line(args: list[str]) -> bool:
+    """Kernelspecs from before the ``kernel`` subcommand: ``-f {connection_file} …``."""
+    return bool(args) and (args[0] == "-f" or args[0].startswith(("-f=", "--f=")))
+
+
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """Parse the command line and run its command (module docstring); returns the exit status."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if prog is None:
+        invoked = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else PROG
+        prog = "python -m dsh_kernel" if invoked == "__main__.py" else invoked
+    top = parser(prog)
+    if not args:
+        top.print_help()
+        return 0
+    if _is_legacy_kernel_line(args):
+        args = ["kernel", *args]
+    parsed, rest = top.parse_known_args(args)
+    if parsed.command is None:
+        top.error(f"give a command{f' before {rest[0]}' if rest else ''}")
+    sub: argparse.ArgumentParser = parsed.parser
+    if parsed.command == "kernel":
+        parsed.kernel_options = rest
+    elif rest:
+        sub.error(f"unrecognized arguments: {' '.join(rest)}")
+    run: Command = parsed.run
+    try:
+        return run(parsed)
+    except argparse.ArgumentError as exc:
+        sub.error(str(exc))
 
 
 if __name__ == "__main__":

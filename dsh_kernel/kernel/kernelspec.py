@@ -1,9 +1,13 @@
 """Installing the two kernelspecs (``dsh`` "DSH Agent" and ``dsh-python`` "DSH Python").
 
 ``pip install`` ships them as wheel shared-data (``share/jupyter/kernels/…``, from ``jupyter-config/``
-in the source tree). ``python -m dsh_kernel install [--user | --sys-prefix | --prefix PATH]`` writes
-them with the absolute path of *this* interpreter, so Jupyter started from any environment runs the
-kernel in this one.
+in the source tree). ``dsh-kernel install [--user | --sys-prefix | --prefix PATH]`` writes them with
+the absolute path of *this* interpreter, so Jupyter started from any environment runs the kernel in
+this one.
+
+A kernelspec runs ``python -m dsh_kernel kernel -f {connection_file} …`` (``ARGV``). Kernelspecs
+written before the ``kernel`` subcommand run ``python -m dsh_kernel -f {connection_file} …``, which
+``dsh_kernel.__main__`` still reads as ``kernel -f …``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
+ARGV: tuple[str, ...] = ("-m", "dsh_kernel", "kernel", "-f", "{connection_file}")
+"""What follows the interpreter in a kernelspec's ``argv`` (before the kernel's own options)."""
+
 KERNELS: dict[str, tuple[str, list[str]]] = {
     "dsh": ("DSH Agent", []),
     "dsh-python": ("DSH Python", ["--DshKernel.default_cell=python"]),
@@ -25,14 +32,7 @@ def spec(name: str, executable: str | None = None) -> dict[str, object]:
     """The ``kernel.json`` of kernel ``name``, started with ``executable`` (default: this Python)."""
     display, extra = KERNELS[name]
     return {
-        "argv": [
-            executable or sys.executable,
-            "-m",
-            "dsh_kernel",
-            "-f",
-            "{connection_file}",
-            *extra,
-        ],
+        "argv": [executable or sys.executable, *ARGV, *extra],
         "display_name": display,
         "language": "python",
         "interrupt_mode": "signal",
@@ -71,19 +71,18 @@ def install(*, user: bool = False, prefix: str | None = None) -> list[str]:
     return written
 
 
-def main(argv: list[str]) -> int:
-    """``python -m dsh_kernel install``: both kernelspecs, for ``--user``, ``--sys-prefix`` or ``--prefix``."""
-    parser = argparse.ArgumentParser(
-        prog="python -m dsh_kernel install",
-        description="Install the DSH Agent and DSH Python kernelspecs.",
-    )
+def install_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``install`` subcommand's arguments: ``--user``, ``--sys-prefix`` or ``--prefix``."""
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for the current user")
     where.add_argument(
         "--sys-prefix", action="store_true", help="install into sys.prefix (this environment)"
     )
     where.add_argument("--prefix", help="install under PREFIX/share/jupyter/kernels")
-    args = parser.parse_args(argv)
+
+
+def install_command(args: argparse.Namespace) -> int:
+    """``install``: both kernelspecs; the exit status (1 when they cannot be written)."""
     prefix = sys.prefix if args.sys_prefix else args.prefix
     try:
         paths = install(user=args.user, prefix=prefix)

@@ -1,5 +1,6 @@
-"""``python -m dsh_kernel export`` and ``python -m dsh_kernel report``: a course's sessions with no
-kernel running.
+"""The store's subcommands of ``dsh-kernel`` (``python -m dsh_kernel``): a course's sessions with no
+kernel running. Each has ``*_arguments(parser)`` (its arguments, added to its subparser by
+``dsh_kernel.__main__``) and ``*_command(args)`` (the parsed arguments in, the exit status out).
 
 * ``export --parquet DIR [--store PATH] [--since YYYY-MM-DD] [--force]`` — what ``%agent export
   --parquet`` writes, for a whole store (default: ``DSH_STORE``, else the per-user store): the store
@@ -7,11 +8,16 @@ kernel running.
   to ``DIR`` (``store.sessions.export_parquet``);
 * ``report DIR... [-o FILE] [--format md|html] [--force]`` — the course's summary
   (``store.report``) from one or many exports, as Markdown on stdout, or to ``FILE`` (its suffix,
-  ``.md`` or ``.html``, picks the format unless ``--format`` does).
+  ``.md`` or ``.html``, picks the format unless ``--format`` does);
+* ``ship [DSN] [--store PATH]`` and ``mirror [DSN] [--store PATH] [--since YYYY-MM-DD]`` — a store's
+  journals to the shared store, and the shared sessions into a store (``store.shared.catchup``).
+  Both take the shared store as ``DSN``, else from ``DSH_SHARED_STORE``; a DSN with a password in it
+  is refused (a command line is visible to other users: the password goes the libpq way).
 
 Nothing is overwritten without ``--force``. Exit status: 0 done; 1 it could not be done (one line on
 stderr saying why and what to do — a store locked by another process, an export already there, a
-folder that is no export); 2 the command line is wrong (usage on stderr, as argparse does).
+folder that is no export, no shared store given); 2 the command line is wrong (usage on stderr, as
+argparse does; a command raises ``argparse.ArgumentError`` for what it finds wrong after parsing).
 """
 
 from __future__ import annotations
@@ -41,55 +47,32 @@ def _day(text: str) -> date:
         raise argparse.ArgumentTypeError(f"not a day: {text!r} ({exc})") from exc
 
 
-def export_parser() -> argparse.ArgumentParser:
+def export_arguments(p: argparse.ArgumentParser) -> None:
     """The ``export`` subcommand's arguments."""
-    p = argparse.ArgumentParser(
-        prog="python -m dsh_kernel export",
-        description="Export a whole session store as Parquet (no kernel needed).",
-    )
     p.add_argument("--parquet", metavar="DIR", required=True, type=Path, help="the folder to write")
-    p.add_argument(
-        "--store",
-        metavar="PATH",
-        type=Path,
-        help="the store (default: DSH_STORE, else ~/.local/share/dsh-kernel)",
-    )
-    p.add_argument(
-        "--since",
-        metavar="YYYY-MM-DD",
-        type=_day,
-        help="only sessions active on or after this UTC day",
-    )
+    _store_arg(p)
+    _since_arg(p)
     p.add_argument("--force", action="store_true", help="replace an export already in DIR")
-    return p
 
 
-def report_parser() -> argparse.ArgumentParser:
+def report_arguments(p: argparse.ArgumentParser) -> None:
     """The ``report`` subcommand's arguments."""
-    p = argparse.ArgumentParser(
-        prog="python -m dsh_kernel report",
-        description="Summarise Parquet exports (a folder per student) per student and notebook.",
-    )
     p.add_argument(
         "exports", metavar="DIR", nargs="+", type=Path, help="an export, or a folder of exports"
     )
     p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
     p.add_argument("--format", choices=("md", "html"), help="default: by FILE's suffix, else md")
     p.add_argument("--force", action="store_true", help="replace FILE if it exists")
-    return p
 
 
-def export_main(argv: list[str]) -> int:
-    """``python -m dsh_kernel export …``; returns the exit status."""
-    args = export_parser().parse_args(argv)
-    store = Store.at(args.store) if args.store is not None else Store.default()
+def export_command(args: argparse.Namespace) -> int:
+    """``export``: the parsed arguments in, the exit status out."""
+    store = _store(args)
     return _run(lambda: _export(store, args.parquet, since=args.since, force=args.force), store)
 
 
-def report_main(argv: list[str]) -> int:
-    """``python -m dsh_kernel report …``; returns the exit status."""
-    parser = report_parser()
-    args = parser.parse_args(argv)
+def report_command(args: argparse.Namespace) -> int:
+    """``report``; a FILE whose format cannot be told is an ``argparse.ArgumentError``."""
     out: Path | None = args.output
     fmt: Format
     if args.format is not None:
@@ -99,7 +82,9 @@ def report_main(argv: list[str]) -> int:
     elif out.suffix.lower() in (".html", ".htm"):
         fmt = "html"
     else:
-        parser.error(f"cannot tell the format of {out}: name it .md or .html, or give --format")
+        raise argparse.ArgumentError(
+            None, f"cannot tell the format of {out}: name it .md or .html, or give --format"
+        )
     return _run(lambda: _report(args.exports, out, fmt, force=args.force), None)
 
 
@@ -169,36 +154,76 @@ def _store_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def ship_main(argv: list[str]) -> int:
-    """``python -m dsh_kernel ship [--store PATH]``: catch the shared store up with a store's
-    journals (``store.shared.catchup.ship_store``); the server is ``DSH_SHARED_STORE``. Exits 1
-    when a journal was skipped (each is named on stderr), the others shipped all the same."""
+def _since_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--since",
+        metavar="YYYY-MM-DD",
+        type=_day,
+        help="only sessions active on or after this UTC day",
+    )
+
+
+def _dsn_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "dsn",
+        metavar="DSN",
+        nargs="?",
+        help="the shared store: a postgresql:// URL, libpq keywords or a service name "
+        "(default: DSH_SHARED_STORE)",
+    )
+
+
+def _store(args: argparse.Namespace) -> Store:
+    return Store.at(args.store) if args.store is not None else Store.default()
+
+
+def _target(args: argparse.Namespace, given_name: str) -> tuple[str, str]:
+    """``(target, where it came from)``: the positional DSN, else ``DSH_SHARED_STORE``."""
     import os
 
-    p = argparse.ArgumentParser(
-        prog="python -m dsh_kernel ship",
-        description="Ship a store's journals the shared store (DSH_SHARED_STORE) lacks.",
+    from dsh_kernel.errors import UsageError
+
+    if args.dsn is not None and args.dsn.strip():
+        return args.dsn.strip(), given_name
+    env = os.environ.get("DSH_SHARED_STORE", "").strip()
+    if env:
+        return env, "DSH_SHARED_STORE"
+    raise UsageError(
+        "no shared store: give its DSN (a postgresql:// URL, libpq keywords or a service name), "
+        "or set DSH_SHARED_STORE (docs/shared-store.md)"
     )
+
+
+def ship_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``ship`` subcommand's arguments."""
+    _dsn_arg(p)
     _store_arg(p)
-    args = p.parse_args(argv)
-    store = Store.at(args.store) if args.store is not None else Store.default()
-    target = os.environ.get("DSH_SHARED_STORE", "").strip()
+
+
+def mirror_arguments(p: argparse.ArgumentParser) -> None:
+    """The ``mirror`` subcommand's arguments."""
+    _dsn_arg(p)
+    _store_arg(p)
+    _since_arg(p)
+
+
+def ship_command(args: argparse.Namespace) -> int:
+    """``ship``: catch the shared store up with a store's journals
+    (``store.shared.catchup.ship_store``). Exits 1 when a journal was skipped (each is named on
+    stderr), the others shipped all the same."""
+    store = _store(args)
 
     def action() -> None:
         from dsh_kernel.errors import UsageError
         from dsh_kernel.store.shared.catchup import ship_store
         from dsh_kernel.store.shared.connection import describe_target
 
-        if not target:
-            raise UsageError(
-                "DSH_SHARED_STORE is not set: set it to the shared store's postgresql:// URL or "
-                "service name (docs/shared-store.md)"
-            )
+        target, name = _target(args, "the ship command's DSN")
         if not store.journals_dir.is_dir():
             raise UsageError(
                 f"no session store at {store.root}: give --store PATH, or set DSH_STORE"
             )
-        done = ship_store(store, target)
+        done = ship_store(store, target, name=name)
         for why in done.skipped:
             print(f"skipped {why}", file=sys.stderr)
         print(
@@ -213,30 +238,18 @@ def ship_main(argv: list[str]) -> int:
     return 1 if status == 0 and skipped else status
 
 
-def mirror_main(argv: list[str]) -> int:
-    """``python -m dsh_kernel mirror DSN [--store PATH] [--since YYYY-MM-DD]``: pull the shared
-    sessions into a local store and ingest it (``store.shared.catchup.mirror_store``)."""
-    p = argparse.ArgumentParser(
-        prog="python -m dsh_kernel mirror",
-        description="Pull the shared store's sessions into a local store, then ingest it.",
-    )
-    p.add_argument("dsn", metavar="DSN", help="postgresql:// URL, libpq keywords or service name")
-    _store_arg(p)
-    p.add_argument(
-        "--since",
-        metavar="YYYY-MM-DD",
-        type=_day,
-        help="only sessions active on or after this UTC day",
-    )
-    args = p.parse_args(argv)
-    store = Store.at(args.store) if args.store is not None else Store.default()
+def mirror_command(args: argparse.Namespace) -> int:
+    """``mirror``: pull the shared sessions into a local store and ingest it
+    (``store.shared.catchup.mirror_store``)."""
+    store = _store(args)
 
     def action() -> None:
         from dsh_kernel.store.ingest.incremental import ingest
         from dsh_kernel.store.shared.catchup import mirror_store
         from dsh_kernel.store.shared.connection import describe_target
 
-        done = mirror_store(args.dsn, store, args.since)
+        target, name = _target(args, "the mirror's DSN")
+        done = mirror_store(target, store, args.since, name=name)
         for why in done.skipped:
             print(f"skipped {why}", file=sys.stderr)
         report = ingest(store, timeout_s=BUSY_TIMEOUT_S)
@@ -244,7 +257,7 @@ def mirror_main(argv: list[str]) -> int:
             raise DatabaseBusy(report.notice or f"{store.db_path} is locked")
         print(
             f"mirrored {done.events} new events of {done.sessions} sessions from "
-            f"{describe_target(args.dsn)} into {store.root} (ingested)"
+            f"{describe_target(target)} into {store.root} (ingested)"
         )
 
     return _run(action, store)

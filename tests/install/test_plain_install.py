@@ -157,8 +157,12 @@ def test_a_plain_install_ships_every_data_file_and_no_developer_tools(plain_env:
     data = {f for f in files if not f.endswith((".py", ".pyc")) and ".dist-info/" not in f}
     assert data == DATA_FILES | labextension_files()
     spec = json.loads((plain_env / "share/jupyter/kernels/dsh/kernel.json").read_text())
-    assert spec["argv"][:3] == ["python", "-m", "dsh_kernel"]
+    assert spec["argv"][:4] == ["python", "-m", "dsh_kernel", "kernel"]
     assert spec["display_name"] == "DSH Agent"
+    # the console script beside `python -m dsh_kernel`: with no arguments, its help (nothing waits)
+    helped = run(plain_env / "bin" / "dsh-kernel")
+    assert helped.startswith("usage: dsh-kernel [-h] [--version] COMMAND ...")
+    assert "\n    mirror    pull the shared store's sessions" in helped
     # The notebook extension is where JupyterLab and Notebook 7 look for prebuilt extensions, with
     # the entry point its metadata names, and says which Python package installed it.
     ext = plain_env / "share/jupyter/labextensions/dsh-kernel"

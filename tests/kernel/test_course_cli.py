@@ -1,9 +1,10 @@
-"""``python -m dsh_kernel`` beside a real kernel: the kernelspecs' command line still starts the
-kernel, and a student's store is exported and reported by the CLI while the kernel that writes it
+"""``python -m dsh_kernel`` beside a real kernel: the kernelspecs' command line starts the kernel (and
+so does the one written before the ``kernel`` subcommand), and a student's store is exported and reported by the CLI while the kernel that writes it
 runs (its database opens are short, so it does not lock the CLI out)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -27,9 +28,24 @@ def dsh(*args: str | Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_kernelspecs_command_line_still_starts_the_kernel(tmp_path: Path) -> None:
-    # kernel.json: python -m dsh_kernel -f {connection_file} --DshKernel.default_cell=python
+    # kernel.json: python -m dsh_kernel kernel -f {connection_file} --DshKernel.default_cell=python
     with start_kernel(tmp_path, "dsh-python") as k:
         assert k.python("print(1 + 1)") == "2\n"
+        assert k.python("print(get_ipython().kernel.default_cell)") == "python\n"
+
+
+def test_a_kernelspec_written_before_the_kernel_subcommand_still_starts_it(tmp_path: Path) -> None:
+    # what `python -m dsh_kernel install` wrote before: no `kernel` word before -f
+    old = tmp_path / "jupyter-data" / "kernels" / "dsh-old"
+    old.mkdir(parents=True)
+    argv = [sys.executable, "-m", "dsh_kernel", "-f", "{connection_file}"]
+    spec = {
+        "argv": [*argv, "--DshKernel.default_cell=python"],
+        "display_name": "old",
+        "language": "python",
+    }
+    (old / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+    with start_kernel(tmp_path, "dsh-old") as k:
         assert k.python("print(get_ipython().kernel.default_cell)") == "python\n"
 
 

@@ -197,8 +197,8 @@ def test_shipping_errors_go_to_the_kernel_log_not_the_cell(tmp_path: Path) -> No
 def test_mirror_without_the_driver_names_its_dsn(tmp_path: Path) -> None:
     code = (
         "import sys; sys.modules['psycopg'] = None\n"  # a plain install: the driver is absent
-        "from dsh_kernel.store.cli import mirror_main\n"
-        f"sys.exit(mirror_main(['host=x dbname=y', '--store', {str(tmp_path / 'm')!r}]))"
+        "from dsh_kernel.__main__ import main\n"
+        f"sys.exit(main(['mirror', 'host=x dbname=y', '--store', {str(tmp_path / 'm')!r}]))"
     )
     env = {k: v for k, v in os.environ.items() if k != "DSH_SHARED_STORE"}
     done = subprocess.run(

@@ -324,7 +324,7 @@ def make_course(work: Path) -> dict[str, Store]:
 
 def make_sample(out: Path, work: Path) -> list[Path]:
     """Record the three stores under ``work`` and export each to ``out/<folder>`` (replacing it)."""
-    from dsh_kernel.store.cli import export_main
+    from dsh_kernel.__main__ import main
 
     exported: list[Path] = []
     for folder, store in make_course(work).items():
@@ -332,7 +332,7 @@ def make_sample(out: Path, work: Path) -> list[Path]:
         if target.exists():
             shutil.rmtree(target)
         out.mkdir(parents=True, exist_ok=True)
-        status = export_main(["--parquet", str(target), "--store", str(store.root)])
+        status = main(["export", "--parquet", str(target), "--store", str(store.root)])
         if status != 0:
             raise RuntimeError(f"exporting {folder}'s store failed ({status})")
         exported.append(target)

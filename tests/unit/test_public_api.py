@@ -4,14 +4,16 @@ A change here is a change of contract: it must be deliberate, in the CHANGELOG, 
 with it. What is pinned: the package's exports (``__all__``, exactly its public names; the README
 and docs import only from the root, ``dsh_kernel.testing`` and ``dsh_kernel.store``), the public fakes
 of ``dsh_kernel.testing``, the store's exports with ``set_price`` and ``import_journal`` and their
-signatures, ``Agent``'s constructor, the ``SessionEvent`` fields, the kernelspec names, the
-``%agent`` subcommands (the SQL views are pinned by ``docs/store-schema.md``'s staleness test).
+signatures, ``Agent``'s constructor, the ``SessionEvent`` fields, the kernelspec names and their
+command line, the ``dsh-kernel`` subcommands, the ``%agent`` subcommands (the SQL views are pinned by ``docs/store-schema.md``'s staleness test).
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import inspect
+import json
 import re
 import subprocess
 import sys
@@ -23,7 +25,7 @@ import pytest
 import dsh_kernel
 import dsh_kernel.store
 import dsh_kernel.testing
-from dsh_kernel.kernel.kernelspec import KERNELS
+from dsh_kernel.kernel.kernelspec import KERNELS, spec
 from dsh_kernel.kernel.magic.agent import subcommands
 from dsh_kernel.session.events import SessionEvent
 
@@ -177,6 +179,34 @@ def test_the_session_event_fields() -> None:
 def test_the_kernelspec_names() -> None:
     assert sorted(KERNELS) == ["dsh", "dsh-python"]
     assert KERNELS["dsh"][0] == "DSH Agent" and KERNELS["dsh-python"][0] == "DSH Python"
+
+
+def test_the_command_line_subcommands() -> None:
+    from dsh_kernel.__main__ import parser
+
+    top = parser("dsh-kernel")
+    (commands,) = [a for a in top._actions if isinstance(a, argparse._SubParsersAction)]
+    assert list(commands.choices) == [
+        "kernel",
+        "install",
+        "export",
+        "report",
+        "ship",
+        "mirror",
+        "help",
+    ]
+    assert spec("dsh", "python")["argv"] == [
+        "python",
+        "-m",
+        "dsh_kernel",
+        "kernel",
+        "-f",
+        "{connection_file}",
+    ]
+    # the kernelspecs pip installs are the ones `install` writes
+    for name in KERNELS:
+        shipped = json.loads((ROOT / "jupyter-config/kernels" / name / "kernel.json").read_text())
+        assert shipped == spec(name, "python"), name
 
 
 def test_the_agent_subcommands() -> None:

@@ -1,12 +1,12 @@
 """Whole stores to and from the shared store: ``ship_store`` (catch-up) and ``mirror_store``.
 
-``ship_store(store, target)`` is ``python -m dsh_kernel ship``: for a kernel that crashed, or a
+``ship_store(store, target)`` is ``dsh-kernel ship``: for a kernel that crashed, or a
 laptop that was offline, it ships every journal of ``store`` the server lacks. Each journal whose
 writer is gone gets its crash repair first (``repair_orphan``: a torn tail is cut, an open turn
 closed), exactly as an ingest would; a live journal is shipped as far as its complete lines go. The
 server's ``max(seq)`` per session decides what is sent, so running it twice sends nothing twice.
 
-``mirror_store(target, store, since)`` is ``python -m dsh_kernel mirror``: it pulls the shared
+``mirror_store(target, store, since)`` is ``dsh-kernel mirror``: it pulls the shared
 sessions (those active on or after ``since``) into ``store`` as ordinary journals — incrementally:
 each journal gets only the events past the ones it holds, in ``seq`` order, stopping at a gap or at a
 line that is not the event of its seq, as the very lines the kernel wrote — and then ingests the
@@ -88,8 +88,9 @@ class MirrorReport:
     an event over the bound (its marker was written instead)."""
 
 
-def ship_store(store: Store, target: str) -> ShipReport:
-    """Ship every journal of ``store`` to ``target`` (module docstring)."""
+def ship_store(store: Store, target: str, *, name: str = "DSH_SHARED_STORE") -> ShipReport:
+    """Ship every journal of ``store`` to ``target`` (module docstring); ``name`` says where the
+    target came from in a refusal (a password in it, no driver)."""
     skipped: list[str] = []
     tails: list[JournalTail] = []
     for path in store.iter_journals():
@@ -99,7 +100,7 @@ def ship_store(store: Store, target: str) -> ShipReport:
             skipped.append(f"{path}: {exc}")
             continue
         tails.append(JournalTail(path=path, session_id=path.stem))
-    conn = connect(target)
+    conn = connect(target, name=name)
     try:
         with server_errors(target):
             events = _ship_tails(conn, tails, skipped)
@@ -181,14 +182,17 @@ WHERE session_id = %s AND seq BETWEEN %s AND %s AND octet_length(line) <= %s ORD
 """
 
 
-def mirror_store(target: str, store: Store, since: date | None = None) -> MirrorReport:
-    """Pull the shared sessions into ``store`` (module docstring); ingest is the caller's."""
+def mirror_store(
+    target: str, store: Store, since: date | None = None, *, name: str = "the mirror's DSN"
+) -> MirrorReport:
+    """Pull the shared sessions into ``store`` (module docstring); ingest is the caller's. ``name``
+    says where the target came from in a refusal (a password in it, no driver)."""
     since_ms = (
         0
         if since is None
         else int(datetime(since.year, since.month, since.day, tzinfo=UTC).timestamp() * 1000)
     )
-    conn = connect(target, name="the mirror's DSN")
+    conn = connect(target, name=name)
     skipped: list[str] = []
     sessions = events = 0
     try:

@@ -1,4 +1,4 @@
-"""``python -m dsh_kernel mirror``: the shared sessions pulled into a local store and ingested give
+"""``dsh-kernel mirror``: the shared sessions pulled into a local store and ingested give
 the same view rows as a local ingest of the same journals; a second mirror adds only what is new."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dsh_kernel.store.cli import mirror_main
+from dsh_kernel.__main__ import main
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.layout import Store
@@ -50,7 +50,7 @@ def test_mirror_plus_ingest_equals_a_local_ingest(
             shutil.copyfile(path, dest)
     assert ingest(local).status != "deferred"
     mirrored = Store.at(tmp_path / "mirror")
-    assert mirror_main([shared_db.target, "--store", str(mirrored.root)]) == 0
+    assert main(["mirror", shared_db.target, "--store", str(mirrored.root)]) == 0
     out = capsys.readouterr().out
     total = sum(p.read_bytes().count(b"\n") - 1 for p in local.iter_journals())
     assert out.startswith(f"mirrored {total} new events of 5 sessions from ")
@@ -59,10 +59,12 @@ def test_mirror_plus_ingest_equals_a_local_ingest(
     assert len(expected["turns"]) > 0 and len(expected["tool_calls"]) > 0
 
     # incremental: nothing new, nothing added; --since cuts older sessions
-    assert mirror_main([shared_db.target, "--store", str(mirrored.root)]) == 0
+    assert main(["mirror", shared_db.target, "--store", str(mirrored.root)]) == 0
     assert capsys.readouterr().out.startswith("mirrored 0 new events of 0 sessions")
     later = Store.at(tmp_path / "later")
-    assert mirror_main([shared_db.target, "--store", str(later.root), "--since", "2026-11-04"]) == 0
+    assert (
+        main(["mirror", shared_db.target, "--store", str(later.root), "--since", "2026-11-04"]) == 0
+    )
     assert len(list(later.iter_journals())) < 5
 
 
@@ -76,7 +78,7 @@ def test_mirror_appends_only_the_new_events(
     lines = src.read_bytes().splitlines(keepends=True)
     dest.write_bytes(b"".join(lines[:5]))  # a mirror taken mid-session: header + 4 events
     ship_store(course["alice"], shared_db.target)
-    assert mirror_main([shared_db.target, "--store", str(partial.root)]) == 0
+    assert main(["mirror", shared_db.target, "--store", str(partial.root)]) == 0
     from dsh_kernel.store.journal import read_session
 
     assert read_session(dest).events == read_session(src).events
@@ -86,9 +88,29 @@ def test_mirror_refuses_a_password_in_its_dsn(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert (
-        mirror_main(["postgresql://prof:Hunter2-long-pass@hub/course", "--store", str(tmp_path)])
+        main(["mirror", "postgresql://prof:Hunter2-long-pass@hub/course", "--store", str(tmp_path)])
         == 1
     )
     err = capsys.readouterr().err
     assert err.startswith("error: the mirror's DSN holds a password: remove it from the URL")
     assert "Hunter2-long-pass" not in err
+
+
+def test_mirror_without_a_dsn_takes_the_shared_store_ship_uses(
+    shared_db: SharedDb,
+    course: dict[str, Store],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    ship_store(course["chen"], shared_db.target)
+    monkeypatch.setenv("DSH_SHARED_STORE", shared_db.target)
+    mirrored = Store.at(tmp_path / "mirror")
+    assert main(["mirror", "--store", str(mirrored.root)]) == 0
+    assert capsys.readouterr().out.startswith("mirrored ")
+    assert {p.stem for p in course["chen"].iter_journals()} <= {
+        p.stem for p in mirrored.iter_journals()
+    }
+    monkeypatch.delenv("DSH_SHARED_STORE")
+    assert main(["mirror", "--store", str(mirrored.root)]) == 1
+    assert capsys.readouterr().err.startswith("error: no shared store: give its DSN")

@@ -9,7 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dsh_kernel.store.cli import ship_main
+from dsh_kernel.__main__ import main
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.shared.catchup import ship_store
 from dsh_kernel.store.shared.connection import connect, migrate, migration_names
@@ -119,7 +119,7 @@ def test_ship_cli_repairs_a_crashed_journal_first(
     data = src.read_bytes()
     dest.write_bytes(data + b'{"type":"tu')  # a kernel killed mid-write
     monkeypatch.setenv("DSH_SHARED_STORE", shared_db.target)
-    assert ship_main(["--store", str(store.root)]) == 0
+    assert main(["ship", "--store", str(store.root)]) == 0
     out = capsys.readouterr().out
     n = data.count(b"\n") - 1
     assert out.startswith(f"shipped {n} new events of 1 journals")
@@ -140,17 +140,43 @@ def test_ship_cli_exits_1_when_it_skipped_a_journal_and_ships_the_others(
     forged = store.journals_dir / other.parent.name / other.name
     forged.rename(forged.with_name("forged-session.jsonl"))
     monkeypatch.setenv("DSH_SHARED_STORE", shared_db.target)
-    assert ship_main(["--store", str(store.root)]) == 1
+    assert main(["ship", "--store", str(store.root)]) == 1
     captured = capsys.readouterr()
     assert "skipped " in captured.err and "forged-session" in captured.err
     assert _server_counts(shared_db) == {good.stem: good.read_bytes().count(b"\n") - 1}
 
 
-def test_ship_cli_without_a_target_says_what_to_set(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_ship_cli_without_a_target_says_what_to_give(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.delenv("DSH_SHARED_STORE", raising=False)
-    assert ship_main(["--store", str(tmp_path)]) == 1
+    assert main(["ship", "--store", str(tmp_path)]) == 1
     err = capsys.readouterr().err
-    assert err.startswith("error: DSH_SHARED_STORE is not set")
+    assert err == (
+        "error: no shared store: give its DSN (a postgresql:// URL, libpq keywords or a service "
+        "name), or set DSH_SHARED_STORE (docs/shared-store.md)\n"
+    )
+
+
+def test_ship_cli_takes_its_target_as_mirror_does(
+    shared_db, tmp_path: Path, course, monkeypatch, capsys
+) -> None:
+    # a DSN given wins over DSH_SHARED_STORE (here a server that is not there)
+    monkeypatch.setenv("DSH_SHARED_STORE", "host=127.0.0.1 port=9 dbname=nowhere")
+    store = Store.at(tmp_path / "store")
+    src = next(course["bob"].iter_journals())
+    dest = store.journals_dir / src.parent.name / src.name
+    dest.parent.mkdir(parents=True)
+    dest.write_bytes(src.read_bytes())
+    assert main(["ship", shared_db.target, "--store", str(store.root)]) == 0
+    assert capsys.readouterr().out.startswith("shipped ")
+    assert _server_counts(shared_db)[src.stem] == src.read_bytes().count(b"\n") - 1
+    # and, like mirror's, a password in it is refused in one line that does not print it
+    assert (
+        main(["ship", "postgresql://ta:Hunter2-long-pass@hub/course", "--store", str(store.root)])
+        == 1
+    )
+    err = capsys.readouterr().err
+    assert err.startswith("error: the ship command's DSN holds a password: remove it from the URL")
+    assert "Hunter2-long-pass" not in err
 
 
 def test_stopping_the_server_mid_batch_loses_and_duplicates_nothing(shared_db, course) -> None:
@@ -231,7 +257,7 @@ def test_ship_cli_with_the_server_down_says_so_in_one_line(
 ) -> None:
     (tmp_path / "nothing").mkdir()
     monkeypatch.setenv("DSH_SHARED_STORE", f"host={tmp_path / 'nothing'} dbname=course user=dsh")
-    assert ship_main(["--store", str(course["alice"].root)]) == 1
+    assert main(["ship", "--store", str(course["alice"].root)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(
         f"error: the shared store host={tmp_path / 'nothing'} dbname=course user=dsh is unreachable: "

@@ -1,4 +1,4 @@
-"""``python -m dsh_kernel export`` and ``report``, run as a student's or an instructor's shell would:
+"""``python -m dsh_kernel export`` and ``report`` (the ``dsh-kernel`` command line), run as a student's or an instructor's shell would:
 subprocesses, no kernel. The course is three students' stores recorded by a real ``Agent``
 (``tests.support.course_sample``)."""
 
@@ -195,13 +195,26 @@ def test_since_keeps_the_sessions_active_on_or_after_that_day(
 def test_an_unknown_subcommand_fails_with_usage_and_starts_no_kernel(tmp_path: Path) -> None:
     done = dsh("exprot", "--parquet", tmp_path / "x")
     assert done.returncode == 2
-    assert done.stderr.startswith("usage: python -m dsh_kernel -f CONNECTION_FILE")
-    assert done.stderr.rstrip().endswith("unknown command 'exprot'")
+    assert done.stderr.startswith("usage: python -m dsh_kernel [-h] [--version] COMMAND ...")
+    assert "argument COMMAND: invalid choice: 'exprot'" in done.stderr
     assert done.stdout == "" and not (tmp_path / "x").exists()
-    helped = dsh("--help")
-    assert helped.returncode == 0 and "python -m dsh_kernel report DIR..." in helped.stdout
+    for asked in (["--help"], ["help"], []):  # no arguments: the help, and no kernel waiting
+        helped = dsh(*asked)
+        assert helped.returncode == 0, asked
+        assert "\n    report    summarise Parquet exports" in helped.stdout, asked
+    topic = dsh("help", "report")
+    assert topic.returncode == 0 and topic.stdout.startswith("usage: python -m dsh_kernel report")
     missing = dsh("export")  # the subcommand's own usage
     assert missing.returncode == 2 and "--parquet" in missing.stderr
+    assert missing.stderr.startswith("usage: python -m dsh_kernel export")
+    stray = dsh("report", tmp_path, "--bogus")
+    assert stray.returncode == 2 and "unrecognized arguments: --bogus" in stray.stderr
+    assert stray.stderr.startswith("usage: python -m dsh_kernel report")
+    unknown = dsh("report", tmp_path, "-o", tmp_path / "r.txt")  # found wrong after parsing
+    assert unknown.returncode == 2 and unknown.stderr.startswith(
+        "usage: python -m dsh_kernel report"
+    )
+    assert "cannot tell the format of " in unknown.stderr and not (tmp_path / "r.txt").exists()
 
 
 def test_a_missing_store_a_locked_one_and_a_folder_that_is_no_export(
