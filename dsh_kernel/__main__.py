@@ -36,31 +36,21 @@ def _kernel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _install(args: argparse.Namespace) -> int:
-    from dsh_kernel.kernel.kernelspec import install_command
-
-    return install_command(args)
-
-
-def _store_command(name: str) -> Command:
-    def run(args: argparse.Namespace) -> int:
-        from dsh_kernel.store import cli
-
-        command: Command = getattr(cli, f"{name}_command")
-        return command(args)
-
-    return run
-
-
 def parser(prog: str = PROG) -> argparse.ArgumentParser:
     """The command line: the top parser and one subparser per command, in the order shown."""
+    # Each command's module is cheap to import (what it needs loads when it runs), so the kernel's
+    # start and --help do not wait for DuckDB or the agent.
     from dsh_kernel import __version__
-    from dsh_kernel.kernel.kernelspec import install_arguments
+    from dsh_kernel.kernel.kernelspec import install_arguments, install_command
     from dsh_kernel.store.cli import (
         export_arguments,
+        export_command,
         mirror_arguments,
+        mirror_command,
         report_arguments,
+        report_command,
         ship_arguments,
+        ship_command,
     )
 
     top = argparse.ArgumentParser(
@@ -93,7 +83,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     install_arguments(
         add(
             "install",
-            _install,
+            install_command,
             "install the dsh and dsh-python kernelspecs for this Python",
             "Install the DSH Agent and DSH Python kernelspecs, run by this interpreter.",
         )
@@ -101,7 +91,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     export_arguments(
         add(
             "export",
-            _store_command("export"),
+            export_command,
             "export a whole session store as Parquet",
             "Export a whole session store as Parquet (no kernel needed).",
         )
@@ -109,7 +99,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     report_arguments(
         add(
             "report",
-            _store_command("report"),
+            report_command,
             "summarise Parquet exports per student and notebook",
             "Summarise Parquet exports (a folder per student) per student and notebook.",
         )
@@ -117,7 +107,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     ship_arguments(
         add(
             "ship",
-            _store_command("ship"),
+            ship_command,
             "ship a store's journals the shared store lacks",
             "Ship a store's journals the shared store lacks (a kernel that was offline).",
         )
@@ -125,7 +115,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     mirror_arguments(
         add(
             "mirror",
-            _store_command("mirror"),
+            mirror_command,
             "pull the shared store's sessions into a local store",
             "Pull the shared store's sessions into a local store, then ingest it.",
         )

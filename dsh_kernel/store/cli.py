@@ -28,11 +28,16 @@ import sys
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dsh_kernel.errors import DshError
-from dsh_kernel.store.db import DatabaseBusy
-from dsh_kernel.store.layout import Store
-from dsh_kernel.store.report_render import Format
+
+if TYPE_CHECKING:
+    from dsh_kernel.store.layout import Store
+    from dsh_kernel.store.report_render import Format
+
+# DuckDB and the store load when a command runs, not when the command line is built: `dsh-kernel
+# --help` and the kernel's start do not pay for them.
 
 BUSY_TIMEOUT_S = 10.0
 """How long the CLI waits for a store another process holds (a kernel's opens are short)."""
@@ -89,6 +94,8 @@ def report_command(args: argparse.Namespace) -> int:
 
 
 def _run(action: Callable[[], None], store: Store | None) -> int:
+    from dsh_kernel.store.db import DatabaseBusy
+
     try:
         action()
     except DatabaseBusy as exc:
@@ -110,6 +117,7 @@ def _run(action: Callable[[], None], store: Store | None) -> int:
 
 def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None:
     from dsh_kernel.errors import UsageError
+    from dsh_kernel.store.db import DatabaseBusy
     from dsh_kernel.store.ingest.incremental import ingest
     from dsh_kernel.store.report import session_count
     from dsh_kernel.store.sessions import EXPORT_FILES, export_parquet
@@ -174,6 +182,8 @@ def _dsn_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _store(args: argparse.Namespace) -> Store:
+    from dsh_kernel.store.layout import Store
+
     return Store.at(args.store) if args.store is not None else Store.default()
 
 
@@ -244,6 +254,7 @@ def mirror_command(args: argparse.Namespace) -> int:
     store = _store(args)
 
     def action() -> None:
+        from dsh_kernel.store.db import DatabaseBusy
         from dsh_kernel.store.ingest.incremental import ingest
         from dsh_kernel.store.shared.catchup import mirror_store
         from dsh_kernel.store.shared.connection import describe_target
