@@ -154,7 +154,12 @@ def installed_files(prefix: Path) -> set[str]:
 
 def test_a_plain_install_ships_every_data_file_and_no_developer_tools(plain_env: Path) -> None:
     files = installed_files(plain_env)
-    data = {f for f in files if not f.endswith((".py", ".pyc")) and ".dist-info/" not in f}
+    assert "bin/dsh-kernel" in files  # the console script ([project.scripts])
+    data = {
+        f
+        for f in files
+        if not f.endswith((".py", ".pyc")) and ".dist-info/" not in f and f != "bin/dsh-kernel"
+    }
     assert data == DATA_FILES | labextension_files()
     spec = json.loads((plain_env / "share/jupyter/kernels/dsh/kernel.json").read_text())
     assert spec["argv"][:4] == ["python", "-m", "dsh_kernel", "kernel"]
