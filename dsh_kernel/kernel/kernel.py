@@ -33,7 +33,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ipykernel.ipkernel import IPythonKernel
-from traitlets import Bool, Enum, Float, Integer, Unicode
 
 from dsh_kernel import __version__
 from dsh_kernel.abort import USER_CANCEL
@@ -41,13 +40,16 @@ from dsh_kernel.errors import DshError
 from dsh_kernel.failures import describe_failure
 from dsh_kernel.kernel._ipy import user_namespace
 from dsh_kernel.kernel.cells import Cell, classify
+from dsh_kernel.kernel.configuration import START_VARIABLES, traitlets
 from dsh_kernel.kernel.interrupts import sigint_calls
 from dsh_kernel.kernel.magic.compact import is_compact_cell
 
 if TYPE_CHECKING:
     # Imported when first used: the agent stack doubles the kernel's start-up time otherwise.
+    from dsh_kernel.errors import StoreError
     from dsh_kernel.kernel.host.agent_host import AgentHost
     from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
+    from dsh_kernel.store.layout import Store
 
 
 class DshKernel(IPythonKernel):
@@ -60,93 +62,8 @@ class DshKernel(IPythonKernel):
     def banner(self) -> str:
         return f"DSH Agent {__version__}: an LLM agent in your notebook (IPython inside)"
 
-    default_cell = Enum(
-        ["chat", "python"],
-        default_value="chat",
-        help="What a plain cell is: 'chat' (kernelspec dsh) or 'python' (kernelspec dsh-python).",
-    ).tag(config=True)
-    provider = Unicode(
-        "",
-        help="Provider id: deepseek, openai, anthropic, openai-compatible or offline. Env: DSH_PROVIDER.",
-    ).tag(config=True)
-    model = Unicode("", help="Model id, or provider:model. Env: DSH_MODEL.").tag(config=True)
-    base_url = Unicode("", help="Base URL of an OpenAI-compatible server. Env: DSH_BASE_URL.").tag(
-        config=True
-    )
-    approval = Unicode(
-        "", help="Approval for tools that change things: ask, auto or never. Env: DSH_APPROVAL."
-    ).tag(config=True)
-    approval_timeout = Float(
-        300.0,
-        help="Seconds an approval waits for a click before it is denied. Env: DSH_APPROVAL_TIMEOUT.",
-    ).tag(config=True)
-    headless_approval_timeout = Float(
-        10.0,
-        help="Seconds to wait for a frontend to show a turn before approvals are denied (headless runs).",
-    ).tag(config=True)
-    store = Unicode("", help="The session store directory. Env: DSH_STORE.").tag(config=True)
-    shared_store = Unicode(
-        "",
-        help="The shared store: a PostgreSQL libpq URL or service name, no password "
-        "(docs/shared-store.md). Env: DSH_SHARED_STORE.",
-    ).tag(config=True)
-    system_prompt = Unicode("", help="The persona part of the system prompt.").tag(config=True)
-    reasoning = Unicode(
-        "",
-        help="Reasoning effort, one the model takes (e.g. off, low, high); empty: the model's "
-        "default. Env: DSH_REASONING.",
-    ).tag(config=True)
-    context_window = Integer(
-        0,
-        help="The model's context window in tokens (0: the catalogue's, else asked of the server, "
-        "else 4096 assumed). Env: DSH_CONTEXT_WINDOW.",
-    ).tag(config=True)
-    vision = Unicode(
-        "",
-        help="Whether images go to the model: on, off, or auto/empty (as the model catalogue says); "
-        "for a vision model on a server the catalogue does not know. Env: DSH_VISION.",
-    ).tag(config=True)
-    compaction = Bool(
-        True,
-        help="Compact the history automatically: older turns are summarised when a request would "
-        "fill 80% of the context window, or when the server refuses one as too long. "
-        "Env: DSH_COMPACTION (on/off).",
-    ).tag(config=True)
-
-    ai_policy = Unicode(
-        "",
-        help="The course's AI policy: full (the agent may run code), explain (it reads and "
-        "explains, runs no code) or off (chat cells are refused). A notebook's metadata may make "
-        "it stricter, never looser. Env: DSH_AI_POLICY (the stricter of the two wins).",
-    ).tag(config=True)
-    budget_tokens = Integer(
-        None,
-        allow_none=True,
-        help="Tokens each user may use per UTC day, across all their sessions (None: no limit). "
-        "Env: DSH_BUDGET_TOKENS (the lower of the two wins).",
-    ).tag(config=True)
-    budget_usd = Float(
-        None,
-        allow_none=True,
-        help="US dollars each user may spend per UTC day, across all their sessions (None: no "
-        "limit). Env: DSH_BUDGET_USD (the lower of the two wins).",
-    ).tag(config=True)
-
-    image_max_side = Integer(
-        1024,
-        help="Images sent to the model are downscaled to this longest side in pixels (64-8192). "
-        "Env: DSH_IMAGE_MAX_SIDE.",
-    ).tag(config=True)
-    images_per_call = Integer(
-        4,
-        help="At most this many images per python call or chat message go to the model (0-50). "
-        "Env: DSH_IMAGES_PER_CALL.",
-    ).tag(config=True)
-    image_max_bytes = Integer(
-        512 * 1024,
-        help="Bytes per image sent to the model after reduction (8 KiB-20 MiB). "
-        "Env: DSH_IMAGE_MAX_BYTES.",
-    ).tag(config=True)
+    # The configurable traitlets (``c.DshKernel.<name>``), one per row of the settings table.
+    vars().update(traitlets())
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
@@ -158,19 +75,18 @@ class DshKernel(IPythonKernel):
         manager = getattr(self, "comm_manager", None)
         if manager is not None:
             self.notebook_comms.register(manager)
-        if self.default_cell == "chat" and self.shell is not None:
+        self._chat_cells = getattr(self, "default_cell") == "chat"  # noqa: B009 (a generated trait)
+        if self._chat_cells and self.shell is not None:
             # IPython runs (and records in its history) a %%python cell as typed; this drops the
             # routing line before IPython parses it (its own %%python magic runs a subprocess).
             self.shell.input_transformers_cleanup.insert(0, python_cell_lines)
-        self._protect_secrets()
-        self._check_store()
         import os
 
-        from dsh_kernel.kernel.course.config import COURSE_VARIABLES
-
-        self._course_env = {k: os.environ[k] for k in COURSE_VARIABLES if k in os.environ}
-        """The course's variables as the kernel started (``kernel.course.config``: later changes to
-        ``os.environ`` from the notebook change nothing)."""
+        self._start_env = {k: os.environ[k] for k in START_VARIABLES if k in os.environ}
+        """The variables read at kernel start (``kernel.configuration``: the store's, the course's,
+        who the user is): later changes to ``os.environ`` from the notebook change nothing."""
+        self._protect_secrets()
+        self._store = self._open_store()
 
     def _protect_secrets(self) -> None:
         """See the module docstring (light imports only: this runs at kernel start)."""
@@ -179,74 +95,42 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.llm.secrets import REDACTOR, install_log_filter
 
         REDACTOR.refresh()
-        REDACTOR.add_url(self.base_url)
+        REDACTOR.add_url(str(getattr(self, "base_url")))  # noqa: B009
         install_log_filter(self.log)
         for warning in KEYS.take_environment():
             self.log.warning("dsh: %s", warning)
         take_password(self.log)
 
-    def _check_store(self) -> None:
-        """Say at start (in the kernel log, where Jupyter's terminal shows it) when the store cannot
-        be written — chat cells then warn again and keep the session in memory — and when a
-        configured shared store is off (``%agent status`` says it again)."""
-        import os
-
+    def _open_store(self) -> Store | StoreError:
+        """Open the store once, at start: when it cannot be written say so in the kernel log (where
+        Jupyter's terminal shows it) — chat cells then warn again and keep the session in memory —
+        and when a configured shared store is off (``%agent status`` says it again)."""
         from dsh_kernel.errors import StoreError
+        from dsh_kernel.kernel.configuration import environment, setting_value, trait_values
         from dsh_kernel.kernel.shared import check_at_start
         from dsh_kernel.store.layout import Store
 
-        path = os.environ.get("DSH_STORE", "").strip() or self.store
+        traits, env = trait_values(self), environment(self._start_env)
         try:
-            (Store.at(path) if path else Store.default()).check_writable()
+            store: Store | StoreError = Store.open(str(setting_value("store", traits, env)))
         except StoreError as exc:
             self.log.warning("dsh: %s", exc.message)
-
-        check_at_start(
-            os.environ.get("DSH_SHARED_STORE", "").strip() or self.shared_store, self.log
-        )
+            store = exc
+        check_at_start(str(setting_value("shared_store", traits, env)), self.log)
+        return store
 
     # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
 
     @property
     def host(self) -> AgentHost:
         if self._host is None:
-            from dsh_kernel.kernel.course.config import course_settings_or_off
+            from dsh_kernel.kernel.configuration import settings_from_kernel
             from dsh_kernel.kernel.host.agent_host import AgentHost
-            from dsh_kernel.kernel.host.settings import (
-                HostSettings,
-                image_caps_from_traits,
-                parse_context_window,
-            )
-            from dsh_kernel.kernel.magic.vision import parse_vision
 
             assert self.shell is not None
             self._host = AgentHost(
-                HostSettings(
-                    provider=self.provider,
-                    model=self.model,
-                    base_url=self.base_url,
-                    approval=self.approval,
-                    approval_timeout=self.approval_timeout,
-                    headless_approval_timeout=self.headless_approval_timeout,
-                    store=self.store,
-                    shared_store=self.shared_store,
-                    system_prompt=self.system_prompt,
-                    reasoning=self.reasoning,
-                    context_window=parse_context_window(
-                        str(self.context_window or ""), "c.DshKernel.context_window = "
-                    ),
-                    vision=parse_vision(self.vision, "c.DshKernel.vision = "),
-                    images=image_caps_from_traits(
-                        self.image_max_side, self.images_per_call, self.image_max_bytes
-                    ),
-                    compaction=self.compaction,
-                    course=course_settings_or_off(
-                        ai_policy=self.ai_policy,
-                        budget_tokens=_text(self.budget_tokens),
-                        budget_usd=_text(self.budget_usd),
-                        env=self._course_env,
-                    ),
-                ),
+                settings_from_kernel(self, self._start_env),
+                store=self._store,
                 namespace=user_namespace(self.shell),
                 shell=self.shell,
                 desk=self._desk(),
@@ -262,7 +146,7 @@ class DshKernel(IPythonKernel):
             self.notebook_comms,
             namespace=user_namespace(self.shell),
             notebook_name=notebook_path(),
-            python_cells=self.default_cell == "chat",
+            python_cells=self._chat_cells,
         )
 
     def init_magics(self) -> None:
@@ -293,7 +177,7 @@ class DshKernel(IPythonKernel):
         # person's message: VS Code runs its start-up code (which sets __vsc_ipynb_file__) and its
         # variable viewer with store_history=False. Python, unless it starts with %%chat.
         machinery = silent or not store_history
-        cell = classify(code, "python" if self.default_cell == "python" or machinery else "chat")
+        cell = classify(code, "chat" if self._chat_cells and not machinery else "python")
         what = "%agent compact" if cell.kind == "python" and is_compact_cell(code) else cell.kind
         if what == "python":
             return await super().do_execute(  # pyright: ignore[reportUnknownMemberType]
@@ -493,8 +377,3 @@ def python_cell_lines(lines: list[str]) -> list[str]:
     if cell.kind != "python" or cell.body == code:
         return lines
     return cell.body.splitlines(keepends=True)
-
-
-def _text(value: object) -> str:
-    """A traitlet's value as its setting's text (``None``: not set)."""
-    return "" if value is None else str(value)

@@ -21,7 +21,7 @@ never raises for bad bytes and never decodes an image too large to hold:
    each by the square root of the ratio); still over it, it is withheld.
 
 Without Pillow importable every image is withheld with one line saying so. ``ImageCaps`` holds the
-three configurable limits (``kernel.host.settings`` reads them from ``DSH_IMAGE_MAX_SIDE``,
+three configurable limits (``kernel.configuration`` reads them from ``DSH_IMAGE_MAX_SIDE``,
 ``DSH_IMAGES_PER_CALL``, ``DSH_IMAGE_MAX_BYTES`` and the kernel's traitlets); out-of-range values are a
 ``UsageError`` naming the setting and the range.
 """

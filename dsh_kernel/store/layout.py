@@ -13,9 +13,10 @@ same file. Session ids are UUIDs; an id that could escape its directory is refus
 taken (``find_journal``, ``resolve_id``) a unique prefix of it is enough; a prefix two sessions share is
 ``StoreError(SESSION_AMBIGUOUS)``.
 
-``Store`` is a plain value (paths only): nothing here opens the database. ``Store.check_writable()`` is the
-start-up probe the kernel uses to say clearly, once, that the store cannot be written (chat then runs in
-memory only).
+``Store`` is a plain value (paths only): nothing here opens the database. ``Store.open(path)`` is
+where a store to write to comes from: it resolves the path (``""``: ``store_dir()``), creates the
+directories and proves a file can be written there, once — the kernel calls it at start and says
+clearly, once, when the store cannot be written (chat then runs in memory only).
 """
 
 from __future__ import annotations
@@ -135,19 +136,23 @@ class Store:
                 if entry.suffix == JOURNAL_SUFFIX and entry.is_file():
                     yield entry
 
-    def check_writable(self) -> None:
-        """Create the store directories and prove a file can be written there.
+    @staticmethod
+    def open(path: str | os.PathLike[str] = "") -> Store:
+        """The store at ``path`` (``""``: ``Store.default()``), its directories created and a file
+        written there to prove it can be.
 
         Raises ``StoreError(STORE_NOT_WRITABLE)`` naming the directory and the OS error.
         """
-        probe = self.journals_dir / f".probe-{os.getpid()}"
+        store = Store.at(path) if str(path).strip() else Store.default()
+        probe = store.journals_dir / f".probe-{os.getpid()}"
         try:
-            self.journals_dir.mkdir(parents=True, exist_ok=True)
+            store.journals_dir.mkdir(parents=True, exist_ok=True)
             probe.write_bytes(b"")
             probe.unlink()
         except OSError as exc:
             raise StoreError(
-                f"the session store {self.root} is not writable ({exc.strerror or exc}); set "
+                f"the session store {store.root} is not writable ({exc.strerror or exc}); set "
                 "DSH_STORE to a writable directory — sessions are kept in memory only until then",
                 code="STORE_NOT_WRITABLE",
             ) from exc
+        return store

@@ -6,10 +6,10 @@ the traitlets ``c.DshKernel.ai_policy``, ``budget_tokens``, ``budget_usd`` and t
 variables ``DSH_AI_POLICY``, ``DSH_BUDGET_TOKENS``, ``DSH_BUDGET_USD`` — and, being restrictions,
 the **stricter** of the two wins where both are set (the stricter policy, the lower budget), never
 the looser: an image's configuration cannot be loosened by an environment variable, nor the
-reverse. The environment is read once, when the kernel starts (``COURSE_VARIABLES``, snapshot by
-``DshKernel``), so a notebook that sets ``os.environ`` later changes nothing. A value that does not
-parse is a ``UsageError`` naming the setting (chat cells then fail with it: a course's restriction
-is never silently dropped).
+reverse. The environment is read once, when the kernel starts (``DshKernel`` keeps
+``kernel.configuration.START_VARIABLES``), so a notebook that sets ``os.environ`` later changes
+nothing. A value that does not parse is a ``UsageError`` naming the setting (chat cells then fail
+with it: a course's restriction is never silently dropped).
 
 ``stricter`` orders policies; ``current_user`` is who a session is for (``JUPYTERHUB_USER``, else
 ``USER``), recorded on the session header with the policy in force.
@@ -29,16 +29,6 @@ from dsh_kernel.session.codec import MAX_EXACT_INT
 AiPolicy: TypeAlias = Literal["full", "explain", "off"]
 POLICIES: Final[tuple[AiPolicy, ...]] = ("full", "explain", "off")
 """From the loosest to the strictest."""
-
-COURSE_VARIABLES: Final = (
-    "DSH_AI_POLICY",
-    "DSH_BUDGET_TOKENS",
-    "DSH_BUDGET_USD",
-    "JUPYTERHUB_USER",
-    "USER",
-)
-"""The environment variables of a course's settings and of who the user is (read once, at kernel
-start: a notebook that sets ``os.environ['USER']`` does not become another student)."""
 
 
 def parse_ai_policy(raw: str, where: str = "") -> AiPolicy | None:
@@ -124,7 +114,7 @@ def course_settings(
     env: Mapping[str, str] | None = None,
 ) -> CourseSettings:
     """The settings in force from the traitlets' values (as text: ``""`` is not set) and the
-    environment ``env`` (``COURSE_VARIABLES``; default ``os.environ``): the stricter of the two
+    environment ``env`` (default ``os.environ``): the stricter of the two
     where both are set."""
     env = os.environ if env is None else env
     origin: dict[str, str] = {}

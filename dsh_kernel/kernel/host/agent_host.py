@@ -1,8 +1,10 @@
 """``AgentHost``: the kernel's agent, its provider, tools, store and the view of the running turn.
 
-One host per kernel process. It chooses the provider (kernel configuration, then ``DSH_*``
-environment variables, then the first provider whose key is present, else the clearly labelled
-``offline`` demo model), builds the agent with the notebook tools (``python``, ``inspect``,
+One host per kernel process, run with resolved settings (``HostSettings``: the kernel's
+``kernel.configuration`` builds them from its traitlets and ``DSH_*`` environment variables) and
+the store the kernel opened at start (``Store.open``; opened here when none is given). It chooses
+the provider (the settings' route, else the first provider whose key is present, else the clearly
+labelled ``offline`` demo model), builds the agent with the notebook tools (``python``, ``inspect``,
 ``ask_user``, ``sql``; ``notebook_read``/``notebook_insert`` from the kernel's ``desk``), attaches
 the session journal to the store (and to the shared store's shipper, ``kernel.shared``), and carries
 out the ``%agent`` commands that change the route (provider, model, reasoning effort, approval).
@@ -53,18 +55,13 @@ from dsh_kernel.agent.agent import Agent
 from dsh_kernel.agent.compaction.run import CompactionSettings
 from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.agent.system_prompt import PromptContext, PromptSection
-from dsh_kernel.errors import DshError, LlmError, UsageError
+from dsh_kernel.errors import DshError, LlmError, StoreError, UsageError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.kernel.chat_input import variables_context
 from dsh_kernel.kernel.course.budgets import KernelBudgets
 from dsh_kernel.kernel.course.policy import PolicyGate
 from dsh_kernel.kernel.host.bridge import ViewBridge
-from dsh_kernel.kernel.host.settings import (
-    HostSettings,
-    base_url_owner,
-    choose_provider,
-    settings_from_env,
-)
+from dsh_kernel.kernel.host.settings import HostSettings, base_url_owner, choose_provider
 from dsh_kernel.kernel.magic.vision import vision_text
 from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_path
 from dsh_kernel.kernel.shared import SharedLink
@@ -103,8 +100,11 @@ class AgentHost:
         shell: object | None = None,
         keys: KeyStore | None = None,
         desk: NotebookDesk | None = None,
+        store: Store | StoreError | None = None,
     ) -> None:
-        self.settings = settings_from_env(settings)
+        """``store``: the store the kernel opened (or why it could not); ``None``: open
+        ``settings.store`` here."""
+        self.settings = settings
         self.desk = desk
         """The notebook tools and the running cell they serve (``kernel.toolbox.notebook``)."""
         self._configured = self.settings
@@ -128,7 +128,7 @@ class AgentHost:
         self.windows = ContextWindows(configured=self.settings.context_window)
         self.toolset = ToolSet(after=self.policy.apply)
         """``%agent tools``: kept for every session of this kernel."""
-        self._open_store()
+        self._open_store(store)
         self.shared = SharedLink(self.settings.shared_store)
         self.budgets = KernelBudgets(self.settings.course, self.store, self.user_price)
         self.agent = self._build_agent()
@@ -198,20 +198,14 @@ class AgentHost:
 
     # --- the store --------------------------------------------------------------------------------
 
-    def _open_store(self) -> None:
-        try:
-            store = Store.at(self.settings.store) if self.settings.store else Store.default()
-            store.root.mkdir(parents=True, exist_ok=True)
-            probe = store.root / ".dsh-write-test"
-            probe.write_bytes(b"")
-            probe.unlink()
-        except OSError as exc:
-            where = self.settings.store or "the default store directory"
-            self.store_warning = (
-                f"the session store ({where}) is not writable ({exc.strerror or exc}); this session "
-                "is kept in memory only and %%sql cannot see it. Set DSH_STORE to a writable "
-                "directory and restart the kernel."
-            )
+    def _open_store(self, store: Store | StoreError | None) -> None:
+        if store is None:
+            try:
+                store = Store.open(self.settings.store)
+            except StoreError as exc:
+                store = exc
+        if isinstance(store, StoreError):
+            self.store_warning = store.message
             _log.warning("%s", self.store_warning)
             return
         self.store = store

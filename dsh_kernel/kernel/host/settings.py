@@ -1,14 +1,17 @@
-"""The kernel's agent configuration: ``HostSettings`` and the provider it chooses.
+"""The agent's resolved configuration (``HostSettings``), the parsers of its values, and the provider it chooses.
 
-``HostSettings`` is the resolved configuration — the kernel's traitlets (``c.DshKernel.*``), then the
-``DSH_*`` environment variables over them (``settings_from_env``); ``%agent`` commands override both
-at run time. ``parse_context_window`` reads a context window the way all three take it (a whole
-number of tokens, at least ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set);
-``parse_image_setting`` reads the image limits (``image_caps_from_env``, ``image_caps_from_traits``),
-each refused out of its range with one line naming the setting; ``parse_compaction`` reads the
-automatic-compaction switch (``DSH_COMPACTION``). ``choose_provider`` turns settings into a provider: ``offline`` when asked for, else
-``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose key is
-present when none is named), else the clearly labelled offline demo model.
+``HostSettings`` is what the host runs with: one field per agent setting of the kernel's settings
+table (``kernel.configuration.SETTINGS``, which builds it: the traitlets, then the ``DSH_*``
+environment variables over them), plus ``base_url_provider`` and the course's settings in force;
+``%agent`` commands replace fields at run time. The parsers read a setting's text the way the
+table, the environment and ``%agent`` all take it, and refuse anything else with a ``UsageError``
+whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
+``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
+``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` (on/off),
+``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout`` and
+``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
+else ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose
+key is present when none is named), else the clearly labelled offline demo model.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ from dataclasses import dataclass
 
 from dsh_kernel.errors import UsageError
 from dsh_kernel.kernel.course.config import NO_COURSE, CourseSettings
-from dsh_kernel.kernel.magic.vision import parse_vision
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KeyStore,
@@ -40,7 +42,7 @@ from dsh_kernel.runtime.image_reduce import (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HostSettings:
-    """Resolved configuration (kernel traitlets first, then environment variables)."""
+    """Resolved configuration (the module docstring)."""
 
     provider: str = ""
     model: str = ""
@@ -62,13 +64,23 @@ class HostSettings:
     vision: bool | None = None
     """Images go to the model (``True``), their descriptions do (``False``), or as the model
     catalogue says (``None``): ``kernel.magic.vision``."""
-    images: ImageCaps = DEFAULT_IMAGE_CAPS
-    """The limits on images sent to the model (``image_caps``)."""
+    image_max_side: int = DEFAULT_IMAGE_CAPS.max_side
+    images_per_call: int = DEFAULT_IMAGE_CAPS.per_call
+    image_max_bytes: int = DEFAULT_IMAGE_CAPS.max_bytes
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
     course: CourseSettings = NO_COURSE
     """The AI policy and budgets in force (``kernel.course.config``: the stricter of the traitlets and
-    the environment at kernel start; ``settings_from_env`` leaves it as given)."""
+    the environment at kernel start)."""
+
+    @property
+    def images(self) -> ImageCaps:
+        """The limits on images sent to the model."""
+        return ImageCaps(
+            max_side=self.image_max_side,
+            per_call=self.images_per_call,
+            max_bytes=self.image_max_bytes,
+        )
 
 
 MIN_CONTEXT_WINDOW = 512
@@ -115,71 +127,26 @@ def parse_compaction(raw: str, where: str = "") -> bool:
     return _SWITCH[text]
 
 
-def settings_from_env(base: HostSettings) -> HostSettings:
-    """Environment variables override the kernel's Jupyter configuration: ``DSH_PROVIDER``,
-    ``DSH_MODEL``, ``DSH_BASE_URL``, ``DSH_APPROVAL``, ``DSH_APPROVAL_TIMEOUT``,
-    ``DSH_HEADLESS_APPROVAL_TIMEOUT``, ``DSH_STORE``, ``DSH_SHARED_STORE``, ``DSH_REASONING``, ``DSH_CONTEXT_WINDOW``,
-    ``DSH_VISION``, ``DSH_COMPACTION``, and the image limits ``DSH_IMAGE_MAX_SIDE``, ``DSH_IMAGES_PER_CALL``,
-    ``DSH_IMAGE_MAX_BYTES``.
-    ``%agent`` overrides both at run time."""
-    env = os.environ
-
-    def pick(current: str, name: str) -> str:
-        return env.get(name, "").strip() or current
-
-    timeout = base.approval_timeout
-    raw = env.get("DSH_APPROVAL_TIMEOUT", "").strip()
-    if raw:
-        try:
-            timeout = float(raw) if raw.lower() not in ("none", "inf", "0") else None
-        except ValueError as exc:
-            raise UsageError(
-                f"DSH_APPROVAL_TIMEOUT={raw!r} is not a number of seconds (or 'none')"
-            ) from exc
-    headless = base.headless_approval_timeout
-    raw = env.get("DSH_HEADLESS_APPROVAL_TIMEOUT", "").strip()
-    if raw:
-        try:
-            headless = float(raw)
-        except ValueError as exc:
-            raise UsageError(f"DSH_HEADLESS_APPROVAL_TIMEOUT={raw!r} is not a number") from exc
-    window = base.context_window
-    raw = env.get("DSH_CONTEXT_WINDOW", "")
-    if raw.strip():
-        window = parse_context_window(raw, "DSH_CONTEXT_WINDOW=")
-    raw = env.get("DSH_VISION", "")
-    vision = parse_vision(raw, "DSH_VISION=") if raw.strip() else base.vision
-    raw = env.get("DSH_COMPACTION", "")
-    compaction = parse_compaction(raw, "DSH_COMPACTION=") if raw.strip() else base.compaction
-    provider = pick(base.provider, "DSH_PROVIDER")
-    model = pick(base.model, "DSH_MODEL")
-    base_url = pick(base.base_url, "DSH_BASE_URL")
-    return HostSettings(
-        provider=provider,
-        model=model,
-        base_url=base_url,
-        base_url_provider=base_url_owner(provider, model) if base_url else "",
-        approval=pick(base.approval, "DSH_APPROVAL"),
-        approval_timeout=timeout,
-        headless_approval_timeout=headless,
-        store=pick(base.store, "DSH_STORE"),
-        shared_store=pick(base.shared_store, "DSH_SHARED_STORE"),
-        system_prompt=base.system_prompt,
-        reasoning=pick(base.reasoning, "DSH_REASONING"),
-        context_window=window,
-        vision=vision,
-        images=image_caps_from_env(base.images),
-        compaction=compaction,
-        course=base.course,
-    )
+def parse_approval_timeout(raw: str, where: str = "") -> float | None:
+    """``raw`` as seconds an approval waits; ``None`` (forever) for ``none``, ``inf`` or ``0``. A
+    ``UsageError`` starting with ``where`` for anything else."""
+    text = raw.strip()
+    if text.lower() in ("none", "inf", "0"):
+        return None
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}{text!r} is not a number of seconds (or 'none')") from exc
 
 
-IMAGE_VARIABLES = {
-    "max_side": "DSH_IMAGE_MAX_SIDE",
-    "per_call": "DSH_IMAGES_PER_CALL",
-    "max_bytes": "DSH_IMAGE_MAX_BYTES",
-}
-"""The environment variable of each ``ImageCaps`` field."""
+def parse_seconds(raw: str, where: str = "") -> float:
+    """``raw`` as a number of seconds; a ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip()
+    try:
+        return float(text)
+    except ValueError as exc:
+        raise UsageError(f"{where}{text!r} is not a number") from exc
+
 
 _BYTE_UNITS = {"": 1, "b": 1, "k": 1024, "kb": 1024, "kib": 1024}
 _BYTE_UNITS.update({"m": 1024 * 1024, "mb": 1024 * 1024, "mib": 1024 * 1024})
@@ -203,30 +170,6 @@ def parse_image_setting(field: str, raw: str, where: str) -> int:
             f"{hi:,}"
         ) from None
     return check_image_setting(field, value, where, repr(raw.strip()))
-
-
-def image_caps_from_env(base: ImageCaps) -> ImageCaps:
-    """``base`` with each image limit its environment variable sets (``IMAGE_VARIABLES``)."""
-    values = {"max_side": base.max_side, "per_call": base.per_call, "max_bytes": base.max_bytes}
-    for field, name in IMAGE_VARIABLES.items():
-        raw = os.environ.get(name, "")
-        if raw.strip():
-            values[field] = parse_image_setting(field, raw, f"{name}=")
-    return ImageCaps(**values)
-
-
-def image_caps_from_traits(max_side: int, per_call: int, max_bytes: int) -> ImageCaps:
-    """The kernel's image traitlets as ``ImageCaps``; a value out of range is a ``UsageError``
-    naming its traitlet."""
-    given = {"max_side": max_side, "per_call": per_call, "max_bytes": max_bytes}
-    names = {
-        "max_side": "image_max_side",
-        "per_call": "images_per_call",
-        "max_bytes": "image_max_bytes",
-    }
-    for field, value in given.items():
-        check_image_setting(field, value, f"c.DshKernel.{names[field]} = ")
-    return ImageCaps(**given)
 
 
 def base_url_owner(provider: str, model: str) -> str:

@@ -92,6 +92,28 @@ the function f to the agent as a tool.
 """
 
 
+STATUS_ORDER = (
+    "provider",
+    "model",
+    "context_window",
+    "session",
+    "context",
+    "compaction",
+    "reasoning",
+    "vision",
+    "approval",
+    "tools",
+    "store",
+    "ai_policy",
+    "notebook",
+    "budget_tokens",
+    "shared_store",
+    "warning",
+)
+"""The lines of ``%agent status``, in order: a setting's by its name (``kernel.configuration``), the
+others by their label."""
+
+
 @magics_class
 class AgentMagics(Magics):
     """The ``%agent`` line magic and its subcommands, over the kernel's agent host."""
@@ -164,40 +186,32 @@ class AgentMagics(Magics):
     # --- subcommands ------------------------------------------------------------------------------
 
     def _cmd_status(self, args: list[str]) -> str:
-        from dsh_kernel.kernel.magic.compact import compaction_text
-        from dsh_kernel.kernel.magic.context import context_text, window_text
+        from dsh_kernel.kernel.configuration import status_line, status_lines
+        from dsh_kernel.kernel.magic.context import context_text
 
         host = self._host()
         agent = host.agent
         turns = agent.session.last_turn
-        policy = host.policy.apply(agent).text()  # re-read: the tools line shows what it allows
-        lines = [
-            f"provider: {host.provider_note}",
-            f"model:    {agent.provider.id}:{agent.model}",
-            f"window:   {window_text(host)}",
-            f"session:  {agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
+        # The settings' lines first: the AI policy's re-reads the policy, which the tools line shows.
+        lines = status_lines(host)
+        lines["session"] = status_line(
+            "session",
+            f"{agent.session.id} ({turns} turn{'s' if turns != 1 else ''}, "
             f"{len(agent.session.events)} events)",
-            f"context:  {context_text(host)}",
-            f"compaction: {compaction_text(host)}",
-            f"reasoning: {host.reasoning_text()}",
-            f"images:   {host.vision_text()}",
-            f"approval: {_policy_text(agent.approval_policy.default, dict(agent.approval_policy.tools))}",
-            f"tools:    {', '.join(agent.registry.names()) or 'none'}; "
+        )
+        lines["context"] = status_line("context", context_text(host))
+        lines["tools"] = status_line(
+            "tools",
+            f"{', '.join(agent.registry.names()) or 'none'}; "
             f"descriptions {host.toolset.form_text(agent)}",
-            f"store:    {host.store_description()}",
-            f"ai policy: {policy}",
-        ]
+        )
         if host.desk is not None:
-            lines.append(f"notebook: {host.desk.status_text(self._client_session())}")
-        budget = host.budgets.status_text()
-        if budget:
-            lines.append(f"budget:   {budget}")
-        shared = host.shared.text()
-        if shared:
-            lines.append(f"shared:   {shared}")
+            lines["notebook"] = status_line(
+                "notebook", host.desk.status_text(self._client_session())
+            )
         if host.store_warning:
-            lines.append(f"warning:  {host.store_warning}")
-        return "\n".join(lines)
+            lines["warning"] = status_line("warning", host.store_warning)
+        return "\n".join(lines[name] for name in STATUS_ORDER if name in lines)
 
     def _cmd_model(self, args: list[str]) -> str:
         if len(args) != 1:
@@ -263,8 +277,9 @@ class AgentMagics(Magics):
                 f"no tool named {tool!r}; tools: {', '.join(host.agent.registry.names())}"
             )
         host.set_approval(mode, tool)
-        policy = host.agent.approval_policy
-        return "approval: " + _policy_text(policy.default, dict(policy.tools))
+        from dsh_kernel.kernel.configuration import approval_text
+
+        return "approval: " + approval_text(host.agent.approval_policy)
 
     def _cmd_tools(self, args: list[str]) -> str:
         host = self._host()
@@ -491,10 +506,3 @@ def _recorded_model(store: Store, session_id: str) -> str | None:
         if ev.type == "request/context":
             return payload_of(ev, "request/context")["model"]
     return None
-
-
-def _policy_text(default: str, tools: dict[str, str]) -> str:
-    per = ", ".join(f"{k}={v}" for k, v in sorted(tools.items()))
-    return f"{default} for tools that change things; read-only tools run" + (
-        f"; per tool: {per}" if per else ""
-    )

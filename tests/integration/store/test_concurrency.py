@@ -34,7 +34,7 @@ TURNS = 12
 
 
 def test_two_writers_and_a_reader(store: Store) -> None:
-    store.check_writable()
+    Store.open(store.root)
     stop = store.root / "stop"
     with subprocess.Popen(
         [PY, "-c", QUERIER, str(store.root), str(stop)],

@@ -71,10 +71,10 @@ def test_unwritable_store_is_a_clear_error(tmp_path: Path) -> None:
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     with pytest.raises(StoreError) as err:
-        Store.at(blocker / "store").check_writable()
+        Store.open(blocker / "store")
     assert err.value.code == "STORE_NOT_WRITABLE"
     assert str(blocker / "store") in err.value.message and "DSH_STORE" in err.value.message
-    Store.at(tmp_path / "ok").check_writable()
+    assert Store.open(tmp_path / "ok").journals_dir.is_dir()
 
 
 def test_a_session_that_never_appends_leaves_no_file(store: Store) -> None:
