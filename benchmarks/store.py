@@ -21,9 +21,13 @@ Measured, in one run:
    ``responses.conversation_id``), side by side, as a ratio (SQLite time / DuckDB time). llm logs one
    row per response, not every event, so its tables are ~50x smaller than ours; the text search is shown
    both as FTS5 MATCH and as a LIKE scan;
-4. ``run_query`` end to end (ingest check + read-only open + query) for the count query.
+4. ``run_query`` end to end (ingest check + read-only open + query) for the count query;
+5. **rebuild** — the same database marked as built by an older projection version, then ``ingest``:
+   the open drops the derived tables and views and creates them again, the pass re-reads every
+   journal (what an upgrade that bumps ``PROJECTION_VERSION`` costs the first query after it).
 
-Run: ``python benchmarks/store.py [--sessions 1000] [--events 1000] [--reps 21] [--dir PATH]``.
+Run: ``python benchmarks/store.py [--sessions 1000] [--events 1000] [--reps 21] [--dir PATH]``;
+``--quick`` runs every step once on a tiny store (so the benchmark cannot rot unnoticed).
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest.incremental import ingest, set_price
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.projection import PROJECTION_VERSION
 from dsh_kernel.store.query.run import run_query
 
 MODELS = (
@@ -443,6 +448,24 @@ def floor(store: Store, total: int) -> float:
     return total / elapsed
 
 
+def rebuild(store: Store, total: int, size: int, sessions: int) -> None:
+    """Time the rebuild of a database built by an older projection version (step 5)."""
+    with open_db(store, read_only=False) as con:
+        con.execute("UPDATE _projection SET version = ?", [PROJECTION_VERSION - 1])
+    c0, t0 = cpu_s(), time.perf_counter()
+    report = ingest(store, timeout_s=10)
+    wall, cpu = time.perf_counter() - t0, cpu_s() - c0
+    assert report.events == total and not report.issues, report
+    with open_db(store, read_only=True) as con:
+        priced = con.execute("SELECT count(*) FROM prices").fetchone()
+    assert priced is not None and priced[0] == len(PRICES), "the user's prices survive a rebuild"
+    print(
+        f"\nrebuild of an older projection ({sessions:,} sessions, {total:,} events, "
+        f"{size / 1e6:.0f} MB of journals): {wall:.2f} s wall ({cpu:.2f} s CPU) = "
+        f"{size / 1e6 / wall:.0f} MB/s, {sessions / wall:,.0f} sessions/s"
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -454,7 +477,10 @@ def main() -> None:
     ap.add_argument(
         "--dir", type=Path, default=None, help="work directory (kept); default: a temp dir"
     )
+    ap.add_argument("--quick", action="store_true", help="a tiny store, every step once")
     args = ap.parse_args()
+    if args.quick:
+        args.sessions, args.events, args.reps, args.ingest_runs = 20, 60, 1, 1
     work = args.dir or Path(tempfile.mkdtemp(prefix="dsh-store-bench-"))
     root = work / "store"
     shutil.rmtree(root, ignore_errors=True)
@@ -589,6 +615,7 @@ def main() -> None:
     print(
         f"\nrun_query end to end (ingest check + read-only open + count by session): p50 {e2e * 1000:.1f} ms"
     )
+    rebuild(store, total, size, args.sessions)
     if args.dir is None:
         shutil.rmtree(work, ignore_errors=True)
     sys.stdout.flush()

@@ -6,7 +6,9 @@ Modules (one concept each):
 * ``journal``  — ``JournalWriter`` (write-behind, durable checkpoints), ``load_session`` (crash repair),
   ``attach_journal``;
 * ``db``       — short read-write / read-only opens of ``sessions.duckdb`` with lock retry;
-* ``migrations`` + ``sql/*.sql`` — the schema, as ordered migrations; ``schema_doc`` documents it;
+* ``projection`` + ``sql/tables.sql``, ``sql/views.sql`` — the derived schema, versioned and rebuilt
+  from the journals when its version changes; ``migrations`` — the rest (the user's ``prices``), as
+  ordered migrations; ``schema_doc`` documents both;
 * ``ingest/``  — incremental, columnar ingest of journal lines (``ingest``, ``set_price``);
 * ``query/``   — ``run_query`` (the ``%%sql`` API) with the journal fallback, and ``safe_query``:
   one read-only statement in a capped child process (the core of the agent's ``sql`` tool);

@@ -15,7 +15,10 @@ So every open here:
 * never installs extensions: ``autoinstall_known_extensions=false`` (json, parquet and icu are built
   in) and Python replacement scans are off (DataFrames are registered explicitly by name); no progress
   bar (in a kernel it is a widget drawn from inside the query, where an interrupt gets lost);
-* for read-write opens, runs pending migrations first (``dsh_kernel.store.migrations``).
+* for read-write opens, runs the pending migrations of what is not derived and builds or rebuilds
+  the projection when its version differs (``dsh_kernel.store.projection.prepare``), then refreshes
+  ``list_prices``; a read-only open refuses a database not built with this projection version
+  (``DB_OUTDATED``, or ``DB_SCHEMA_NEWER`` for a newer one) unless it reads only the durable tables.
 
 ``extra`` adds DuckDB settings to an open (the ``sql`` tool's process passes its memory, temp and
 thread limits). Settings belong to the database *instance*, and a second connection to a path that
@@ -37,8 +40,8 @@ import duckdb
 
 from dsh_kernel.errors import StoreError
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.migrations import migrate
 from dsh_kernel.store.prices import refresh_list_prices
+from dsh_kernel.store.projection import check_readable, prepare
 
 Setting = str | bool | int | float | list[str]
 BASE_CONFIG: dict[str, Setting] = {
@@ -102,12 +105,15 @@ def open_db(
     timeout_s: float = DEFAULT_TIMEOUT_S,
     external_access: bool = True,
     extra: Mapping[str, Setting] | None = None,
+    durable_only: bool = False,
 ) -> Generator[duckdb.DuckDBPyConnection, None, None]:
     """A connection to ``store``'s database, closed (and the in-process lock released) on exit.
 
-    A read-write open creates the store directory and database if needed and migrates it. A read-only
-    open of a database that does not exist yet raises ``StoreError(DB_MISSING)``. Lock contention that
-    outlasts ``timeout_s`` raises ``DatabaseBusy``.
+    A read-write open creates the store directory and database if needed, migrates it and (re)builds
+    its projection. A read-only open of a database that does not exist yet raises
+    ``StoreError(DB_MISSING)``; of one built by another projection version, ``DB_OUTDATED`` or
+    ``DB_SCHEMA_NEWER`` — unless ``durable_only`` (the caller reads ``prices`` alone). Lock contention
+    that outlasts ``timeout_s`` raises ``DatabaseBusy``.
     """
     path = store.db_path
     lock = _lock_for(path)
@@ -124,8 +130,10 @@ def open_db(
         )
         try:
             if not read_only:
-                migrate(con)
+                prepare(con)
                 refresh_list_prices(con)
+            elif not durable_only:
+                check_readable(con)
             yield con
         finally:
             con.close()

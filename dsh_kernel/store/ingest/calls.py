@@ -10,7 +10,6 @@ messages with content, plus its instruction) with the token meter's estimate of 
 (``shadowedTokenCount``) and of its answer (the summary text), and the ``request/header`` in force
 (its system prompt was reused). Run only for batches that hold such an event (``NEEDED``); everything
 it reads — the start, the header, the range's messages — is in ``t_events`` and ``t_messages`` by then.
-``0006_backfill.sql`` is the same statement over the rows ingested before m0006.
 """
 
 from __future__ import annotations

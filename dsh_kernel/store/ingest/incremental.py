@@ -477,7 +477,7 @@ def read_prices(store: Store, *, timeout_s: float = 2.0) -> dict[tuple[str, str]
     database does not exist yet."""
     if not store.db_path.exists():
         return {}
-    with open_db(store, read_only=True, timeout_s=timeout_s) as con:
+    with open_db(store, read_only=True, timeout_s=timeout_s, durable_only=True) as con:
         rows = con.execute(
             "SELECT provider, model, input_per_mtok, cached_input_per_mtok, "
             "cache_write_per_mtok, output_per_mtok FROM prices"

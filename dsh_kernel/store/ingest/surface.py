@@ -24,8 +24,7 @@ itself, set in SQL (``ingest_sql``). A batch with one (``fold_batch``) loads, fo
 a replacement in the batch, only the nodes now on its surface (``replaced_by IS NULL``: a compacted
 session's surface stays short however long its log grows), folds the batch's messages in log order,
 and writes back the keys and deltas of the batch's replacements and ``replaced_by`` of the nodes
-they shadowed. ``refold_sessions`` folds whole sessions from their first message (the m0006
-backfill of rows ingested before the columns existed).
+they shadowed.
 
 A replacement whose range is not a range of surface nodes (a journal ``Session`` would have
 refused) shadows nothing and is placed at the end, so one bad line never stops an ingest.
@@ -38,7 +37,7 @@ from dataclasses import dataclass, field
 
 import duckdb
 
-__all__ = ["backfill", "fold_batch", "refold_sessions"]
+__all__ = ["fold_batch"]
 
 NEEDED = "SELECT count(*) FROM _m WHERE surface_op = 'replace'"
 
@@ -149,39 +148,13 @@ def fold_batch(con: duckdb.DuckDBPyConnection) -> int:
     out = _Fold()
     for sid, rows in _batch_rows(con, _BATCH_MESSAGES, sids).items():
         _fold(sid, surfaces[sid], rows, out)
-    _write(con, out, batch=True)
+    _write(con, out)
     return len(out.placed)
 
 
-_ALL_MESSAGES = """
-SELECT m.session_id, m.seq, m.surface_op, m.has_content, m.est_tokens,
-       TRY_CAST(e.surface_op ->> '$.start' AS INTEGER), TRY_CAST(e.surface_op ->> '$.end' AS INTEGER)
-FROM t_messages m JOIN t_events e ON e.session_id = m.session_id AND e.seq = m.seq
-WHERE m.session_id IN (SELECT unnest($1::VARCHAR[]))
-ORDER BY m.session_id, m.seq
-"""
-
-
-def refold_sessions(con: duckdb.DuckDBPyConnection, sids: list[str]) -> None:
-    """Fold every message of the sessions ``sids`` (already in ``t_messages``) from an empty
-    surface: their ``surface_key`` and ``replaced_by`` are set as ingest would have set them."""
-    if not sids:
-        return
-    out = _Fold()
-    for sid, rows in _batch_rows(con, _ALL_MESSAGES, sids).items():
-        _fold(sid, _Surface(), rows, out)
-    con.execute(
-        "UPDATE t_messages SET surface_key = seq, replaced_by = NULL "
-        "WHERE session_id IN (SELECT unnest($1::VARCHAR[]))",
-        [sids],
-    )
-    _write(con, out, batch=False)
-
-
-def _write(con: duckdb.DuckDBPyConnection, out: _Fold, *, batch: bool) -> None:
-    """Write the fold back: onto ``_m`` (a batch: keys, deltas and the batch's own shadowed rows)
-    and ``t_messages`` (the rows of earlier batches it shadowed; every row for a refold)."""
-    target = "_m" if batch else "t_messages"
+def _write(con: duckdb.DuckDBPyConnection, out: _Fold) -> None:
+    """Write the fold back: onto ``_m`` (the batch's keys, deltas and its own shadowed rows) and
+    ``t_messages`` (the rows of earlier batches it shadowed)."""
     if out.placed:
         con.execute(
             "CREATE OR REPLACE TEMP TABLE _placed AS SELECT unnest($1::VARCHAR[]) AS session_id, "
@@ -189,10 +162,9 @@ def _write(con: duckdb.DuckDBPyConnection, out: _Fold, *, batch: bool) -> None:
             "unnest($4::INTEGER[]) AS dn, unnest($5::BIGINT[]) AS dt",
             [list(c) for c in zip(*out.placed, strict=True)],
         )
-        deltas = ", dn = p.dn, dt = p.dt" if batch else ""
         con.execute(
-            f"UPDATE {target} SET surface_key = p.surface_key{deltas} FROM _placed p "
-            f"WHERE {target}.session_id = p.session_id AND {target}.seq = p.seq"
+            "UPDATE _m SET surface_key = p.surface_key, dn = p.dn, dt = p.dt FROM _placed p "
+            "WHERE _m.session_id = p.session_id AND _m.seq = p.seq"
         )
     if out.shadowed:
         con.execute(
@@ -200,23 +172,8 @@ def _write(con: duckdb.DuckDBPyConnection, out: _Fold, *, batch: bool) -> None:
             "unnest($2::INTEGER[]) AS seq, unnest($3::INTEGER[]) AS replaced_by",
             [list(c) for c in zip(*out.shadowed, strict=True)],
         )
-        tables = ("_m", "t_messages") if batch else ("t_messages",)
-        for t in tables:
+        for t in ("_m", "t_messages"):
             con.execute(
                 f"UPDATE {t} SET replaced_by = s.replaced_by FROM _shadowed s "
                 f"WHERE {t}.session_id = s.session_id AND {t}.seq = s.seq"
             )
-
-
-def backfill(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """The m0006 backfill of the rows ingested before ``surface_key`` and ``replaced_by`` existed:
-    an appended message's key is its seq, and every session holding a replacement is folded whole.
-    Leaves their ids in the temp table ``_refolded`` (for ``0006_backfill.sql``) and returns them."""
-    con.execute("UPDATE t_messages SET surface_key = seq WHERE surface_key IS NULL")
-    con.execute(
-        "CREATE OR REPLACE TEMP TABLE _refolded AS "
-        "SELECT DISTINCT session_id FROM t_messages WHERE surface_op = 'replace'"
-    )
-    sids = [str(r[0]) for r in con.execute("SELECT session_id FROM _refolded").fetchall()]
-    refold_sessions(con, sids)
-    return sids

@@ -10,8 +10,8 @@
    ``$name`` with a mapping), never pasted into the SQL. DataFrames of ``namespace`` (pandas, polars,
    pyarrow) whose names occur in the SQL are registered under those names, so they join with the views
    (a store view of the same name wins, with a notice);
-4. falls back to the journals — an in-memory DuckDB built from every journal with the same migrations
-   and ingest, so the same views answer — when the database cannot be opened read-only in time, or when
+4. falls back to the journals — an in-memory DuckDB built from every journal with the same tables,
+   views and ingest, so the same views answer — when the database cannot be opened read-only in time, or when
    ingest was deferred while a live session still had un-ingested lines; the result then carries a
    notice saying so.
 
@@ -57,7 +57,7 @@ from dsh_kernel.store.db import (
 from dsh_kernel.store.ingest.incremental import IngestReport, ingest, ingest_into
 from dsh_kernel.store.journal import JournalWriter
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.migrations import migrate
+from dsh_kernel.store.projection import prepare as prepare_projection
 
 Params: TypeAlias = Sequence[object] | Mapping[str, object] | None
 Source: TypeAlias = Literal["database", "journals"]
@@ -407,9 +407,12 @@ def answer(
         except DatabaseBusy as exc:
             why = exc.message
         except StoreError as exc:
-            if exc.code != "DB_MISSING":
+            if exc.code == "DB_MISSING":
+                why = "the database does not exist yet"
+            elif exc.code == "DB_OUTDATED":
+                why = "the database is being rebuilt for this dsh-kernel"
+            else:
                 raise
-            why = "the database does not exist yet"
     else:
         why = "the database is busy and the current session has events it does not hold yet"
     on_connect = confined.on_connect if confined is not None else None
@@ -470,7 +473,7 @@ def fallback_connection(
     try:
         if on_connect is not None:
             on_connect(con)
-        migrate(con)
+        prepare_projection(con)
         report = ingest_into(con, store)
     except BaseException:
         con.close()

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
 from dsh_kernel import Agent, tool
@@ -17,6 +18,7 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.store.journal import JournalWriter, attach_journal
 from dsh_kernel.store.layout import Store
+from dsh_kernel.store.migrations import RETIRED
 from dsh_kernel.testing import (
     ScriptedProvider,
     ScriptEntry,
@@ -142,3 +144,14 @@ async def record_rich_session(store: Store, **kw: Any) -> tuple[Agent, JournalWr
     provider.assert_consumed()
     writer.flush()
     return agent, writer
+
+
+def as_before_projection_versions(con: duckdb.DuckDBPyConnection) -> None:
+    """Make the open database look as the code before projection versions left it: no
+    ``_projection``, and ``_migrations`` listing the retired whole-schema migrations only (its
+    ``prices`` table, and whatever rows it holds, stay)."""
+    con.execute("DROP TABLE _projection")
+    con.execute("DELETE FROM _migrations")
+    con.executemany(
+        "INSERT INTO _migrations VALUES (?, now()::TIMESTAMP)", [[n] for n in sorted(RETIRED)]
+    )

@@ -2,7 +2,7 @@
 the summary calls as ``requests``/``usage`` rows (purpose ``compaction``, priced, numbered in log
 order), ``message_count`` counting what was actually sent, every original message kept with what
 replaced it, incremental ingest agreeing with one pass, the transcript note, the Parquet export, and
-the m0006 backfill of a store made by the previous schema."""
+the rebuild of a store made by the previous schema."""
 
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest.incremental import ingest, set_price
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.migrations import migrate
 from dsh_kernel.store.sessions import export_parquet
 from dsh_kernel.testing import error_response, text_response, tool_call_response
 from dsh_kernel.transcript.markdown import export_markdown
@@ -39,6 +38,7 @@ from .compaction_session import (
     resume_after_crash,
     usage,
 )
+from .conftest import as_before_projection_versions
 
 
 def q(store: Store, sql: str, params: object = None) -> list[tuple[object, ...]]:
@@ -297,7 +297,7 @@ def test_the_parquet_export_holds_the_compactions(
     ]
 
 
-def test_a_store_from_the_previous_schema_is_backfilled(store: Store, recorded: Recorded) -> None:
+def test_a_store_from_the_previous_schema_is_rebuilt(store: Store, recorded: Recorded) -> None:
     resume_after_crash(store, recorded)
     ingest(store)
     views = {
@@ -306,8 +306,8 @@ def test_a_store_from_the_previous_schema_is_backfilled(store: Store, recorded: 
     }
     state = q(store, "SELECT messages, message_tokens FROM _ingest_state")
     with open_db(store, read_only=False) as con:
-        # the database as m0005's ingest left it: no fold, no summary calls, the history counted
-        # without replacements
+        # the database as the code before m0006 left it: no fold, no summary calls, the history
+        # counted without replacements
         con.execute(
             "DROP VIEW compactions; DROP VIEW messages; DROP TABLE t_compaction_calls; "
             "ALTER TABLE t_messages DROP COLUMN surface_key; "
@@ -332,8 +332,8 @@ def test_a_store_from_the_previous_schema_is_backfilled(store: Store, recorded: 
         assert con.execute("SELECT message_count FROM t_attempts WHERE turn = 3").fetchall() == [
             (7,)
         ]  # turn 3's request counted turns 1-2 as if still sent
-        con.execute("DELETE FROM _migrations WHERE name = 'm0006_compaction'")
-        assert migrate(con) == ["m0006_compaction"]
+        as_before_projection_versions(con)
+    assert ingest(store).events > 0  # rebuilt: every journal read again
     for v, want in views.items():
         assert q(store, f"SELECT * FROM {v} ORDER BY ALL") == want, v
     assert q(store, "SELECT messages, message_tokens FROM _ingest_state") == state

@@ -1,6 +1,6 @@
 """Images in the store (issue 15): the ``images`` and ``image_data`` views over a session recorded by a
 real ``Agent``, the base64 kept out of ``events.data``, incremental and repeated ingest, damaged image
-bytes, and the m0005 backfill of rows ingested before it."""
+bytes, and a store from before images rebuilt with them."""
 
 from __future__ import annotations
 
@@ -17,10 +17,9 @@ from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest.incremental import ingest, ingest_into
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.migrations import migrate
 from dsh_kernel.testing import text_response
 
-from .conftest import chat
+from .conftest import as_before_projection_versions, chat
 from .image_session import (
     BLUE,
     GREEN,
@@ -179,7 +178,7 @@ async def test_a_forged_copy_in_the_same_batch_never_hides_the_true_bytes(store:
     assert q(store, "SELECT count(*), count(*) FILTER (WHERE stored) FROM images") == [(3, 3)]
 
 
-async def test_rows_ingested_before_m0005_are_backfilled(store: Store) -> None:
+async def test_a_store_from_before_images_is_rebuilt_with_them(store: Store) -> None:
     agent, writer = await record_image_session(store)
     writer.close()
     ingest(store)
@@ -190,13 +189,13 @@ async def test_rows_ingested_before_m0005_are_backfilled(store: Store) -> None:
         con.execute(
             "DROP VIEW images; DROP VIEW image_data; DROP TABLE t_images; DROP TABLE t_image_data"
         )
-        con.execute("DELETE FROM _migrations WHERE name = 'm0005_images'")
+        as_before_projection_versions(con)
         for seq, data in raw.items():
             con.execute(
                 "UPDATE t_events SET data = ? WHERE session_id = ? AND seq = ?",
                 [json.dumps(data), agent.session.id, seq],
             )
-        assert migrate(con) == ["m0005_images"]
+    assert ingest(store).events == len(agent.session.events)
     assert q(store, IMAGE_ROWS, [agent.session.id]) == want == expected_rows()
     assert q(store, "SELECT count(*), sum(bytes) FROM image_data") == [
         (4, sum(len(r) for r in (RED, GREEN, BLUE, PHOTO)))

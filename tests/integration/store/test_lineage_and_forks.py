@@ -3,7 +3,7 @@
 * A fork's copy of its parent changes no documented cross-session answer (``docs/queries.md`` filters
   ``NOT seeded``), and every view with copied rows marks them ``seeded``.
 * The estimate columns ingest fills are the same whether a journal is ingested in one pass or many,
-  and the migration's backfill computes exactly what ingest computes.
+  and a store the previous code left is rebuilt into exactly what ingest computes.
 * For a server that reports no usage, the estimated counts of ``requests``/``usage`` equal
   ``usage_totals`` (``%agent cost``) and the token meter's estimate of what was sent and received.
 """
@@ -20,12 +20,11 @@ from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest.incremental import ingest, set_price
 from dsh_kernel.store.journal import attach_journal
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.migrations import run_sql_file
 from dsh_kernel.store.query.run import QueryResult, run_query
 from dsh_kernel.store.sessions import fork
 from dsh_kernel.testing import hang, text_response, tool_call_response
 
-from .conftest import chat, make_agent
+from .conftest import as_before_projection_versions, chat, make_agent
 from .test_queries_doc import doc_queries, owners, record_documented_sessions
 
 SEEDED_VIEWS = ("events", "messages", "tool_calls", "approvals", "code_runs", "errors", "requests")
@@ -109,7 +108,7 @@ def _derived(store: Store) -> tuple[list[tuple[object, ...]], ...]:
         )
 
 
-async def test_derived_columns_are_the_same_in_one_pass_in_many_and_from_the_backfill(
+async def test_derived_columns_are_the_same_in_one_pass_in_many_and_after_a_rebuild(
     store: Store,
 ) -> None:
     agent, provider, writer = make_agent(
@@ -148,8 +147,8 @@ async def test_derived_columns_are_the_same_in_one_pass_in_many_and_from_the_bac
     shutil.copytree(store.journals_dir, one.journals_dir)
     ingest(one)
     assert _derived(one) == many
-    # the migrations' backfills, over rows ingested before them (no estimates, nothing seeded, no
-    # row for the call that got no chunk, no streamed_chars column), derive the same
+    # a store the previous code left (no estimates, nothing seeded, no row for the call that got no
+    # chunk, no streamed_chars column) is rebuilt from the journals into the same
     with open_db(store, read_only=False) as con:
         con.execute("UPDATE t_messages SET est_tokens = NULL, seeded = false")
         con.execute("UPDATE t_attempts SET est_input_tokens = NULL, est_output_tokens = NULL")
@@ -158,8 +157,8 @@ async def test_derived_columns_are_the_same_in_one_pass_in_many_and_from_the_bac
         con.execute("UPDATE _ingest_state SET message_tokens = NULL")
         con.execute("UPDATE t_events SET seeded = false")
         con.execute("UPDATE t_tool_calls SET seeded = false")
-        run_sql_file(con, "0003_backfill.sql")
-        run_sql_file(con, "0009_failed_attempts.sql")
+        as_before_projection_versions(con)
+    ingest(store)
     assert _derived(store) == many
 
 

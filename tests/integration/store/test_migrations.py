@@ -1,5 +1,5 @@
-"""Migrations build the schema from an empty database, are recorded, run once, and refuse a newer DB;
-the generated schema doc matches the migrations."""
+"""An empty database is prepared with every public view; the migrations of what is not derived are
+recorded, run once, and refuse a newer DB; the generated schema doc matches the SQL files."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from dsh_kernel.store import schema_doc
 from dsh_kernel.store.db import connect_memory, open_db
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.migrations import MIGRATIONS, applied, migrate, pending
+from dsh_kernel.store.projection import prepare
 
 from .conftest import PY
 
@@ -32,13 +33,13 @@ PUBLIC = (
 REPO = Path(__file__).resolve().parents[3]
 
 
-def test_migrations_build_every_public_view_from_empty() -> None:
+def test_an_empty_database_is_prepared_with_every_public_view() -> None:
     con = connect_memory()
     assert applied(con) == []
     assert pending(con) == [m.__name__ for m in MIGRATIONS]
-    ran = migrate(con)
-    assert ran == [m.__name__ for m in MIGRATIONS]
-    assert applied(con) == ran
+    assert prepare(con) is True  # built
+    assert applied(con) == [m.__name__ for m in MIGRATIONS]
+    assert prepare(con) is False  # and then left alone
     views = {
         r[0]
         for r in con.execute("SELECT view_name FROM duckdb_views() WHERE NOT internal").fetchall()
@@ -49,7 +50,14 @@ def test_migrations_build_every_public_view_from_empty() -> None:
     # the public names are views, not tables: the t_ tables are separate
     tables = {r[0] for r in con.execute("SELECT table_name FROM duckdb_tables()").fetchall()}
     assert not (set(PUBLIC) & tables)
-    assert {"t_events", "t_sessions", "prices", "_ingest_state", "_migrations"} <= tables
+    assert {
+        "t_events",
+        "t_sessions",
+        "prices",
+        "_ingest_state",
+        "_migrations",
+        "_projection",
+    } <= tables
 
 
 def test_migrate_twice_is_a_no_op_and_order_is_recorded(store: Store) -> None:
