@@ -1,4 +1,4 @@
-"""The summary calls of compactions (an ingest step, after ``ingest_sql``): one ``t_compaction_calls``
+"""The summary calls of compactions (an ingest step, after ``statements``): one ``t_compaction_calls``
 row per ``compaction/summary`` that records a model call (``provider`` set — also a call that failed
 and left a reduction in its place), so the ``requests`` view reads a compaction's call as cheaply as
 an agent's attempt.

@@ -17,7 +17,7 @@ to them. In the database:
   user message) and its 1-based position among the message's images. Only messages whose text names
   an ``"image"`` are parsed, so a batch without images pays one substring test per message.
 
-Re-ingesting a journal from scratch deletes its ``t_images`` rows (``ingest_sql.RESET_SESSIONS``) and
+Re-ingesting a journal from scratch deletes its ``t_images`` rows (``statements.RESET_SESSIONS``) and
 inserts them again; ``t_image_data`` rows are content-addressed and never deleted.
 """
 

@@ -17,12 +17,12 @@ ingest pass:
    it is retried only when its size changes. The others go on;
 4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``
    with the surface fold — which replacement took a message off the model's view, folded in Python
-   only for a batch that holds one, see ``ingest_surface`` —, ``t_tool_calls``, ``t_tool_results``,
+   only for a batch that holds one, see ``surface`` —, ``t_tool_calls``, ``t_tool_results``,
    ``t_images`` and ``t_image_data`` (the bytes of an image once per hash, kept out of ``t_events``),
    ``t_attempts`` — upserted, so an attempt split across two passes merges; a call that got no chunk
-   gets its row when its turn ends aborted or interrupted (``ingest_silent``) —, ``t_compaction_calls``
-   (a compaction's summary call, ``ingest_calls``), with the token estimates and ``seeded`` flags, see
-   ``ingest_sql``) and advances ``_ingest_state``. Everything commits together or not at all;
+   gets its row when its turn ends aborted or interrupted (``silent``) —, ``t_compaction_calls``
+   (a compaction's summary call, ``calls``), with the token estimates and ``seeded`` flags, see
+   ``statements``) and advances ``_ingest_state``. Everything commits together or not at all;
 5. *repairs orphans*: every journal of the pass whose ingested events end inside a turn is tried with
    its advisory lock (``journal.repair_orphan``). A live kernel holds that lock from its first write
    until it closes the journal, so a journal nobody holds has lost its writer (a killed kernel): its

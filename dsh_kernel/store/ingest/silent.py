@@ -1,4 +1,4 @@
-"""The attempt row of a model call that got no chunk at all (an ingest step, after ``ingest_sql``).
+"""The attempt row of a model call that got no chunk at all (an ingest step, after ``statements``).
 
 A call cancelled or crashed while it waited for its first chunk has no chunk to make its
 ``t_attempts`` row from. It can only be the last call of a turn that ended aborted or interrupted, so
@@ -9,7 +9,7 @@ found before sending made no call), one fewer when a compaction in the step neve
 came while it ran, before the call it made room for) — and fewer attempts than that means the last
 call got nothing. Its row has no chunks; ``first_seq`` and ``last_seq`` are the seq of the event that
 closed it, and the history it sent is the surface before that event: the messages logged before it
-that no replacement before it took off (``ingest_surface``).
+that no replacement before it took off (``surface``).
 """
 
 from __future__ import annotations

@@ -24,13 +24,13 @@ split across batches merges; its ``start_ms`` (the event before the first chunk,
 sent) and ``message_count`` (the messages with content on the surface before it) are set once, by the
 batch that saw the attempt begin, as is ``est_input_tokens`` (the token meter's estimate of that
 history). Both are running sums of per-message deltas over the batch (``_m.dn``, ``_m.dt``: a message
-adds itself; a replacement, once ``ingest_surface.fold_batch`` has folded it, also takes off what it
+adds itself; a replacement, once ``surface.fold_batch`` has folded it, also takes off what it
 shadowed) on top of the surface carried over as ``_ingest_state.messages`` and ``message_tokens``.
 ``est_output_tokens`` is the estimate of the message the attempt produced, set by the batch that holds
 that message. The views use the estimates only where the server sent no usage. The row of a call that
-got no chunk at all is ``ingest_silent``'s.
+got no chunk at all is ``silent``'s.
 
-Images (``ingest_images``): ``t_images`` gets a row per image block of an appended message,
+Images (``image_rows``): ``t_images`` gets a row per image block of an appended message,
 ``t_image_data`` the bytes of each ``image/data`` event once per hash, and ``t_events.data`` of an
 ``image/data`` event keeps its hash, not its base64.
 """
@@ -238,7 +238,7 @@ FROM src
 """
 )
 
-# After the surface fold (``ingest_surface``) has set the keys of the batch's replacements and who
+# After the surface fold (``surface``) has set the keys of the batch's replacements and who
 # replaced what: the batch's messages join the table.
 _MESSAGES_INSERT = """
 INSERT INTO t_messages
@@ -392,7 +392,7 @@ DERIVE_MESSAGES = (
     ("events", _EVENTS),
     ("messages", _MESSAGES),
 )
-"""The first steps of a batch; then the surface fold (``ingest_surface.fold_batch``), then ``DERIVE``."""
+"""The first steps of a batch; then the surface fold (``surface.fold_batch``), then ``DERIVE``."""
 
 DERIVE = (
     ("insert messages", _MESSAGES_INSERT),

@@ -20,7 +20,7 @@ estimated input tokens) is a running sum of per-message deltas (``_m.dn``, ``_m.
 adds itself, a replacement adds itself and takes off what it shadowed.
 
 **Incremental.** A batch without a replacement needs nothing from here: every delta is the message
-itself, set in SQL (``ingest_sql``). A batch with one (``fold_batch``) loads, for each session with
+itself, set in SQL (``statements``). A batch with one (``fold_batch``) loads, for each session with
 a replacement in the batch, only the nodes now on its surface (``replaced_by IS NULL``: a compacted
 session's surface stays short however long its log grows), folds the batch's messages in log order,
 and writes back the keys and deltas of the batch's replacements and ``replaced_by`` of the nodes

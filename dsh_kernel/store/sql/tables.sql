@@ -89,7 +89,7 @@ COMMENT ON COLUMN t_messages.interrupted IS 'The visible prefix of a cancelled s
 COMMENT ON COLUMN t_messages.surface_op IS 'append, or replace (a compaction summary, a pruned tool result, the note for an overflowed turn).';
 COMMENT ON COLUMN t_messages.est_tokens IS 'The token meter''s estimate of the message (SPINE §7.6: chars / 4 + 4 per block, + 4).';
 COMMENT ON COLUMN t_messages.seeded IS 'A fork''s copy of its parent''s message.';
-COMMENT ON COLUMN t_messages.surface_key IS 'Order on the surface: an appended message''s own seq, a replacement the key of the first message it replaced (ingest_surface).';
+COMMENT ON COLUMN t_messages.surface_key IS 'Order on the surface: an appended message''s own seq, a replacement the key of the first message it replaced (store.ingest.surface).';
 COMMENT ON COLUMN t_messages.replaced_by IS 'seq of the replacement that took this message off the surface; NULL while the model still sees it.';
 
 CREATE TABLE t_tool_calls (
@@ -260,7 +260,7 @@ CREATE TABLE t_compaction_calls (
     header_seq INTEGER,
     seeded BOOLEAN NOT NULL
 );
-COMMENT ON TABLE t_compaction_calls IS 'One row per compaction/summary that records a model call (provider set): the summary call, as the requests view shows it (ingest_calls).';
+COMMENT ON TABLE t_compaction_calls IS 'One row per compaction/summary that records a model call (provider set): the summary call, as the requests view shows it (store.ingest.calls).';
 COMMENT ON COLUMN t_compaction_calls.seq IS 'seq of the compaction/summary event.';
 COMMENT ON COLUMN t_compaction_calls.start_ms IS 'Time of its compaction/start (the call followed it and its prunes).';
 COMMENT ON COLUMN t_compaction_calls.end_ms IS 'Time of the compaction/summary (the call had answered, or failed).';

@@ -424,7 +424,7 @@ SELECT ev.session_id, ev.seq, ev.turn, ev.step, epoch_ms(ev.time_ms) AS time,
        ev.inserted[r.i + 1] AS cell_id,
        ev.seeded
 FROM ev, range(len(ev.cells)) AS r(i);
-COMMENT ON VIEW notebook_edits IS 'One row per cell the agent added to a notebook with notebook_insert (issue 18), in order; read from the notebook/insert events.';
+COMMENT ON VIEW notebook_edits IS 'One row per cell the agent added to a notebook with notebook_insert, in order; read from the notebook/insert events.';
 COMMENT ON COLUMN notebook_edits.session_id IS 'The session (sessions.session_id).';
 COMMENT ON COLUMN notebook_edits.seq IS 'seq of the notebook/insert event (one per call).';
 COMMENT ON COLUMN notebook_edits.turn IS 'The turn of the call.';
