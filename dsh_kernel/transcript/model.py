@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.session.payloads import TurnEndReason
 from dsh_kernel.session.usage import UsageSummary
 
 CardStatus: TypeAlias = Literal[
@@ -145,7 +146,8 @@ class TurnModel:
     ended without a retry (the cell showed them; the model's history never had them)."""
     state: TurnState = "waiting"
     end_kind: str | None = None
-    end_reason: JsonObject | None = None
+    """``end_reason``'s ``kind`` (``None`` while the turn has not ended)."""
+    end_reason: TurnEndReason | None = None
     error: TurnError | None = None
     provider: str | None = None
     model: str | None = None
