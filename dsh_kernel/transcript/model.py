@@ -145,9 +145,8 @@ class TurnModel:
     """Keys of text and reasoning items no assistant message holds: their call failed and the turn
     ended without a retry (the cell showed them; the model's history never had them)."""
     state: TurnState = "waiting"
-    end_kind: str | None = None
-    """``end_reason``'s ``kind`` (``None`` while the turn has not ended)."""
     end_reason: TurnEndReason | None = None
+    """How the turn ended (``None`` while it has not)."""
     error: TurnError | None = None
     provider: str | None = None
     model: str | None = None
@@ -161,6 +160,11 @@ class TurnModel:
     started_at: int | None = None
     ended_at: int | None = None
     ttft_ms: int | None = None
+
+    @property
+    def end_kind(self) -> str | None:
+        """``end_reason``'s ``kind`` (``None`` while the turn has not ended)."""
+        return self.end_reason["kind"] if self.end_reason is not None else None
 
     @property
     def total_ms(self) -> int | None:

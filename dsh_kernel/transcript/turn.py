@@ -486,7 +486,6 @@ class TurnFold:
             interrupted_keys=frozenset(interrupted),
             unlogged_keys=frozenset(unlogged),
             state=self._state,
-            end_kind=reason["kind"] if reason is not None else None,
             end_reason=reason,
             error=self._error,
             provider=self._provider,
