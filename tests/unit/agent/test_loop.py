@@ -568,7 +568,7 @@ def test_a_failed_turn_keeps_the_failure_as_the_codec_writes_it() -> None:
         "kind": "error",
         "error": {"message": "bad input", "code": UsageError.code},
     }
-    assert failed(ValueError("x"))["error"] == {"message": "ValueError: x", "code": "UNKNOWN"}
+    assert failed(ValueError("x")).get("error") == {"message": "ValueError: x", "code": "UNKNOWN"}
     assert aborted(None) == {"kind": "aborted", "reason": {"kind": "disposed"}}
     hook = AbortCause(kind="hook", reason="why")
     assert aborted(hook) == {"kind": "aborted", "reason": {"kind": "hook", "reason": "why"}}
