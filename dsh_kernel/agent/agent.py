@@ -61,17 +61,14 @@ from dsh_kernel.agent.system_prompt import RuntimeContext, SystemPrompt
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.ids import new_message_id, new_session_id
-from dsh_kernel.jsonvalue import JsonObject
-from dsh_kernel.llm.codec import (
-    failure_to_json,
-    message_to_json,
-)
+from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.types import (
     FinishAborted,
     FinishError,
     FinishMaxTokens,
     LlmCallConfig,
+    LlmFailure,
     Message,
     ModelInfo,
     TextBlock,
@@ -82,7 +79,20 @@ from dsh_kernel.session.check.invariants import assert_invariants
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Clock, Session, wall_clock_ms
 from dsh_kernel.session.log_images import record_images
-from dsh_kernel.session.payloads import StepEnd, StepStart, TurnEnd, TurnStart
+from dsh_kernel.session.payloads import (
+    EndAborted,
+    EndBlocked,
+    EndCompleted,
+    EndError,
+    EndErrorDetail,
+    EndMaxSteps,
+    EndMaxTokens,
+    StepEnd,
+    StepStart,
+    TurnEnd,
+    TurnEndReason,
+    TurnStart,
+)
 from dsh_kernel.tools.approval import (
     Answerer,
     ApprovalMode,
@@ -95,6 +105,49 @@ from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolLike
 
 StepOutcome = Literal["completed", "max-tokens"] | None
+
+
+# --- how a turn ends (the `turn/end` reason) ------------------------------------------------------
+
+
+def ended_by(outcome: Literal["completed", "max-tokens"]) -> TurnEndReason:
+    """The end reason of a step that ended the turn by itself."""
+    match outcome:
+        case "completed":
+            return EndCompleted(kind="completed")
+        case "max-tokens":
+            return EndMaxTokens(kind="max-tokens")
+
+
+def blocked(message: str | None) -> EndBlocked:
+    """A pre-step hook rejected the step (``message``: its reason, when it gave one)."""
+    return EndBlocked(kind="blocked", message=message) if message else EndBlocked(kind="blocked")
+
+
+def aborted(cause: AbortCause | None) -> EndAborted:
+    """The turn was cancelled: by ``cause``, or by the task's disposal when no signal fired."""
+    return EndAborted(kind="aborted", reason=(cause or AbortCause(kind="disposed")).to_json())
+
+
+def failed_llm(failure: LlmFailure) -> EndError:
+    """The provider call failed; the detail has the keys of ``llm.codec.failure_to_json``."""
+    detail = EndErrorDetail(message=failure.message, code=failure.code)
+    if failure.status is not None:
+        detail["status"] = failure.status
+    if failure.provider_retry_after_ms is not None:
+        detail["providerRetryAfterMs"] = failure.provider_retry_after_ms
+    if failure.request_id is not None:
+        detail["requestId"] = failure.request_id
+    return EndError(kind="error", error=detail)
+
+
+def failed(exc: Exception) -> EndError:
+    """Any other exception: its chained message and its stable ``code`` (``UNKNOWN`` without one)."""
+    code = getattr(exc, "code", None)
+    detail = EndErrorDetail(
+        message=error_chain(exc), code=code if isinstance(code, str) else "UNKNOWN"
+    )
+    return EndError(kind="error", error=detail)
 
 
 class Agent:
@@ -340,7 +393,7 @@ class Agent:
         self._phase_turn, self._phase_step = turn, 0
         self.session.append("turn/start", TurnStart(turn=turn))
         target: Target = "next-turn"
-        ends: JsonObject | None = None
+        ends: TurnEndReason | None = None
         try:
             while True:
                 step = self._phase_step + 1
@@ -356,21 +409,19 @@ class Agent:
                 decision = await self.hooks.pre_step.run(pre, default)
                 await self._checkpoint("step-boundary", turn, None)
                 if isinstance(decision, Reject):
-                    ends = {"kind": "blocked"}
-                    if decision.reason:
-                        ends["message"] = decision.reason
+                    ends = blocked(decision.reason)
                     return False
                 if ends is not None and not decision.messages:
                     break
                 if self._phase_step == 0 and not decision.messages:
-                    ends = {"kind": "completed"}
+                    ends = EndCompleted(kind="completed")
                     return False
                 if step > self.max_steps_per_turn:
                     # A model that keeps calling tools would otherwise run forever. Every call of
                     # the last step already has its result, so the history stays valid.
                     for m in claimed:  # claimed input is not lost: queue it again
                         self.inbox.append("next-turn", m)
-                    ends = {"kind": "max-steps", "limit": self.max_steps_per_turn}
+                    ends = EndMaxSteps(kind="max-steps", limit=self.max_steps_per_turn)
                     return False
                 self.session.append("step/start", StepStart(turn=turn, step=step))
                 self._phase_step = step
@@ -379,8 +430,8 @@ class Agent:
                         record_images(self.session, m.content)
                         self.session.append("user/message", message_to_json(m), surface_op="append")
                     outcome = await self._step(turn, step, system, signal)
-                    if ends is None or ends.get("kind") != "max-tokens":
-                        ends = {"kind": outcome} if outcome is not None else None
+                    if ends is None or ends["kind"] != "max-tokens":
+                        ends = ended_by(outcome) if outcome is not None else None
                 finally:
                     self.session.append("step/end", StepEnd(turn=turn, step=step))
                     with contextlib.suppress(Exception):
@@ -391,13 +442,10 @@ class Agent:
                     break
                 target = "next-step"
         except asyncio.CancelledError:
-            if signal.aborted and signal.reason is not None:
-                ends = {"kind": "aborted", "reason": signal.reason.to_json()}
-            else:
-                ends = {"kind": "aborted", "reason": {"kind": "disposed"}}
+            ends = aborted(signal.reason if signal.aborted else None)
             raise
         except LlmError as exc:
-            ends = {"kind": "error", "error": failure_to_json(exc.failure)}
+            ends = failed_llm(exc.failure)
             drop_overflowed_turn(self.session, turn, exc.failure)
             self.windows.learn(self.provider, self.model, exc.failure)
             self.hooks.error.emit(
@@ -405,22 +453,14 @@ class Agent:
             )
             raise
         except Exception as exc:
-            ends = {
-                "kind": "error",
-                "error": {
-                    "message": error_chain(exc),
-                    "code": getattr(exc, "code", "UNKNOWN")
-                    if isinstance(getattr(exc, "code", None), str)
-                    else "UNKNOWN",
-                },
-            }
+            ends = failed(exc)
             self.hooks.error.emit(
                 AgentErrorPayload(turn=turn, step=self._phase_step or None, error=exc)
             )
             raise
         finally:
             self.session.append(
-                "turn/end", TurnEnd(turn=turn, reason=ends or {"kind": "completed"})
+                "turn/end", TurnEnd(turn=turn, reason=ends or EndCompleted(kind="completed"))
             )
             with contextlib.suppress(BaseException):
                 await asyncio.shield(self._checkpoint("turn-end", turn, None))

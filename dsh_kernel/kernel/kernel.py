@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 from ipykernel.ipkernel import IPythonKernel
 
@@ -299,20 +299,23 @@ class DshKernel(IPythonKernel):
             return self.error_reply(
                 count, err.code, describe_failure(err.code, err.message), payload
             )
-        end = turn_end(agent.session.events, prompt.message.id) or {}
-        kind = end.get("kind")
-        if kind == "error":
-            err = end.get("error")
-            code, message = "UNKNOWN", ""
-            if isinstance(err, dict):
-                code = str(err.get("code") or "UNKNOWN")
-                message = str(err.get("message") or "")
-            return self.error_reply(count, code, describe_failure(code, message), payload)
-        if kind == "aborted":
-            return self.error_reply(
-                count, "ABORTED", "the turn was stopped; what streamed so far is kept", payload
-            )
-        return self.ok_reply(count, payload)
+        end = turn_end(agent.session.events, prompt.message.id)
+        if end is None:
+            return self.ok_reply(count, payload)
+        match end["kind"]:
+            case "error":
+                err = end.get("error")
+                code = (err["code"] if err is not None else "") or "UNKNOWN"
+                message = err["message"] if err is not None else ""
+                return self.error_reply(count, code, describe_failure(code, message), payload)
+            case "aborted":
+                return self.error_reply(
+                    count, "ABORTED", "the turn was stopped; what streamed so far is kept", payload
+                )
+            case "completed" | "blocked" | "max-steps" | "max-tokens" | "interrupted":
+                return self.ok_reply(count, payload)
+            case _:
+                assert_never(end)
 
     def _client_session(self) -> str | None:
         """The client session (header ``session``) of the running ``execute_request``."""

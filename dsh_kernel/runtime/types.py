@@ -13,12 +13,16 @@ never an exception. Failure kinds are a closed set, reported independently of wh
 
 Outputs are nbformat-style dicts (``stream``, ``display_data``, ``execute_result``) in emission
 order, holding lossless JSON only (binary payloads as base64 text).
+
+``PythonMeta`` is the result card's contract: what the ``python`` tool keeps as ``tool/result.meta``
+(``python_meta``) and what the card reads back (``read_python_meta``, lenient: a log written by an
+older version, or a hand-made one, reads with defaults for what it lacks).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal, TypeAlias
+from typing import Final, Literal, TypeAlias, TypedDict, cast
 
 from dsh_kernel.errors import UsageError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
@@ -190,3 +194,117 @@ def _texts(obj: JsonObject, key: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ValueError(f"{key}: expected a list of strings")
     return tuple(str(v) for v in value)
+
+
+# --- the result card's contract ---------------------------------------------------------------------
+
+
+class RunFailureJson(TypedDict):
+    """A ``CodeRunFailure`` as the card keeps it (``CodeRunFailure.to_json``)."""
+
+    kind: str
+    message: str
+    traceback: str | None
+    ename: str | None
+
+
+class PythonMeta(TypedDict):
+    """The ``python`` tool's ``tool/result.meta``: the card draws ``stdout`` and ``stderr`` as
+    streams, then ``outputs`` (the rich outputs only: ``display_data`` / ``execute_result``), then
+    ``failure`` as an error output."""
+
+    code: str
+    description: str | None
+    stdout: str
+    stderr: str
+    outputs: list[JsonObject]
+    result: str | None
+    """The value's repr (``CodeRunResult.value_repr``)."""
+    failure: RunFailureJson | None
+    namesAdded: list[str]
+    namesChanged: list[str]
+    namesRemoved: list[str]
+    durationMs: int
+    droppedBytes: int
+    notes: list[str]
+
+
+def python_meta(result: CodeRunResult, *, code: str, description: str | None) -> PythonMeta:
+    """The card's meta for one run of ``code``."""
+    failure = result.failure
+    return PythonMeta(
+        code=code,
+        description=description,
+        stdout=result.stdout,
+        stderr=result.stderr,
+        outputs=[dict(o) for o in result.display_outputs],
+        result=result.value_repr,
+        failure=RunFailureJson(
+            kind=failure.kind,
+            message=failure.message,
+            traceback=failure.traceback,
+            ename=failure.ename,
+        )
+        if failure is not None
+        else None,
+        namesAdded=list(result.names_added),
+        namesChanged=list(result.names_changed),
+        namesRemoved=list(result.names_removed),
+        durationMs=result.duration_ms,
+        droppedBytes=result.dropped_bytes,
+        notes=list(result.notes),
+    )
+
+
+def python_meta_json(meta: PythonMeta) -> JsonObject:
+    """``meta`` as the JSON object a tool result carries (its values are JSON already)."""
+    return cast("JsonObject", dict(meta))
+
+
+def read_python_meta(meta: JsonValue) -> PythonMeta | None:
+    """The card meta in a logged ``meta`` (``None`` when it is not an object). Never fails: a key
+    that is missing or of another kind reads as empty (``""``, ``[]``, ``None``, ``0``), an output
+    that is not an object is left out, so every log the card could draw still draws."""
+    if not isinstance(meta, dict):
+        return None
+    raw_failure = meta.get("failure")
+    failure: RunFailureJson | None = None
+    if isinstance(raw_failure, dict):
+        failure = RunFailureJson(
+            kind=_lenient(raw_failure.get("kind")),
+            message=_lenient(raw_failure.get("message")),
+            traceback=_maybe(raw_failure.get("traceback")),
+            ename=_maybe(raw_failure.get("ename")),
+        )
+    outputs = meta.get("outputs")
+    duration, dropped = meta.get("durationMs"), meta.get("droppedBytes")
+    return PythonMeta(
+        code=_lenient(meta.get("code")),
+        description=_maybe(meta.get("description")),
+        stdout=_lenient(meta.get("stdout")),
+        stderr=_lenient(meta.get("stderr")),
+        outputs=[o for o in outputs if isinstance(o, dict)] if isinstance(outputs, list) else [],
+        result=_maybe(meta.get("result")),
+        failure=failure,
+        namesAdded=_strings(meta.get("namesAdded")),
+        namesChanged=_strings(meta.get("namesChanged")),
+        namesRemoved=_strings(meta.get("namesRemoved")),
+        durationMs=duration if type(duration) is int else 0,
+        droppedBytes=dropped if type(dropped) is int else 0,
+        notes=_strings(meta.get("notes")),
+    )
+
+
+def _lenient(value: JsonValue) -> str:
+    """A string field: a string, or a list of strings joined (nbformat's multi-line form), else ``""``."""
+    if isinstance(value, list):
+        return "".join(v for v in value if isinstance(v, str))
+    return value if isinstance(value, str) else ""
+
+
+def _maybe(value: JsonValue) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _strings(value: JsonValue) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []

@@ -72,12 +72,80 @@ class TurnStart(TypedDict):
     turn: int
 
 
+class EndCompleted(TypedDict):
+    """The turn ran to its end: the model answered without asking for tools, or its tools ended it."""
+
+    kind: Literal["completed"]
+
+
+class EndAborted(TypedDict):
+    """The turn was cancelled; `reason` is the cause (`abort.AbortCause.to_json`: `kind` user,
+    parent, hook or disposed, and a hook's free-text `reason`)."""
+
+    kind: Literal["aborted"]
+    reason: NotRequired[JsonObject]
+    """Always written by the agent; a hand-made log may leave it out."""
+
+
+class EndBlocked(TypedDict):
+    """A pre-step hook rejected the step; `message` is the hook's reason, when it gave one."""
+
+    kind: Literal["blocked"]
+    message: NotRequired[str]
+
+
+class EndErrorDetail(TypedDict):
+    """Why a turn failed: an ``LlmFailure``'s JSON (``llm.codec.failure_to_json``), or the message
+    and stable code of any other exception."""
+
+    message: str
+    code: str
+    status: NotRequired[int]
+    providerRetryAfterMs: NotRequired[int]
+    requestId: NotRequired[str]
+
+
+class EndError(TypedDict):
+    """The turn failed with an exception."""
+
+    kind: Literal["error"]
+    error: NotRequired[EndErrorDetail]
+    """Always written by the agent; a hand-made log may leave it out."""
+
+
+class EndMaxSteps(TypedDict):
+    """The turn stopped after `limit` steps (the agent's `max_steps_per_turn`)."""
+
+    kind: Literal["max-steps"]
+    limit: int
+
+
+class EndMaxTokens(TypedDict):
+    """The last answer was cut off at the output token limit."""
+
+    kind: Literal["max-tokens"]
+
+
+class EndInterrupted(TypedDict):
+    """The kernel stopped during the turn; crash repair closed it on the next load."""
+
+    kind: Literal["interrupted"]
+
+
+TurnEndReason = (
+    EndCompleted | EndAborted | EndBlocked | EndError | EndMaxSteps | EndMaxTokens | EndInterrupted
+)
+"""How a turn ended, tagged by `kind`: a closed union (the payload check refuses any other `kind`),
+consumed with ``match`` ending in ``assert_never``."""
+
+
 class TurnEnd(TypedDict):
-    """A turn closes; always written (completed, aborted, blocked, error, max-tokens, interrupted by
-    crash repair)."""
+    """A turn closes; always written. `reason.kind` is completed, aborted (with the cause in
+    `reason.reason`), blocked (a hook's `message`), error (the failure in `reason.error`: `message`,
+    `code`), max-steps (with the `limit`), max-tokens or interrupted (closed by crash repair)."""
 
     turn: int
-    reason: JsonObject
+    reason: TurnEndReason
 
 
 class StepStart(TypedDict):

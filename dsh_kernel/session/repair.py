@@ -54,6 +54,7 @@ from dsh_kernel.session.codec import lossless_copy_object
 from dsh_kernel.session.events import SessionEvent, SurfaceOp
 from dsh_kernel.session.payloads import (
     AssistantMessage,
+    EndInterrupted,
     StepEnd,
     ToolResult,
     ToolResultError,
@@ -294,7 +295,7 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
                 )
             )
         out.append(PendingEvent(type="step/end", data=StepEnd(turn=open_turn, step=open_step)))
-    interrupted = TurnEnd(turn=open_turn, reason={"kind": "interrupted"})
+    interrupted = TurnEnd(turn=open_turn, reason=EndInterrupted(kind="interrupted"))
     out.append(PendingEvent(type="turn/end", data=interrupted))
     return out
 

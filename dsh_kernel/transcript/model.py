@@ -15,7 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.session.payloads import TurnEndReason
 from dsh_kernel.session.usage import UsageSummary
 
 CardStatus: TypeAlias = Literal[
@@ -144,8 +145,8 @@ class TurnModel:
     """Keys of text and reasoning items no assistant message holds: their call failed and the turn
     ended without a retry (the cell showed them; the model's history never had them)."""
     state: TurnState = "waiting"
-    end_kind: str | None = None
-    end_reason: JsonObject | None = None
+    end_reason: TurnEndReason | None = None
+    """How the turn ended (``None`` while it has not)."""
     error: TurnError | None = None
     provider: str | None = None
     model: str | None = None
@@ -159,6 +160,11 @@ class TurnModel:
     started_at: int | None = None
     ended_at: int | None = None
     ttft_ms: int | None = None
+
+    @property
+    def end_kind(self) -> str | None:
+        """``end_reason``'s ``kind`` (``None`` while the turn has not ended)."""
+        return self.end_reason["kind"] if self.end_reason is not None else None
 
     @property
     def total_ms(self) -> int | None:

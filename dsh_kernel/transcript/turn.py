@@ -45,7 +45,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TypeAlias
 
-from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_from_json
 from dsh_kernel.llm.types import ReasoningBlock, TextBlock, ToolCallBlock
@@ -59,6 +59,7 @@ from dsh_kernel.session.payloads import (
     ToolCall,
     ToolResult,
     TurnEnd,
+    TurnEndReason,
     UserMessage,
     payload_of,
 )
@@ -209,7 +210,7 @@ class TurnFold:
         self._ttft_ms: int | None = None
         self._prompt: str | None = None
         self._prompt_id: str | None = None
-        self._end_reason: JsonObject | None = None
+        self._end_reason: TurnEndReason | None = None
         self._error: TurnError | None = None
         self._state: TurnState = "waiting"
 
@@ -441,12 +442,11 @@ class TurnFold:
         self._state = "ended"
         self._ended_at = at
         reason = self._end_reason = d["reason"]
-        error = reason.get("error")
-        if isinstance(error, dict):
+        if reason["kind"] == "error" and (error := reason.get("error")) is not None:
             self._error = TurnError(
-                code=_opt_s(error.get("code")) or "UNKNOWN",
-                message=_opt_s(error.get("message")) or "the turn failed",
-                status=_i(error.get("status")),
+                code=error["code"] or "UNKNOWN",
+                message=error["message"] or "the turn failed",
+                status=error.get("status"),
             )
         for card in self._cards.values():
             if not card.m.settled:
@@ -486,7 +486,6 @@ class TurnFold:
             interrupted_keys=frozenset(interrupted),
             unlogged_keys=frozenset(unlogged),
             state=self._state,
-            end_kind=_opt_s(reason.get("kind")) if reason is not None else None,
             end_reason=reason,
             error=self._error,
             provider=self._provider,
@@ -537,10 +536,6 @@ def _text_of(content: JsonValue, sep: str = "") -> str:
     return sep.join(parts)
 
 
-def _i(v: object) -> int | None:
-    return v if isinstance(v, int) and not isinstance(v, bool) else None
-
-
 def _opt_s(v: object) -> str | None:
     return v if isinstance(v, str) else None
 
@@ -576,13 +571,13 @@ def find_turn(events: Iterable[SessionEvent], message_id: str) -> int | None:
     return None
 
 
-def turn_end(events: Sequence[SessionEvent], message_id: str) -> JsonObject | None:
+def turn_end(events: Sequence[SessionEvent], message_id: str) -> TurnEndReason | None:
     """The ``turn/end`` reason of the turn that carried ``message_id`` (``None`` if it never ran or
     has not ended).
 
     One read from the end of the log (message ids are unique): the kernel asks about the turn that
     just ran, so this reads that turn, not the session."""
-    reason: JsonObject | None = None  # of the first turn/end after the message, in its turn
+    reason: TurnEndReason | None = None  # of the first turn/end after the message, in its turn
     found = False
     for ev in reversed(events):
         kind = ev.type

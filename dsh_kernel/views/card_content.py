@@ -24,6 +24,7 @@ from typing import Final, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import TextBlock
+from dsh_kernel.runtime.types import read_python_meta
 from dsh_kernel.tools.presentation import ToolResultInfo, call_view, result_view
 from dsh_kernel.tools.types import ToolDefinition
 from dsh_kernel.transcript.model import CardStatus, ToolCardModel
@@ -214,32 +215,28 @@ def display_outputs(meta: JsonValue) -> tuple[JsonObject, ...]:
     """The nbformat outputs a result's ``meta`` describes, normalised (multi-line strings joined,
     unknown kinds dropped) so an ``Output`` widget and the static renderer can use them as they are.
 
-    ``meta["outputs"]`` is a list of nbformat outputs. The ``python`` tool keeps its streams and its
-    failure beside them (``stdout``, ``stderr``, ``failure: {message, traceback, ename}``); those
-    become ``stream`` outputs before and an ``error`` output after the rich ones.
+    The meta is the ``python`` tool's card contract (``runtime.types.PythonMeta``, read with
+    ``read_python_meta``): its streams become ``stream`` outputs before the rich ``outputs`` and its
+    ``failure`` an ``error`` output after them. Another tool's meta has none of these: no outputs.
     """
-    if not isinstance(meta, dict):
+    card = read_python_meta(meta)
+    if card is None:
         return ()
-    raw = meta.get("outputs")
-    out: list[JsonObject] = []
-    for name in ("stdout", "stderr"):
-        text = meta.get(name)
-        if isinstance(text, str) and text:
-            out.append({"output_type": "stream", "name": name, "text": text})
-    for o in raw if isinstance(raw, list) else []:
-        if isinstance(o, dict):
-            item = _output(o)
-            if item is not None:
-                out.append(item)
-    failure = meta.get("failure")
-    if isinstance(failure, dict):
-        tb = failure.get("traceback")
+    out: list[JsonObject] = [
+        {"output_type": "stream", "name": name, "text": text}
+        for name, text in (("stdout", card["stdout"]), ("stderr", card["stderr"]))
+        if text
+    ]
+    out += [item for o in card["outputs"] if (item := _output(o)) is not None]
+    failure = card["failure"]
+    if failure is not None:
+        tb = failure["traceback"]
         out.append(
             {
                 "output_type": "error",
-                "ename": _text(failure.get("ename")) or _text(failure.get("kind")) or "Error",
-                "evalue": _text(failure.get("message")),
-                "traceback": [tb] if isinstance(tb, str) and tb else [],
+                "ename": failure["ename"] or failure["kind"] or "Error",
+                "evalue": failure["message"],
+                "traceback": [tb] if tb else [],
             }
         )
     return tuple(out)

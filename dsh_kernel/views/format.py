@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, assert_never
 
 from dsh_kernel.failures import advice_sentence
 from dsh_kernel.llm.types import ModelInfo
@@ -156,9 +156,11 @@ def _cut_off_hint(model: TurnModel) -> str:
 
 def end_notice(model: TurnModel) -> EndNotice | None:
     """What to tell the user about how the turn ended; ``None`` for a normal completion."""
-    reason = model.end_reason or {}
-    match model.end_kind:
-        case None | "completed":
+    reason = model.end_reason
+    if reason is None:
+        return None
+    match reason["kind"]:
+        case "completed":
             return None
         case "error":
             err = model.error
@@ -167,8 +169,8 @@ def end_notice(model: TurnModel) -> EndNotice | None:
             message = message.removeprefix(f"{code}: ")  # the code shows once
             return EndNotice(level="error", title=f"{code}: {message}", hint=advice_sentence(code))
         case "aborted":
-            cause = reason.get("reason")
-            kind = cause.get("kind") if isinstance(cause, dict) else None
+            cause = reason.get("reason") or {}
+            kind = cause.get("kind")
             who = {"user": "by you", "parent": "by the parent agent", "hook": "by a hook"}.get(
                 kind if isinstance(kind, str) else "", ""
             )
@@ -180,10 +182,9 @@ def end_notice(model: TurnModel) -> EndNotice | None:
                 hint=_cut_off_hint(model),
             )
         case "max-steps":
-            limit = reason.get("limit")
             return EndNotice(
                 level="warning",
-                title=f"Stopped after {limit} steps.",
+                title=f"Stopped after {reason['limit']} steps.",
                 hint="Ask the agent to continue if it was making progress.",
             )
         case "blocked":
@@ -193,5 +194,5 @@ def end_notice(model: TurnModel) -> EndNotice | None:
                 level="warning",
                 title="The kernel stopped during this turn; it was closed on restart.",
             )
-        case other:
-            return EndNotice(level="info", title=f"The turn ended: {other}.")
+        case _:
+            assert_never(reason)

@@ -24,7 +24,10 @@ def test_an_empty_message_leaves_the_advice() -> None:
 
 def test_the_view_notice_names_its_code_once() -> None:
     for message in ("the model returned nothing", "EMPTY_RESPONSE: the model returned nothing"):
-        model = TurnModel(end_kind="error", error=TurnError(code="EMPTY_RESPONSE", message=message))
+        model = TurnModel(
+            end_reason={"kind": "error"},
+            error=TurnError(code="EMPTY_RESPONSE", message=message),
+        )
         notice = end_notice(model)
         assert notice is not None
         assert notice.title == "EMPTY_RESPONSE: the model returned nothing"
@@ -32,7 +35,7 @@ def test_the_view_notice_names_its_code_once() -> None:
 
 @pytest.mark.parametrize("code", [*sorted(ADVICE), "HTTP_418", "SOMETHING_NEW"])
 def test_the_cell_and_the_turn_notice_give_the_same_advice(code: str) -> None:
-    model = TurnModel(end_kind="error", error=TurnError(code=code, message="it broke"))
+    model = TurnModel(end_reason={"kind": "error"}, error=TurnError(code=code, message="it broke"))
     notice = end_notice(model)
     assert notice is not None and notice.hint is not None
     assert notice.hint == advice_sentence(code)

@@ -16,10 +16,11 @@ on the calling thread (the pipeline calls a sync body on the loop thread: the ke
   (``runtime.image_blocks``: at most ``images.per_call``, each downscaled and capped); the text ends
   with the runner's ``notes`` (e.g. open figures closed undrawn) and one ``[…not sent: …]`` line
   per reason an image was withheld. A failed run sends no images.
-- **Card meta** (``presentation_meta``, lossless JSON): ``{"code", "description", "stdout",
-  "stderr", "outputs" (rich outputs only: display_data / execute_result), "result" (the value repr),
-  "failure" ({kind, message, traceback, ename} or null), "namesAdded", "namesChanged",
-  "namesRemoved", "durationMs", "droppedBytes", "notes"}``.
+- **Card meta** (``presentation_meta``, lossless JSON): a ``runtime.types.PythonMeta`` — ``{"code",
+  "description", "stdout", "stderr", "outputs" (rich outputs only: display_data / execute_result),
+  "result" (the value repr), "failure" ({kind, message, traceback, ename} or null), "namesAdded",
+  "namesChanged", "namesRemoved", "durationMs", "droppedBytes", "notes"}``; the card reads it back
+  with ``read_python_meta``.
 - **Failure**: the body raises ``CodeRunFailedError`` (code ``CODE_RUN_FAILED``) whose message is
   ``code run failed (<kind>): <message>``, the short traceback and ``Captured output:`` with the
   logs (same cap), and whose ``.meta`` is the card meta above. On an interrupt (the Jupyter
@@ -61,7 +62,13 @@ from dsh_kernel.runtime.image_reduce import DEFAULT_IMAGE_CAPS, ImageCaps
 from dsh_kernel.runtime.mime import summarize_output
 from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.runtime.text import fit_text, utf8_len
-from dsh_kernel.runtime.types import DEFAULT_CAPS, CodeRunResult, OutputCaps
+from dsh_kernel.runtime.types import (
+    DEFAULT_CAPS,
+    CodeRunResult,
+    OutputCaps,
+    python_meta,
+    python_meta_json,
+)
 from dsh_kernel.tools.presentation import GenericCallView, ToolCallView
 from dsh_kernel.tools.types import ABORTED, ToolContext, ToolDefinition, always_concurrent
 
@@ -200,24 +207,14 @@ def present_python_call(args: JsonObject) -> ToolCallView:
 
 
 def run_meta(args: JsonObject, value: JsonValue) -> JsonValue:
-    """The card's JSON for a run (see the module docstring)."""
-    result = CodeRunResult.from_json(value)
-    description = args.get("description")
-    return {
-        "code": args.get("code") if isinstance(args.get("code"), str) else "",
-        "description": description if isinstance(description, str) else None,
-        "stdout": result.stdout,
-        "stderr": result.stderr,
-        "outputs": [dict(o) for o in result.display_outputs],
-        "result": result.value_repr,
-        "failure": result.failure.to_json() if result.failure is not None else None,
-        "namesAdded": list(result.names_added),
-        "namesChanged": list(result.names_changed),
-        "namesRemoved": list(result.names_removed),
-        "durationMs": result.duration_ms,
-        "droppedBytes": result.dropped_bytes,
-        "notes": list(result.notes),
-    }
+    """The card's JSON for a run (``runtime.types.PythonMeta``, see the module docstring)."""
+    code, description = args.get("code"), args.get("description")
+    meta = python_meta(
+        CodeRunResult.from_json(value),
+        code=code if isinstance(code, str) else "",
+        description=description if isinstance(description, str) else None,
+    )
+    return python_meta_json(meta)
 
 
 # -- model text -------------------------------------------------------------------------------------

@@ -1,14 +1,25 @@
 """The check of an event's data against its payload type (``dsh_kernel.session.payloads``).
 
 ``problem(type_, data)`` says what is wrong — a required key missing, a key of the wrong JSON kind,
-the same inside a nested payload type (``ToolResultError``) — or ``None``. The log runs it on every
+the same inside a nested payload type (``ToolResultError``) or a tagged union of them (``TurnEnd``'s
+``reason``: its ``kind`` must be one of the union's tags, then its member is checked) — or ``None``. The log runs it on every
 append and the journal reader on every line, so a reader may trust the kinds of the keys it finds.
 It is split from the vocabulary because it is a different job: the vocabulary is declarations, this
 is the small interpreter that reads them (once, at import) into per-type specs.
 """
 
+import types
 from collections.abc import Mapping
-from typing import NotRequired, cast, get_args, get_origin, get_type_hints, is_typeddict
+from typing import (
+    NotRequired,
+    TypeAlias,
+    Union,
+    cast,
+    get_args,
+    get_origin,
+    get_type_hints,
+    is_typeddict,
+)
 
 from dsh_kernel.session.payloads import PAYLOADS
 
@@ -28,21 +39,43 @@ def _kinds(annotation: object) -> tuple[type, ...]:
             return (simple,)
     if origin is list:
         return (list,)
-    if origin is dict or is_typeddict(annotation):
+    if origin is dict or is_typeddict(annotation) or _members(annotation):
         return (dict,)
     return _ANY
 
 
-_Check = tuple[str, type, "_Spec | None"]
-"""A key to check: its name, its exact JSON type, and the spec of its value when it is a payload."""
-_Spec = tuple[frozenset[str], tuple[str, ...], tuple[_Check, ...]]
+def _members(annotation: object) -> tuple[type, ...]:
+    """The member payload types of a union of them (``TurnEndReason``), else ``()``."""
+    if get_origin(annotation) not in (Union, types.UnionType):
+        return ()
+    members = get_args(annotation)
+    ok = all(isinstance(m, type) and is_typeddict(m) for m in members)
+    return cast("tuple[type, ...]", members) if ok else ()
 
 
-def _nested(annotation: object) -> type | None:
-    """The payload type of a key whose value is one (``ToolResult.error``), else ``None``."""
+def _tag(cls: type) -> str:
+    """The ``kind`` of one member of a tagged union (its ``kind: Literal["…"]``)."""
+    (tag,) = get_args(get_type_hints(cls)["kind"])
+    return cast("str", tag)
+
+
+_Check: TypeAlias = "tuple[str, type, _Spec | _Tagged | None]"
+"""A key to check: its name, its exact JSON type, and the spec of its value when it is a payload
+(or a tagged union of payloads)."""
+_Spec: TypeAlias = tuple[frozenset[str], tuple[str, ...], tuple[_Check, ...]]
+_Tagged: TypeAlias = dict[str, _Spec]
+"""A tagged union's members by their ``kind``."""
+
+
+def _nested(annotation: object) -> "_Spec | _Tagged | None":
+    """The spec of a key whose value is a payload (``ToolResult.error``) or a tagged union of them
+    (``TurnEnd.reason``), else ``None``."""
     if get_origin(annotation) is NotRequired:
         return _nested(get_args(annotation)[0])
-    return annotation if isinstance(annotation, type) and is_typeddict(annotation) else None
+    if isinstance(annotation, type) and is_typeddict(annotation):
+        return _spec(annotation)
+    members = _members(annotation)
+    return {_tag(m): _spec(m) for m in members} if members else None
 
 
 def _spec(cls: type) -> _Spec:
@@ -52,9 +85,7 @@ def _spec(cls: type) -> _Spec:
     hints = get_type_hints(cls)
     order = tuple(k for k in cls.__annotations__ if k in required)
     checks = tuple(
-        (k, kinds[0], _spec(nested) if (nested := _nested(hints[k])) is not None else None)
-        for k in cls.__annotations__
-        if (kinds := _kinds(hints[k]))
+        (k, kinds[0], _nested(hints[k])) for k in cls.__annotations__ if (kinds := _kinds(hints[k]))
     )
     return required, order, checks
 
@@ -106,6 +137,13 @@ def _kind_problem(
             return f"{what} must be {_KIND_NAMES[kind]}, not {value!r:.40}"
         if nested is not None:
             inner = cast("dict[str, object]", value)
+            if isinstance(nested, dict):
+                tag = inner.get("kind")
+                member = nested.get(tag) if isinstance(tag, str) else None
+                if member is None:
+                    tags = ", ".join(nested)
+                    return f"{type_} data field '{prefix}{key}.kind' must be one of {tags}, not {tag!r:.40}"
+                nested = member
             inner_required, inner_order, inner_checks = nested
             if not inner.keys() >= inner_required:
                 return _missing(type_, f"{prefix}{key}.", inner_order, inner)

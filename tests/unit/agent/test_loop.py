@@ -547,3 +547,28 @@ async def test_max_steps_per_turn_stops_a_tool_loop() -> None:
     assert len(of_type(ev, "step/start")) == 3
     assert turn_ends(ev) == [{"kind": "max-steps", "limit": 3}]
     assert len(of_type(ev, "tool/result")) == 3
+
+
+def test_a_failed_turn_keeps_the_failure_as_the_codec_writes_it() -> None:
+    from dsh_kernel.abort import AbortCause
+    from dsh_kernel.agent.agent import aborted, failed, failed_llm
+    from dsh_kernel.errors import UsageError
+    from dsh_kernel.llm.codec import failure_to_json
+
+    full = LlmFailure(
+        message="slow down",
+        code="RATE_LIMITED",
+        status=429,
+        provider_retry_after_ms=1500,
+        request_id="req-1",
+    )
+    for failure in (full, LlmFailure(message="down", code="NETWORK")):
+        assert failed_llm(failure) == {"kind": "error", "error": failure_to_json(failure)}
+    assert failed(UsageError("bad input")) == {
+        "kind": "error",
+        "error": {"message": "bad input", "code": UsageError.code},
+    }
+    assert failed(ValueError("x")).get("error") == {"message": "ValueError: x", "code": "UNKNOWN"}
+    assert aborted(None) == {"kind": "aborted", "reason": {"kind": "disposed"}}
+    hook = AbortCause(kind="hook", reason="why")
+    assert aborted(hook) == {"kind": "aborted", "reason": {"kind": "hook", "reason": "why"}}

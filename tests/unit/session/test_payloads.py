@@ -80,3 +80,35 @@ def test_a_nested_payload_is_checked_key_by_key_too() -> None:
     session.append("turn/start", {"turn": 1})
     with pytest.raises(UsageError, match=r"missing data field.*error\.name"):
         session.append("tool/result", {**ok, "error": {"code": "C"}}, surface_op="append")
+
+
+def test_a_turn_end_reason_is_checked_as_its_tagged_member() -> None:
+    def problem(reason: object) -> str | None:
+        return payload_check.problem("turn/end", {"turn": 1, "reason": reason})
+
+    for reason in (
+        {"kind": "completed"},
+        {"kind": "aborted", "reason": {"kind": "user"}},
+        {"kind": "aborted"},  # a hand-made log may leave the cause out, as before
+        {"kind": "blocked", "message": "no"},
+        {"kind": "error", "error": {"message": "m", "code": "C", "status": 500}},
+        {"kind": "error"},
+        {"kind": "max-steps", "limit": 3},
+        {"kind": "max-tokens"},
+        {"kind": "interrupted"},
+    ):
+        assert problem(reason) is None, reason
+    assert problem("completed") == "turn/end data field 'reason' must be an object, not 'completed'"
+    assert problem({"kind": "finished"}) == (
+        "turn/end data field 'reason.kind' must be one of completed, aborted, blocked, error, "
+        "max-steps, max-tokens, interrupted, not 'finished'"
+    )
+    assert problem({"limit": 3}) is not None  # no kind at all
+    assert problem({"kind": "max-steps"}) == "turn/end event is missing data field(s): reason.limit"
+    assert problem({"kind": "max-steps", "limit": "3"}) == (
+        "turn/end data field 'reason.limit' must be an integer, not '3'"
+    )
+    assert problem({"kind": "error", "error": {"code": "C"}}) == (
+        "turn/end event is missing data field(s): reason.error.message"
+    )
+    assert problem({"kind": "blocked", "message": 1}) is not None

@@ -25,6 +25,7 @@ from dsh_kernel.kernel.toolbox.python import (
     python_tool,
 )
 from dsh_kernel.runtime import CodeRunner, OutputCaps
+from dsh_kernel.runtime.types import read_python_meta
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.testing import (
     ScriptedProvider,
@@ -183,6 +184,24 @@ def test_failure_error_carries_the_card_meta() -> None:
         "ename": None,
     }
     assert "while True" in str(meta["failure"]["traceback"])  # type: ignore[index,call-overload]
+    # the card reads back exactly what the tool wrote: one contract, no key lost on either side
+    assert read_python_meta(meta) == meta
+
+
+def test_the_card_reads_an_older_or_partial_meta_with_defaults() -> None:
+    card = read_python_meta({"stdout": ["a", "b"], "outputs": [1, {"output_type": "x"}]})
+    assert card is not None
+    assert card["stdout"] == "ab" and card["stderr"] == "" and card["code"] == ""
+    assert card["outputs"] == [{"output_type": "x"}]
+    assert card["failure"] is None and card["durationMs"] == 0 and card["notes"] == []
+    failure = read_python_meta({"failure": {"kind": "exception"}})
+    assert failure is not None and failure["failure"] == {
+        "kind": "exception",
+        "message": "",
+        "traceback": None,
+        "ename": None,
+    }
+    assert read_python_meta(None) is None and read_python_meta([1]) is None
 
 
 async def test_interrupt_calls_on_interrupt_and_the_turn_ends_aborted() -> None:

@@ -116,7 +116,6 @@ def turn(*items: object, **kw: object) -> TurnModel:
         "items": tuple(items),
         "state": "ended",
         "end_reason": {"kind": "completed"},
-        "end_kind": "completed",
         "provider": "deepseek",
         "model": "deepseek-chat",
         "usage": UsageSummary(
@@ -222,7 +221,6 @@ def test_model_text_never_becomes_markup() -> None:
         SteerItem(key="s", text=evil),
         NoticeItem(key="n", text=evil),
         prompt=evil,
-        end_kind="error",
         end_reason={"kind": "error"},
         error=TurnError(code="AUTH", message=evil),
     )
@@ -313,7 +311,7 @@ def test_footer_cost_and_context() -> None:
     ],
 )
 def test_how_a_turn_ended_is_said(reason: dict[str, object], expected: str) -> None:
-    model = turn(end_reason=reason, end_kind=reason["kind"])
+    model = turn(end_reason=reason)
     assert expected in render_html(model)
     assert expected in render_markdown(model).replace("\\", "")
 
