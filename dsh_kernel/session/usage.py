@@ -9,11 +9,10 @@ uncached input, cache reads and writes are separate, reasoning is *inside* outpu
 or ``max-tokens`` finish), or streamed something before it failed (a server error mid-answer, an idle
 timeout, a dropped connection) or was cut by a cancel or a crash — for which the server sent no usage
 at all (llama.cpp's server never does; a failed or cut stream cannot) is never counted as zero
-tokens: its counts are *estimated* with the token meter's heuristic (``dsh_kernel.agent.request.meter``, SPINE
-§7.6: text and reasoning ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, a tool
-result its nested blocks ``+ 4``, ``+ 4`` per message, the system prompt and tool list ``chars / 4 +
-4``) — input: the history sent plus the request header in force; output: the message it produced, or,
-when it logged none (a failed attempt, a stream cut with nothing visible), what its deltas streamed
+tokens: its counts are *estimated* with the one token estimate (``dsh_kernel.llm.estimate``, SPINE
+§7.6, the token meter's) — input: the history sent plus the request header in force; output: the
+message it produced, or, when it logged none (a failed attempt, a stream cut with nothing visible),
+what its deltas streamed
 (``streamed_tokens``: ``ceil(chars / 4) + 4``) — and counted in ``estimated_requests``; the cost of
 such totals is unknown (``None``) unless every price is zero. The store's ``requests``/``usage`` views
 compute the same estimate in SQL (``estimated = true``); a test holds the two, and the meter, equal. A
@@ -36,8 +35,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
-from dsh_kernel.llm.types import ModelInfo
-from dsh_kernel.session.codec import dumps
+from dsh_kernel.llm.codec import block_from_json
+from dsh_kernel.llm.estimate import block_tokens, chars_tokens, text_tokens, tools_json_tokens
+from dsh_kernel.llm.types import ContentBlock, ModelInfo, UnknownBlock
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import CompactionSummary, RequestHeader, payload_of
 
@@ -125,58 +125,35 @@ def _int(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def _chars(n: int) -> int:
-    return math.ceil(n / 4) + 4
-
-
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _leaf_tokens(b: JsonValue) -> int:
-    """A text-like or image block: an image about one token per 750 pixels or its description's
-    text, whichever is larger, + 4 (``agent.request.meter.block_tokens``); anything else its text."""
-    if not isinstance(b, dict):
-        return _chars(0)
-    if b.get("type") == "image":
-        pixels = _int(b.get("width")) * _int(b.get("height"))
-        return max(pixels // 750, _chars(len(_text(b.get("description"))))) + 4
-    return _chars(len(_text(b.get("text"))))
-
-
-def estimate_message_tokens(message: JsonValue) -> int:
-    """The token meter's estimate of a logged message (its JSON form): per block, text and reasoning
-    ``ceil(chars / 4) + 4``, a tool call ``(name + arguments) / 4 + 4``, an image
-    ``max(width * height // 750, ceil(description / 4) + 4) + 4``, a tool result its nested blocks
-    ``+ 4``; ``+ 4`` per message. Other blocks count their text, if any, plus 4."""
+def _message_tokens(message: JsonValue) -> int | None:
+    """The estimate of a logged message (``llm.estimate.message_tokens``), or ``None`` when it has
+    no content. Lenient, as a footer must be: only the blocks are decoded (a journal's messages are
+    held to the codec when it is loaded, a session built in memory is not), and a block that does
+    not decode counts as a block this version does not know (its text, if any)."""
     content = message.get("content") if isinstance(message, dict) else None
-    total = 4
-    for block in content if isinstance(content, list) else ():
-        b = block if isinstance(block, dict) else {}
-        kind = b.get("type")
-        if kind == "tool-call":
-            total += _chars(len(_text(b.get("name"))) + len(_text(b.get("arguments"))))
-        elif kind == "tool-result":
-            nested = b.get("content")
-            total += 4 + sum(_leaf_tokens(c) for c in (nested if isinstance(nested, list) else ()))
-        else:
-            total += _leaf_tokens(b)
-    return total
+    if not isinstance(content, list) or not content:
+        return None
+    blocks: list[ContentBlock] = []
+    for raw in content:
+        try:
+            blocks.append(block_from_json(raw))
+        except ValueError:
+            obj = raw if isinstance(raw, dict) else {}
+            blocks.append(UnknownBlock(type=_text(obj.get("type")), raw=obj))
+    return sum(block_tokens(b) for b in blocks) + 4
 
 
-def estimate_header_tokens(data: RequestHeader) -> int:
-    """The meter's estimate of a ``request/header`` event's system prompt and tool list."""
+def _header_tokens(data: RequestHeader) -> int:
+    """The estimate of a ``request/header`` event's system prompt and tool list."""
     header = data["header"]
-    system, tools = header.get("system"), header.get("tools")
-    total = _chars(len(system)) if isinstance(system, str) and system else 0
-    if isinstance(tools, list) and tools:
-        total += _chars(len(dumps(tools)))
-    return total
-
-
-def _has_content(message: JsonValue) -> bool:
-    content = message.get("content") if isinstance(message, dict) else None
-    return isinstance(content, list) and len(content) > 0
+    system = header.get("system")
+    return (text_tokens(system) if isinstance(system, str) and system else 0) + tools_json_tokens(
+        header.get("tools")
+    )
 
 
 class _Attempt:
@@ -200,7 +177,7 @@ class _Attempt:
 def streamed_tokens(chars: int) -> int:
     """The estimate of an answer known only by its deltas' ``chars`` (a failed or cut call that
     logged no message): ``ceil(chars / 4) + 4``, as one block of text."""
-    return _chars(chars)
+    return chars_tokens(chars)
 
 
 class _Sums:
@@ -284,15 +261,15 @@ class UsageReader:
             return
         if kind == "assistant/message":
             answer = payload_of(ev, "assistant/message")
-            message = answer["message"]
+            tokens = _message_tokens(answer["message"])
             attempt = self._attempt
             if attempt is not None and attempt.usage is None and not answer.get("interrupted"):
                 usage = answer.get("usage")
                 if usage is not None:
                     attempt.usage = usage
-            self._settle(estimate_message_tokens(message))
-            if ev.surface_op == "append" and _has_content(message):
-                self._history += estimate_message_tokens(message)
+            self._settle(tokens if tokens is not None else 4)
+            if ev.surface_op == "append" and tokens is not None:
+                self._history += tokens
             return
         if self._attempt is not None and kind in _ENDS_ATTEMPT:
             self._settle(None)
@@ -307,13 +284,13 @@ class UsageReader:
         elif kind == "compaction/summary":
             self._compaction_call(payload_of(ev, "compaction/summary"))
         elif kind == "request/header":
-            self._header = estimate_header_tokens(payload_of(ev, "request/header"))
+            self._header = _header_tokens(payload_of(ev, "request/header"))
         elif kind in ("user/message", "tool/result") and ev.surface_op == "append":
-            message = (
+            tokens = _message_tokens(
                 ev.data if kind == "user/message" else payload_of(ev, "tool/result")["message"]
             )
-            if _has_content(message):
-                self._history += estimate_message_tokens(message)
+            if tokens is not None:
+                self._history += tokens
 
     def _compaction_call(self, d: CompactionSummary) -> None:
         """A compaction's summary call (``provider`` set: one was made) is a request like any

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
-from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.ids import new_message_id
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import (
     ImageBlock,
     Message,

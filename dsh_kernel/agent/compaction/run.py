@@ -56,11 +56,12 @@ from dsh_kernel.agent.compaction.summary import (
     summary_room,
 )
 from dsh_kernel.agent.request.fit import MIN_ANSWER_TOKENS
-from dsh_kernel.agent.request.meter import measure, message_tokens
+from dsh_kernel.agent.request.meter import measure
 from dsh_kernel.errors import UsageError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.codec import failure_to_json, message_from_json, message_to_json
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import LlmFailure, PluginSource
 from dsh_kernel.session.derive import EpochHeader, project_event
 from dsh_kernel.session.events import ReplaceOp

@@ -28,7 +28,7 @@ from dsh_kernel.agent.compaction.range import (
     reduce_range,
     text_tokens,
 )
-from dsh_kernel.agent.request.meter import header_tokens, message_tokens
+from dsh_kernel.agent.request.meter import header_tokens
 from dsh_kernel.agent.request.spend import SpendGate
 from dsh_kernel.agent.request.window import ContextWindow
 from dsh_kernel.errors import LlmError
@@ -36,6 +36,7 @@ from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import usage_to_json
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.provider import Provider, stream_call
 from dsh_kernel.llm.types import (
     FinishError,

@@ -43,13 +43,13 @@ from dsh_kernel.agent.compaction.range import PLUGIN
 from dsh_kernel.agent.request.meter import (
     TokenMeasurement,
     measure,
-    message_tokens,
     prepared_header,
 )
 from dsh_kernel.agent.request.window import ContextWindow
 from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, Message, PluginSource, TextBlock, ToolSchema
 from dsh_kernel.session.derive import project_event

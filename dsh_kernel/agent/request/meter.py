@@ -9,9 +9,8 @@ that replaced older turns voids the anchor, whose usage counted them); everythin
 the surface holds after that answer is *estimated* and added on top. With no such anchor the whole
 request is estimated.
 
-Estimates (the harness heuristic): text or reasoning ``ceil(chars / 4) + 4``; a tool call
-``(name + arguments) / 4 + 4``; a tool result its nested blocks ``+ 4``; ``+ 4`` per message; the
-system prompt ``chars / 4 + 4``; the tool list ``len(json(tools)) / 4 + 4``.
+Estimates are the one token estimate (``dsh_kernel.llm.estimate``), the same the usage reader and
+the store use.
 
 Incremental: what a call learns about a session (the anchor, the parsed headers, the estimate of the
 surface) is kept beside it (weakly: it goes with the session) and brought up to date from the log's
@@ -25,61 +24,23 @@ which the estimate notices (``Session.replace_generation``) and the anchor rule 
 from __future__ import annotations
 
 import bisect
-import json
-import math
 import weakref
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from dsh_kernel.llm.codec import tool_schema_to_json
+from dsh_kernel.llm.estimate import message_tokens, request_header_tokens
 from dsh_kernel.llm.provider import PreparedCall
-from dsh_kernel.llm.types import (
-    ContentBlock,
-    ImageBlock,
-    Message,
-    ReasoningBlock,
-    TextBlock,
-    ToolCallBlock,
-    ToolResultBlock,
-    ToolSchema,
-    UnknownBlock,
-)
+from dsh_kernel.llm.types import ToolSchema
 from dsh_kernel.session.derive import EpochHeader, header_equals
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import payload_of
 
 
-def _chars(n: int) -> int:
-    return math.ceil(n / 4) + 4
-
-
-def block_tokens(block: ContentBlock) -> int:
-    match block:
-        case TextBlock() | ReasoningBlock():
-            return _chars(len(block.text))
-        case ToolCallBlock():
-            return _chars(len(block.name) + len(block.arguments))
-        case ToolResultBlock():
-            return sum(block_tokens(b) for b in block.content) + 4
-        case ImageBlock():
-            # as an image, about one token per 750 pixels (Anthropic's rule; OpenAI's tiles come to
-            # about the same at 1,024 px); as its description, its text: whichever is larger
-            return max(block.width * block.height // 750, _chars(len(block.description))) + 4
-        case UnknownBlock():
-            return _chars(len(json.dumps(block.raw)))
-
-
-def message_tokens(message: Message) -> int:
-    return sum(block_tokens(b) for b in message.content) + 4
-
-
 def header_tokens(header: EpochHeader | None) -> int:
+    """The estimate of ``header``'s system prompt and tool list (``llm.estimate``)."""
     if header is None:
         return 0
-    total = _chars(len(header.system)) if header.system else 0
-    if header.tools:
-        total += _chars(len(json.dumps([tool_schema_to_json(t) for t in header.tools])))
-    return total
+    return request_header_tokens(header.system, header.tools)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

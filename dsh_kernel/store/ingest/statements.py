@@ -172,7 +172,7 @@ JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
 _IMAGE_SIZE = '"width": "BIGINT", "height": "BIGINT", "description": "VARCHAR"'
-_MESSAGE_SHAPE = (
+MESSAGE_SHAPE = (  # the struct a message is parsed into (``m`` below)
     '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR"}, '
     '"content": [{"type": "VARCHAR", "text": "VARCHAR", "toolCallId": "VARCHAR", "isError": "BOOLEAN", '
     f'"name": "VARCHAR", "arguments": "VARCHAR", {_IMAGE_SIZE}, '
@@ -190,12 +190,12 @@ def _leaf(b: str) -> str:
     )
 
 
-# The token meter's estimate of one message (dsh_kernel.agent.request.meter, SPINE §7.6), on the parsed struct:
-# text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, an image
-# max(pixels // 750, ceil(description / 4) + 4) + 4, a tool result its nested blocks + 4, + 4 per
-# message. dsh_kernel.session.usage.estimate_message_tokens is the same rule in Python (a test holds
-# the three equal).
-_EST_TOKENS = f"""(4 + coalesce(list_sum([CASE
+# The one token estimate of a message (dsh_kernel.llm.estimate.message_tokens, SPINE §7.6), on the
+# parsed struct: text and reasoning ceil(chars / 4) + 4, a tool call (name + arguments) / 4 + 4, an
+# image max(pixels // 750, ceil(description / 4) + 4) + 4, a tool result its nested blocks (each an
+# image or its text) + 4, + 4 per message. A test runs it on parsed messages and holds it equal
+# to the Python.
+EST_TOKENS = f"""(4 + coalesce(list_sum([CASE
     WHEN b.type = 'tool-call'
         THEN ceil((length(coalesce(b.name, '')) + length(coalesce(b.arguments, ''))) / 4) + 4
     WHEN b.type = 'tool-result'
@@ -208,10 +208,10 @@ CREATE OR REPLACE TEMP TABLE _m AS
 WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
     SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
            CASE WHEN type = 'user/message' THEN json_transform(data, '"""
-    + _MESSAGE_SHAPE
+    + MESSAGE_SHAPE
     + """')
                 ELSE json_transform(data, '{"message": """
-    + _MESSAGE_SHAPE
+    + MESSAGE_SHAPE
     + """}').message END AS m
     FROM _ev WHERE type IN ('user/message', 'assistant/message', 'tool/result')
 )
@@ -229,7 +229,7 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        coalesce(TRY_CAST(interrupted AS BOOLEAN), false) AS interrupted,
        CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END AS surface_op,
        """
-    + _EST_TOKENS
+    + EST_TOKENS
     + """ AS est_tokens, seeded,
        seq AS surface_key, NULL::INTEGER AS replaced_by,
        CASE WHEN has_content THEN 1 ELSE 0 END AS dn,

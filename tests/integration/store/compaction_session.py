@@ -23,11 +23,11 @@ import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import chunk_to_json, message_to_json, usage_to_json
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import (
     FinishError,
     Message,

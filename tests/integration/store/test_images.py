@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from dsh_kernel.agent.request.meter import message_tokens
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import ImageBlock
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session

@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import shutil
 
-from dsh_kernel.agent.request.meter import message_tokens
+from dsh_kernel.agent.request.meter import header_tokens
 from dsh_kernel.llm.codec import message_from_json
+from dsh_kernel.llm.estimate import message_tokens
+from dsh_kernel.session.derive import EpochHeader
 from dsh_kernel.session.usage import usage_totals
 from dsh_kernel.store.db import open_db
 from dsh_kernel.store.ingest.incremental import ingest, set_price
@@ -180,14 +182,17 @@ async def test_usage_without_a_report_is_the_meters_estimate(store: Store) -> No
     ).rows
     answers = [e for e in agent.session.events if e.type == "assistant/message"]
     assert len(rows) == len(answers) == len(provider.requests) == 2
+    [logged_header] = [e for e in agent.session.events if e.type == "request/header"]
+    header = header_tokens(EpochHeader.from_json(logged_header.data["header"]))
+    assert header > 0
     for (_, estimated, inp, out, history), answer, sent in zip(
         rows, answers, provider.requests, strict=True
     ):
         assert estimated is True
         assert out == message_tokens(message_from_json(answer.data["message"]))
         assert history == sum(message_tokens(m) for m in sent.messages)
-        assert isinstance(inp, int) and isinstance(history, int)
-        assert inp > history  # plus the system prompt and the tools
+        assert isinstance(history, int)
+        assert inp == history + header  # plus the system prompt and the tools, as the meter
     totals = usage_totals(agent.session.events)
     [(inp, out, n, cost)] = run_query(
         store,

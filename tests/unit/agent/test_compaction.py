@@ -17,9 +17,10 @@ from dsh_kernel.agent.compaction.run import (
     CompactionSettings,
     select_range,
 )
-from dsh_kernel.agent.request.meter import header_tokens, measure, message_tokens
+from dsh_kernel.agent.request.meter import header_tokens, measure
 from dsh_kernel.ids import CallId, MessageId
 from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import (
     FinishChunk,
     FinishError,

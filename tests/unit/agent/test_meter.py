@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dsh_kernel import Agent
-from dsh_kernel.agent.request.meter import measure, message_tokens
+from dsh_kernel.agent.request.meter import measure
 from dsh_kernel.agent.system_prompt import PromptSection
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.testing import ScriptedProvider, text_response
 

@@ -18,8 +18,8 @@ from dsh_kernel.agent.request.meter import (
     TokenMeasurement,
     header_tokens,
     measure,
-    message_tokens,
 )
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import LlmCallConfig, ModelInfo
 from dsh_kernel.session.derive import EpochHeader, header_equals, project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent

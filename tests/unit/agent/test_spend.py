@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 from dsh_kernel.agent.compaction.summary import Route, summarise
-from dsh_kernel.agent.request.meter import header_tokens, message_tokens
+from dsh_kernel.agent.request.meter import header_tokens
 from dsh_kernel.agent.request.spend import (
     Budget,
     SpendGate,
@@ -19,6 +19,7 @@ from dsh_kernel.agent.request.spend import (
     usd_of,
 )
 from dsh_kernel.errors import LlmError
+from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import (
     GenerateRequest,
