@@ -34,6 +34,7 @@ def test_the_package_exports() -> None:
 def test_the_public_fakes() -> None:
     assert sorted(dsh_kernel.testing.__all__) == [
         "DEFAULT_HANG_PREFIX",
+        "FakeClock",
         "FunctionProvider",
         "Hang",
         "RaiseAfter",

@@ -32,9 +32,9 @@ from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.log_index import INDEXED
 from dsh_kernel.session.turn import find_turn, turn_end, turn_events
+from dsh_kernel.testing import FakeClock
 from tests.unit.session.scripts import (
     HEADER,
-    FakeClock,
     LoopScript,
     assistant_message,
     new_session,
