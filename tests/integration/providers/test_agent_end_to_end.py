@@ -23,7 +23,7 @@ from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.testing import FakeClock
 from tests.support import wire_transcripts as wt
-from tests.support.sse_server import SseServer, data_frame, json_reply, sse_reply
+from tests.support.sse_server import SseServer, data_frame, json_reply, sse_reply, until_closed
 
 KEY = "sk-e2e-0000000000000000"
 
@@ -278,18 +278,15 @@ async def test_cancel_mid_stream_closes_the_connection(
             break
         await asyncio.sleep(0.01)
     agent.cancel()
-    await asyncio.wait_for(agent.when_idle(), 5)
+    await asyncio.wait_for(agent.when_idle(), 30)
     events = list(agent.session.events)
     assert turn_end(events)["kind"] == "aborted"
     (message,) = of_type(events, "assistant/message")
     assert message.data["interrupted"] is True
     seen = len(of_type(events, "assistant/chunk"))
     rec = server.requests[0]
-    for _ in range(100):
-        if rec.client_closed:
-            break
-        await asyncio.sleep(0.02)
-    assert rec.client_closed and rec.frames_sent < 30
+    await until_closed(rec)
+    assert rec.frames_sent < 150  # of 300: closed, never read to the end
     await asyncio.sleep(0.1)
     assert len(of_type(list(agent.session.events), "assistant/chunk")) == seen
 
