@@ -50,3 +50,19 @@ def test_a_file_in_no_tier_is_a_usage_error(path: Path) -> None:
 def test_this_test_carries_its_tier_marker(request: pytest.FixtureRequest) -> None:
     tiers = [m.name for m in request.node.iter_markers() if m.name in TIERS]
     assert tiers == ["unit"]
+
+
+def _make_list(makefile: str, name: str) -> list[str]:
+    (line,) = [x for x in makefile.splitlines() if x.startswith(f"{name} := ")]
+    return line.split(":=", 1)[1].split()
+
+
+def test_make_test_runs_every_tier_but_local_once() -> None:
+    makefile = (TESTS.parent / "Makefile").read_text(encoding="utf-8")
+    parallel = _make_list(makefile, "PARALLEL_TIERS")
+    serial = _make_list(makefile, "SERIAL_TIERS")
+    assert sorted(parallel + serial) == sorted(set(TIERS) - {"local"})
+    assert set(_make_list(makefile, "FAST_TIERS")) == {"unit", "integration"}
+    recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    assert "$(call pytest_tiers,$(PARALLEL_TIERS))" in recipe
+    assert "$(call pytest_tiers,$(SERIAL_TIERS))" in recipe
