@@ -9,6 +9,9 @@ Every test is marked with its tier, the first directory under ``tests/`` it live
 ``pytest -m unit`` selects one tier, ``make test-fast`` runs ``unit or integration``. A test file
 outside every tier is a collection error, so no test escapes the selection by where it was put.
 
+Hypothesis runs with no per-example deadline and without its "too slow" health check, suite-wide:
+both measure the machine, not the code, and failed property tests on a loaded one.
+
 The process-wide redactor (``dsh_kernel.llm.secrets.REDACTOR``) learns every key a test stores or
 sends; it forgets them after each test, so one test's fake key never redacts another test's text.
 """
@@ -20,10 +23,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from tests.support.shared_db import shared_db
 
 os.environ["DSH_DEV_INVARIANTS"] = "1"
+
+settings.register_profile("dsh", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("dsh")
 
 __all__ = ["shared_db"]  # a fresh database on ``pg_server`` (below), for the shared-store tests
 
