@@ -18,7 +18,7 @@ NODE_DEPS := widgets/node_modules/.package-lock.json
 WIDGET_SOURCES := $(wildcard widgets/src/* widgets/style/*) widgets/package.json widgets/tsconfig.json
 WIDGET_BUILD := widgets/labextension/package.json
 
-.PHONY: help setup-run setup-dev run test stress test-local lint format typecheck bench clean
+.PHONY: help setup-run setup-dev run test test-fast stress test-local lint format typecheck bench clean
 
 # `make help` (also plain `make`): every target with its one line, read from the `## ` comment
 # after the target's prerequisites.
@@ -74,8 +74,31 @@ LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 run: $(RUN_STAMP) ## open JupyterLab on notebooks/ (LAB_ARGS passes options to jupyter lab)
 	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
-test: $(DEV_STAMP) ## run the suite (what CI runs after lint and typecheck)
-	$(PY) -m pytest -q
+# The suite in two runs, by tier (tests/conftest.py marks every test with its directory): first the
+# tiers isolated per temporary directory, on two pytest-xdist workers (a whole file to a worker, so a
+# file's shared kernel or Lab starts once per worker); then, alone, the tiers that must not share the
+# machine with them: reliability (kill -9 timings, three kernels at once, its figures) and docs
+# (`make run` reinstalls into this very .venv). The two lists are every tier but local (tests/unit/
+# test_tiers.py checks it), so no test is left out; the second run goes on if the first fails.
+# PYTEST_ARGS passes options to pytest (e.g. PYTEST_ARGS="-x -k budget").
+PARALLEL_TIERS := unit integration kernel notebooks browser install
+SERIAL_TIERS := reliability docs
+FAST_TIERS := unit integration
+XDIST := -n 2 --dist loadfile
+PYTEST_ARGS ?=
+empty :=
+space := $(empty) $(empty)
+# `$(call pytest_tiers,TIERS)`: the pytest arguments that run exactly those tiers' directories.
+pytest_tiers = -m '($(subst $(space), or ,$(strip $(1)))) and not stress and not local' $(addprefix tests/,$(1))
+
+test: $(DEV_STAMP) ## run the suite (what CI runs after lint and typecheck), with each run's 25 slowest tests
+	@status=0; \
+	$(PY) -m pytest -q --durations=25 $(XDIST) $(call pytest_tiers,$(PARALLEL_TIERS)) $(PYTEST_ARGS) || status=$$?; \
+	$(PY) -m pytest -q --durations=25 $(call pytest_tiers,$(SERIAL_TIERS)) $(PYTEST_ARGS) || status=$$?; \
+	exit $$status
+
+test-fast: $(DEV_STAMP) ## the fast loop: the unit and integration tiers only, on two workers
+	$(PY) -m pytest -q --durations=10 $(XDIST) $(call pytest_tiers,$(FAST_TIERS)) $(PYTEST_ARGS)
 
 stress: $(DEV_STAMP) ## run the long fault-injection tier (tests/reliability, -m stress)
 	$(PY) -m pytest -q -m stress tests/reliability

@@ -67,7 +67,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--reps", type=int, default=7)
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = ap.parse_args()
+    if args.quick:
+        args.chunks, args.reps = 2_000, 1
     chunks = make_chunks(args.chunks)
     lines = [json.dumps(chunk_to_json(c)) for c in chunks]
     results: dict[str, list[float]] = {"json.loads": [], "assembler": [], "assemble+log": []}

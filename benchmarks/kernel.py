@@ -320,7 +320,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", type=int, default=2_000)
     parser.add_argument("--only", choices=("start", "stream", "interrupt"), help="one part only")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.reps, args.chunks = 1, 100
     parts = [args.only] if args.only else ["start", "stream", "interrupt"]
     figures: dict[str, float] = {}
     rows: Rows = []

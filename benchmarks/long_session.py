@@ -342,7 +342,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--baseline", type=Path, help="a source tree to compare against")
     parser.add_argument("--json", type=Path, help="write the figures here")
     parser.add_argument("--quiet", action="store_true", help="print nothing (with --json)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.turns, args.chunks, args.memory_events = 12, 5, 200
     results = [measure(args)]
     names = ["this tree"]
     if args.baseline is not None:

@@ -15,7 +15,8 @@ It is played by the loopback scenario server. Three ways through, side by side i
 Each is timed from ``Agent.followup`` to the end of the turn (the agent in this process, over
 httpx, as a kernel runs it), and ``after`` once more through a real ``dsh`` kernel, from the
 ``execute_request`` to its ``execute_reply`` (cell start to the error). ``before`` runs once (its
-~15 s are backoff sleeps, not noise); the others report the median of ``--reps``. Run: ``make bench``
+~15 s are backoff sleeps, not noise; ``--quick`` skips them); the others report the median of
+``--reps``. Run: ``make bench``
 or ``python benchmarks/overflow.py [--reps 5] [--no-kernel]``.
 """
 
@@ -40,6 +41,7 @@ from dsh_kernel.agent.request.window import ContextWindows  # noqa: E402
 from dsh_kernel.agent.retry import RetryPolicy  # noqa: E402
 from dsh_kernel.llm.providers.openai_compat.adapter import ChatCompletionsProvider  # noqa: E402
 from dsh_kernel.llm.providers.openai_compat.profiles import GENERIC  # noqa: E402
+from dsh_kernel.testing import FakeClock  # noqa: E402
 from tests.support.kernel import start_kernel  # noqa: E402
 from tests.support.sse_server import Reply, SseServer, json_reply, sse_reply  # noqa: E402
 
@@ -61,9 +63,10 @@ def empty() -> Reply:
 
 
 async def agent_run(
-    server: SseServer, *, before: bool = False, window: int | None = None
+    server: SseServer, *, before: bool = False, window: int | None = None, wait: bool = True
 ) -> tuple[float, str, int]:
-    """``(seconds, the turn's error code, requests the server saw)`` for one over-long message."""
+    """``(seconds, the turn's error code, requests the server saw)`` for one over-long message;
+    ``wait=False`` skips the backoff sleeps (on a ``FakeClock``)."""
     server.script(*([empty()] * 6 if before else [empty(), json_reply(400, OVERFLOW_400)]))
     async with httpx.AsyncClient() as client:
         provider = ChatCompletionsProvider(
@@ -78,6 +81,7 @@ async def agent_run(
             provider=provider,
             retry_policy=RetryPolicy(code_max_retries={}) if before else None,
             context_windows=ContextWindows(configured=window),
+            sleep=None if wait else FakeClock().sleep,
         )
         t = time.perf_counter()
         agent.followup(LONG)
@@ -116,9 +120,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--no-kernel", action="store_true", help="skip the run through a kernel")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.reps = 1
     with SseServer() as server:
-        before = asyncio.run(agent_run(server, before=True))
+        before = asyncio.run(agent_run(server, before=True, wait=not args.quick))
         after = [asyncio.run(agent_run(server)) for _ in range(args.reps)]
         refused = [asyncio.run(agent_run(server, window=4096)) for _ in range(args.reps)]
         kernel = [] if args.no_kernel else kernel_runs(server, args.reps)

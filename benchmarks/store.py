@@ -477,10 +477,14 @@ def main() -> None:
     ap.add_argument(
         "--dir", type=Path, default=None, help="work directory (kept); default: a temp dir"
     )
-    ap.add_argument("--quick", action="store_true", help="a tiny store, every step once")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = ap.parse_args()
     if args.quick:
-        args.sessions, args.events, args.reps, args.ingest_runs = 20, 60, 1, 1
+        args.sessions, args.events, args.reps, args.ingest_runs = 10, 100, 1, 1
     work = args.dir or Path(tempfile.mkdtemp(prefix="dsh-store-bench-"))
     root = work / "store"
     shutil.rmtree(root, ignore_errors=True)

@@ -300,7 +300,14 @@ def main(argv: list[str] | None = None) -> int:
         help="a source tree (e.g. a checkout of main) to compare against, run by run",
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing (with --json)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = parser.parse_args(argv)
+    if args.quick:
+        args.chunks, args.reps = 500, 1
     if args.baseline is not None:
         return compare(args)
     with tempfile.TemporaryDirectory() as tmp:

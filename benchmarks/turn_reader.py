@@ -48,7 +48,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--chunks", type=int, default=20_000)
     parser.add_argument("--reps", type=int, default=7)
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a tiny run that only checks the benchmark still works (make test runs it); its figures mean nothing",
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.chunks, args.reps = 500, 1
     cases: dict[str, tuple[bool, int | None]] = {
         "log": (False, None),
         "log+read": (True, None),

@@ -1,6 +1,6 @@
-"""Public test fakes: scripted providers and chunk builders (SPINE §8.1).
+"""Public test fakes: scripted providers, chunk builders and a clock (SPINE §8.1).
 
-Tests fake only the edge. The model provider is that edge, so these fakes stand in for it while
+Tests fake only the edge: the model provider and the clock. These fakes stand in for them while
 everything downstream (assembler, log, agent loop, tools) stays real. They are public so that users of
 the kernel can test their own tools and prompts the same way.
 
@@ -25,6 +25,12 @@ the kernel can test their own tools and prompts the same way.
   ``cancellations`` counts the streams whose cancellation landed inside the provider (mid-stream
   or while hanging).
 - ``FunctionProvider`` computes every response from the request with one function.
+- ``FakeClock`` is both clocks an ``Agent`` (or a ``Session``) takes: called, it returns epoch
+  milliseconds that advance by ``step_ms`` on every read, so event times are distinct and
+  predictable (``Agent(clock=…)``, ``Session(clock=…)``); its ``sleep`` is the retry backoff's
+  sleep (``Agent(sleep=clock.sleep)``): it returns at once, records the seconds in ``slept`` and
+  moves the clock on by that long. A negative or non-finite sleep raises ``UsageError`` (the real
+  backoff never asks for one).
 - Builders (``text_response``, ``tool_call_response``, ``tool_calls_response``,
   ``max_tokens_response``, ``error_response``) return well-formed chunk lists: blocks at consecutive
   indices from 0 (reasoning, then text, then tool calls), each opened by ``block-start`` and closed
@@ -47,12 +53,18 @@ Example::
     # ... run the agent with ``provider`` ...
     assert provider.requests[1].messages[-1].source.kind == "tool"
     provider.assert_consumed()
+
+    clock = FakeClock()
+    agent = Agent(provider=provider, model="m", clock=clock, sleep=clock.sleep)
+    # ... a provider that fails twice with a retryable error, then answers ...
+    assert len(clock.slept) == 2  # the backoff asked for two waits; none was waited
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import math
 import uuid
 from collections import deque
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Iterable, Sequence
@@ -135,6 +147,40 @@ def hang(prefix: Iterable[StreamChunk] = DEFAULT_HANG_PREFIX, *, late_ms: int = 
 def raise_after(chunks: Iterable[StreamChunk], error: Exception) -> RaiseAfter:
     """An entry that streams ``chunks`` and then raises ``error`` (e.g. ``LlmError`` mid-stream)."""
     return RaiseAfter(chunks=tuple(chunks), error=error)
+
+
+# ---------------------------------------------------------------------------------------------------
+# The clock
+
+
+class FakeClock:
+    """Epoch milliseconds that move only when read or slept: ``Agent(clock=c, sleep=c.sleep)``.
+
+    Each call returns the time ``step_ms`` after the previous one (the first read returns
+    ``start + step_ms``), so every event gets a distinct, predictable time. ``await sleep(s)``
+    returns at once, appends ``s`` to ``slept`` and moves the time on by ``s`` seconds.
+    """
+
+    def __init__(self, start: int = 1_700_000_000_000, *, step_ms: int = 1) -> None:
+        if step_ms < 0:
+            raise UsageError(f"FakeClock: step_ms must be >= 0, got {step_ms}")
+        self.now = start
+        """The time last read (or slept to), epoch ms."""
+        self.step_ms = step_ms
+        self.slept: list[float] = []
+        """Every ``sleep`` asked for, in seconds, in order."""
+
+    def __call__(self) -> int:
+        self.now += self.step_ms
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        """Record ``seconds`` and move the time on by as long, without waiting."""
+        if not math.isfinite(seconds) or seconds < 0:
+            raise UsageError(f"FakeClock.sleep: seconds must be finite and >= 0, got {seconds}")
+        self.slept.append(seconds)
+        self.now += round(seconds * 1000)
+        await asyncio.sleep(0)  # a real sleep yields to the loop; so does this one
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -418,6 +464,7 @@ def error_response(
 
 __all__ = [
     "DEFAULT_HANG_PREFIX",
+    "FakeClock",
     "FunctionProvider",
     "Hang",
     "RaiseAfter",

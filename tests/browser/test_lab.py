@@ -18,7 +18,7 @@ from pathlib import Path
 import nbformat
 
 from tests.support import scenarios as sc
-from tests.support.lab import LabPage, browser, lab_server, missing_requirements
+from tests.support.lab import LabPage, browser, lab_server
 from tests.support.sse_server import SseServer
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
@@ -37,8 +37,6 @@ def write_notebook(path: Path) -> None:
 
 
 def test_chat_cell_streams_shows_a_tool_card_and_allow_continues(tmp_path: Path) -> None:
-    missing = missing_requirements()
-    assert not missing, f"the browser tier needs: {', '.join(missing)}"
     root, work = tmp_path / "notebooks", tmp_path / "work"
     root.mkdir()
     work.mkdir()

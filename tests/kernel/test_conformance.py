@@ -11,6 +11,13 @@ must return them as typed (not the Python body), like any IPython cell magic.
 Both classes run one chat cell (the offline demo model) before the suite, so the kernel has live
 widgets; ``flush_channels`` drains their comm messages, which the suite's message schema does not
 know (PLATFORM.md), and validates everything else.
+
+``execute_helper`` is the suite's, with the same checks, but it waits for the request's own IOPub
+messages up to ``IOPUB_WAIT_S`` each: upstream waits 1 s for ``busy`` and 0.1 s for each output
+(so a loaded machine failed it), and takes any message for the next one (so a late message of an
+earlier request, which ``flush_channels`` cannot wait for, failed it too). Messages of other
+requests are validated and passed over; widget comm messages are passed over, as in
+``flush_channels``.
 """
 
 from __future__ import annotations
@@ -26,6 +33,9 @@ import jupyter_kernel_test as jkt
 from jupyter_kernel_test.msgspec_v5 import validate_message
 
 from tests.support.kernel import Kernel, start_kernel
+
+IOPUB_WAIT_S = 30.0
+"""How long ``execute_helper`` waits for each IOPub message of its request."""
 
 
 def _samples(p: str) -> dict[str, Any]:
@@ -107,6 +117,47 @@ class _Conformance(jkt.KernelTests):
 
     def flush_channels(self) -> None:
         for msg in _drain(self):
+            validate_message(msg)
+
+    def execute_helper(
+        self,
+        code: str,
+        timeout: int = jkt.TIMEOUT,
+        silent: bool = False,
+        store_history: bool = True,
+        stop_on_error: bool = True,
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+        msg_id = self.kc.execute(
+            code=code, silent=silent, store_history=store_history, stop_on_error=stop_on_error
+        )
+        reply = self.get_non_kernel_info_reply(timeout=max(timeout, IOPUB_WAIT_S))
+        assert reply is not None
+        validate_message(reply, "execute_reply", msg_id)
+        busy = self._next_iopub(msg_id)
+        validate_message(busy, "status", msg_id)
+        self.assertEqual(busy["content"]["execution_state"], "busy")
+        output_msgs: list[dict[str, Any]] = []
+        while True:
+            msg = self._next_iopub(msg_id)
+            validate_message(msg, msg["msg_type"], msg_id)
+            if msg["msg_type"] == "status":
+                self.assertEqual(msg["content"]["execution_state"], "idle")
+                break
+            if msg["msg_type"] == "execute_input":
+                self.assertEqual(msg["content"]["code"], code)
+                continue
+            output_msgs.append(msg)
+        return reply, output_msgs
+
+    def _next_iopub(self, msg_id: str) -> dict[str, Any]:
+        """The next IOPub message of request ``msg_id``, waiting up to ``IOPUB_WAIT_S`` for each;
+        widget comm traffic is passed over, other requests' messages are validated and passed over."""
+        while True:
+            msg: dict[str, Any] = self.kc.get_iopub_msg(timeout=IOPUB_WAIT_S)
+            if msg["msg_type"].startswith("comm_"):
+                continue
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
             validate_message(msg)
 
     def test_history(self) -> None:

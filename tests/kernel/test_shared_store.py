@@ -60,6 +60,16 @@ def _status(k: Kernel) -> str:
     )
 
 
+def _status_until(k: Kernel, needle: str) -> str:
+    """``%agent status`` once it says ``needle`` (the last one read, after ``GUARD_S``)."""
+    deadline = time.monotonic() + GUARD_S
+    status = _status(k)
+    while needle not in status and time.monotonic() < deadline:
+        time.sleep(0.2)
+        status = _status(k)
+    return status
+
+
 def test_two_kernels_chat_into_one_server(shared_db: SharedDb, tmp_path: Path) -> None:
     with (
         start_kernel(tmp_path / "a", env=_env(shared_db.target, "alice")) as a,
@@ -90,8 +100,7 @@ def test_a_server_that_is_away_blocks_nothing_and_ship_catches_up(
         started = time.monotonic()
         assert k.execute("Hello! What can you do?", timeout=GUARD_S).status == "ok"
         assert time.monotonic() - started < 10
-        time.sleep(0.5)
-        status = _status(k)
+        status = _status_until(k, "unreachable")  # once the shipper has tried
         assert "events behind" in status and "unreachable" in status, status
         assert "nothing is lost" in status
     env = {k: v for k, v in os.environ.items() if not k.startswith("DSH_")}

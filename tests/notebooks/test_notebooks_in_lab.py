@@ -21,7 +21,14 @@ from typing import Any
 import nbformat
 import pytest
 
-from tests.support.lab import Lab, LabPage, browser, lab_server, missing_requirements
+from tests.support.lab import (
+    Lab,
+    LabPage,
+    browser,
+    lab_server,
+    missing_requirements,
+    require_browser,
+)
 from tests.support.notebooks import ROOT, run_notebook
 from tests.support.sse_server import SseServer, sse_reply
 from tests.support.wire_transcripts import anthropic_text, chat_text_stream, deepseek_thinking_text
@@ -40,6 +47,11 @@ KEYS = {
     "OPENAI_API_KEY": "sk-openai-test",
     "ANTHROPIC_API_KEY": "sk-ant-test",
 }
+
+
+@pytest.fixture(autouse=True)
+def _browser_requirements() -> None:
+    require_browser()  # one line naming what to install, before any Lab starts
 
 
 def test_the_browser_tier_can_run_here() -> None:

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.kernel import kernelspecs
 
 CHROMIUM = "/usr/bin/chromium"
@@ -61,16 +63,28 @@ COMM_STATE_JS = """() => {
 
 
 def missing_requirements() -> list[str]:
-    """What this machine lacks to run the browser tier (empty when all is there)."""
+    """What this machine lacks to run the browser tier, each with how to install it (empty when all
+    is there)."""
     out: list[str] = []
     if not Path(CHROMIUM).exists():
-        out.append(f"{CHROMIUM} (apt-get install -y chromium fonts-noto-color-emoji)")
+        out.append(
+            f"Chromium at {CHROMIUM}: apt-get install chromium fonts-noto-color-emoji "
+            "(CI's .ci/run installs it)"
+        )
     for module in ("playwright", "jupyterlab"):
         try:
             __import__(module)
         except ImportError:
-            out.append(f"the {module} package")
+            out.append(f"the {module} package: make setup-dev")
     return out
+
+
+def require_browser() -> None:
+    """Fail the calling test with one line (no traceback) when ``missing_requirements()`` is not
+    empty: the browser tier never skips, so a machine without Chromium cannot pass for green."""
+    missing = missing_requirements()
+    if missing:
+        pytest.fail(f"the browser tier needs {'; and '.join(missing)}", pytrace=False)
 
 
 def _free_port() -> int:

@@ -53,6 +53,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -265,6 +266,17 @@ class Recorded:
             "client_closed": self.client_closed,
             "rejected": self.rejected,
         }
+
+
+async def until_closed(rec: Recorded, timeout_s: float = 30) -> None:
+    """Wait until the client of ``rec`` has gone away (the server notices at its next write); fail
+    after ``timeout_s`` (a margin for a loaded machine, not an expected wait)."""
+    deadline = time.monotonic() + timeout_s
+    while not rec.client_closed:
+        assert time.monotonic() < deadline, (
+            f"the client never closed ({rec.frames_sent} frames sent)"
+        )
+        await asyncio.sleep(0.02)
 
 
 # ---------------------------------------------------------------------------------------------------

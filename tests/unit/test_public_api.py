@@ -93,6 +93,7 @@ def test_the_docs_import_only_from_the_public_surface(doc: str) -> None:
 def test_the_public_fakes() -> None:
     assert sorted(dsh_kernel.testing.__all__) == [
         "DEFAULT_HANG_PREFIX",
+        "FakeClock",
         "FunctionProvider",
         "Hang",
         "RaiseAfter",

@@ -37,6 +37,7 @@ from dsh_kernel.llm.types import (
 )
 from dsh_kernel.testing import (
     DEFAULT_HANG_PREFIX,
+    FakeClock,
     FunctionProvider,
     ScriptedProvider,
     error_response,
@@ -372,3 +373,45 @@ def test_error_response_carries_the_failure_and_partial_text() -> None:
     assert error_response("SERVER", "boom") == [
         FinishChunk(reason=FinishError(failure=LlmFailure(code="SERVER", message="boom")))
     ]
+
+
+def test_fake_clock_reads_advance_and_sleeps_are_recorded_not_waited() -> None:
+    clock = FakeClock(start=100, step_ms=5)
+    assert (clock(), clock()) == (105, 110)
+    loop = asyncio.new_event_loop()
+    try:
+        started = loop.time()
+        loop.run_until_complete(clock.sleep(3600))
+        loop.run_until_complete(clock.sleep(0.25))
+        assert loop.time() - started < 60  # an hour asked for, not waited
+    finally:
+        loop.close()
+    assert clock.slept == [3600, 0.25]
+    assert clock() == 110 + 3_600_000 + 250 + 5
+
+
+@pytest.mark.parametrize("seconds", [-1.0, float("nan"), float("inf")])
+async def test_fake_clock_refuses_a_sleep_no_backoff_asks_for(seconds: float) -> None:
+    clock = FakeClock()
+    with pytest.raises(UsageError, match="finite and >= 0"):
+        await clock.sleep(seconds)
+    assert clock.slept == []
+    with pytest.raises(UsageError, match="step_ms"):
+        FakeClock(step_ms=-1)
+
+
+async def test_fake_clock_drives_an_agent_s_event_times_and_its_retry_backoff() -> None:
+    clock = FakeClock(start=1_000)
+    provider = ScriptedProvider(
+        [
+            error_response("RATE_LIMIT", "slow down", status=429, retry_after_ms=1500),
+            text_response("ok"),
+        ]
+    )
+    agent = Agent(provider=provider, model="m", clock=clock, sleep=clock.sleep)
+    agent.followup("hi")
+    await agent.when_idle()
+    assert clock.slept == [1.5]
+    times = [e.time for e in agent.session.events]
+    assert times == sorted(times) and len(set(times)) == len(times)
+    assert times[0] > 1_000 and times[-1] >= 1_000 + 1_500

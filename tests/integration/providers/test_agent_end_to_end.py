@@ -1,8 +1,8 @@
 """The real adapters under the real ``Agent``, against the loopback server (issue 3, deliverable 4).
 
 Only the network peer and the clock are fake: the server replays wire bytes (and validates passback
-statefully, as the real APIs do) and retry sleeps go to a recording fake, so ``Retry-After`` is
-checked exactly without waiting.
+statefully, as the real APIs do) and retry sleeps go to ``dsh_kernel.testing.FakeClock``, which
+records them, so ``Retry-After`` is checked exactly without waiting.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from dsh_kernel.llm.config import KeyStore, ProviderConfig, ProviderKind, make_p
 from dsh_kernel.llm.types import ReasoningBlock, ToolCallBlock
 from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.events import SessionEvent
+from dsh_kernel.testing import FakeClock
 from tests.support import wire_transcripts as wt
-from tests.support.sse_server import SseServer, data_frame, json_reply, sse_reply
+from tests.support.sse_server import SseServer, data_frame, json_reply, sse_reply, until_closed
 
 KEY = "sk-e2e-0000000000000000"
 
@@ -35,16 +36,6 @@ def get_weather(city: str) -> str:
         city: the city name
     """
     return "11°C, cloudy" if city == "Paris" else "unknown"
-
-
-class FakeClock:
-    """Records the retry sleeps instead of sleeping."""
-
-    def __init__(self) -> None:
-        self.slept: list[float] = []
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
 
 
 def agent_for(
@@ -287,18 +278,15 @@ async def test_cancel_mid_stream_closes_the_connection(
             break
         await asyncio.sleep(0.01)
     agent.cancel()
-    await asyncio.wait_for(agent.when_idle(), 5)
+    await asyncio.wait_for(agent.when_idle(), 30)
     events = list(agent.session.events)
     assert turn_end(events)["kind"] == "aborted"
     (message,) = of_type(events, "assistant/message")
     assert message.data["interrupted"] is True
     seen = len(of_type(events, "assistant/chunk"))
     rec = server.requests[0]
-    for _ in range(100):
-        if rec.client_closed:
-            break
-        await asyncio.sleep(0.02)
-    assert rec.client_closed and rec.frames_sent < 30
+    await until_closed(rec)
+    assert rec.frames_sent < 150  # of 300: closed, never read to the end
     await asyncio.sleep(0.1)
     assert len(of_type(list(agent.session.events), "assistant/chunk")) == seen
 

@@ -19,6 +19,7 @@ from dsh_kernel.llm.types import LlmFailure, Message, TextBlock, TokenUsage, Use
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.testing import (
+    FakeClock,
     ScriptedProvider,
     error_response,
     max_tokens_response,
@@ -210,11 +211,7 @@ async def test_raised_provider_failure_becomes_error_turn() -> None:
 
 
 async def test_retry_in_same_step_honours_retry_after() -> None:
-    slept: list[float] = []
-
-    async def fake_sleep(s: float) -> None:
-        slept.append(s)
-
+    clock = FakeClock()
     provider = ScriptedProvider(
         [
             error_response("RATE_LIMIT", "slow down", status=429, retry_after_ms=1500),
@@ -222,7 +219,7 @@ async def test_retry_in_same_step_honours_retry_after() -> None:
             text_response("finally"),
         ]
     )
-    agent = Agent(provider=provider, model="m1", sleep=fake_sleep)
+    agent = Agent(provider=provider, model="m1", sleep=clock.sleep)
     await run(agent, "x")
     ev = agent.session.events
     assert len(of_type(ev, "turn/start")) == 1
@@ -230,8 +227,8 @@ async def test_retry_in_same_step_honours_retry_after() -> None:
     retries = of_type(ev, "llm/retry")
     assert [r.data["retry"] for r in retries] == [1, 2]
     assert retries[0].data["delayMs"] == 1500
-    assert slept[0] == 1.5
-    assert 0.45 <= slept[1] <= 1.1  # 2nd retry: 1000 ms ± 10 %
+    assert clock.slept[0] == 1.5
+    assert 0.45 <= clock.slept[1] <= 1.1  # 2nd retry: 1000 ms ± 10 %
     assert len({cast(str, r.data["retryId"]) for r in retries}) == 1
     assert len(of_type(ev, "llm/retry-started")) == 2
     assert turn_ends(ev) == [{"kind": "completed"}]
@@ -239,12 +236,10 @@ async def test_retry_in_same_step_honours_retry_after() -> None:
 
 
 async def test_non_retryable_and_exhausted_retries() -> None:
-    async def no_sleep(_s: float) -> None:
-        return None
-
+    clock = FakeClock()
     provider = ScriptedProvider([error_response("SERVER", "down", status=500)] * 3)
     agent = Agent(
-        provider=provider, model="m1", sleep=no_sleep, retry_policy=RetryPolicy(max_retries=2)
+        provider=provider, model="m1", sleep=clock.sleep, retry_policy=RetryPolicy(max_retries=2)
     )
     await run(agent, "x")
     assert len(of_type(agent.session.events, "llm/retry")) == 2

@@ -24,11 +24,10 @@ from dsh_kernel.llm.types import LlmCallConfig, ModelInfo
 from dsh_kernel.session.derive import EpochHeader, header_equals, project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
-from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
+from dsh_kernel.testing import FakeClock, ScriptedProvider, text_response, tool_call_response
 from tests.unit.agent.helpers import of_type, turn_ends
 from tests.unit.session.scripts import (
     HEADER,
-    FakeClock,
     LoopScript,
     assistant_message,
     chunk,

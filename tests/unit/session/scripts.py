@@ -20,21 +20,11 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.events import ReplaceOp, SessionEvent, SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.repair import repair
+from dsh_kernel.testing import FakeClock
 
 Choose = Callable[[int], int]
 
 HEADER = SessionHeader(id="s-test", created_at=1_700_000_000_000)
-
-
-class FakeClock:
-    """Epoch ms that advance by one on every read, so times are distinct and predictable."""
-
-    def __init__(self, start: int = 1_700_000_000_000) -> None:
-        self.now = start
-
-    def __call__(self) -> int:
-        self.now += 1
-        return self.now
 
 
 def new_session(seed: list[SessionEvent] | None = None) -> Session:

@@ -15,8 +15,8 @@ from dsh_kernel.errors import LosslessJsonError, SessionError, SurfaceError, Usa
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
+from dsh_kernel.testing import FakeClock
 from tests.unit.session.scripts import (
-    FakeClock,
     assistant_message,
     chunk,
     new_session,

@@ -31,10 +31,10 @@ from dsh_kernel.session.derive import project_event
 from dsh_kernel.session.events import ReplaceOp, SessionEvent
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.log_index import INDEXED
+from dsh_kernel.testing import FakeClock
 from dsh_kernel.transcript.turn import find_turn, turn_end, turn_events
 from tests.unit.session.scripts import (
     HEADER,
-    FakeClock,
     LoopScript,
     assistant_message,
     new_session,
