@@ -42,18 +42,11 @@ DATA_FILES = {
     "dsh_kernel/views/dsh.css",
     "dsh_kernel/kernel/logos/logo-32x32.png",
     "dsh_kernel/kernel/logos/logo-64x64.png",
-    "dsh_kernel/store/sql/0001_tables.sql",
-    "dsh_kernel/store/sql/0002_views.sql",
-    "dsh_kernel/store/sql/0003_precision.sql",
-    "dsh_kernel/store/sql/0004_list_prices.sql",
-    "dsh_kernel/store/sql/0005_backfill.sql",
-    "dsh_kernel/store/sql/0005_images.sql",
-    "dsh_kernel/store/sql/0003_backfill.sql",
-    "dsh_kernel/store/sql/0006_compaction.sql",
-    "dsh_kernel/store/sql/0006_backfill.sql",
-    "dsh_kernel/store/sql/0007_course.sql",
-    "dsh_kernel/store/sql/0008_notebook_edits.sql",
-    "dsh_kernel/store/sql/0009_failed_attempts.sql",
+    # The local store: the projection's derived tables and views, and the migration of what is not
+    # derived (user prices).
+    "dsh_kernel/store/sql/tables.sql",
+    "dsh_kernel/store/sql/views.sql",
+    "dsh_kernel/store/sql/0010_projection.sql",
     # The shared store's PostgreSQL migrations (its own, beside the DuckDB ones).
     "dsh_kernel/store/shared/migrations/0001_events.sql",
     "dsh_kernel/store/shared/migrations/0002_sessions.sql",
