@@ -1,7 +1,9 @@
 """``ViewBridge``: the agent's approvals and ``ask_user`` questions, taken to the view of the running
 cell and answered there.
 
-``view`` is the ``TurnView`` of the chat cell that is running (``None`` between cells). Approvals
+``view`` is the ``TurnView`` of the chat cell that is running (``None`` between cells, and while a
+cell's turn is written as text for a frontend without widgets: ``kernel.host.viewing``, where no
+one can click, so an approval is ``"unavailable"`` and a question fails at once). Approvals
 fail closed. While a frontend displays the view, an approval waits up to ``approval_timeout``
 seconds for a click (``"timeout"`` after); when no frontend has rendered the view within
 ``headless_approval_timeout`` seconds (nbclient, a headless run) the call is denied at once
