@@ -12,8 +12,8 @@
 * ``%%sql`` cells query the session store.
 * A frontend that renders no widgets (``jupyter console``, qtconsole, a ``jupyter_client`` script)
   gets the turn as ``stream`` text instead of the widget view (``kernel.host.frontends`` decides,
-  ``kernel.host.viewing`` shows); on the ``dsh`` kernel its ``exit`` and ``quit`` (``EXIT_CELLS``)
-  run as Python, so the console leaves.
+  ``kernel.host.viewing`` shows); on the ``dsh`` kernel a console's ``exit`` and ``quit``
+  (``EXIT_CELLS``) run as Python, so the console leaves.
 * A cell that is exactly ``%agent compact`` is awaited here too (``kernel.magic.compact``): it may wait for
   a model's summary, which IPython's line magics cannot; the interrupt stops it.
 
@@ -187,7 +187,7 @@ class DshKernel(IPythonKernel):
         # person's message: VS Code runs its start-up code (which sets __vsc_ipynb_file__) and its
         # variable viewer with store_history=False. Python, unless it starts with %%chat.
         machinery = silent or not store_history
-        typed_exit = not cell_id and code.strip() in EXIT_CELLS
+        typed_exit = not cell_id and allow_stdin and code.strip() in EXIT_CELLS
         chat_default = self._chat_cells and not machinery and not typed_exit
         cell = classify(code, "chat" if chat_default else "python")
         what = "%agent compact" if cell.kind == "python" and is_compact_cell(code) else cell.kind
@@ -425,8 +425,10 @@ class DshKernel(IPythonKernel):
 
 
 EXIT_CELLS: frozenset[str] = frozenset({"exit", "quit", "exit()", "quit()"})
-"""Cells that run as Python on the ``dsh`` kernel when the request names no cell (a console): IPython's
-``exit`` then returns the ``ask_exit`` payload the console leaves on, instead of a chat message."""
+"""Cells that run as Python on the ``dsh`` kernel when the request names no cell and allows stdin (a
+console: ``kernel.host.frontends``), instead of being a chat message: IPython's ``exit`` returns the
+``ask_exit`` payload the console leaves on (and stops the kernel, as in any IPython kernel). A
+notebook's cell (it has an id) or a headless run (no stdin) still sends them to the agent."""
 
 
 def python_cell_lines(lines: list[str]) -> list[str]:

@@ -1,0 +1,116 @@
+"""Frontends without widgets, through a real ``dsh`` kernel and ``jupyter_client``: a request with no
+cell id that allows stdin (``jupyter console``, qtconsole, ``kc.execute``) gets the turn as
+``stream`` text; one with a cell id (JupyterLab, Notebook 7, VS Code) gets the widget view as before;
+``exit`` leaves; an approval is refused at once with how to allow."""
+
+from __future__ import annotations
+
+import queue
+import time
+from typing import Any
+
+import pytest
+
+from tests.kernel.conftest import Live, provider_env
+from tests.support import scenarios as sc
+from tests.support.frontend import WIDGET_VIEW
+from tests.support.kernel import Execution, Kernel, start_kernel
+from tests.support.sse_server import SseServer
+
+SHOWN = ("display_data", "update_display_data", "execute_result", "comm_open")
+
+
+def console(kernel: Kernel, code: str, *, cell_id: str | None = None) -> Execution:
+    """Run ``code`` as a console sends it (stdin allowed, no metadata), or with ``cell_id`` in the
+    metadata as JupyterLab sends it."""
+    kc = kernel.kc
+    content = {
+        "code": code,
+        "silent": False,
+        "store_history": True,
+        "user_expressions": {},
+        "allow_stdin": True,
+        "stop_on_error": True,
+    }
+    msg = kc.session.msg("execute_request", content)
+    if cell_id is not None:
+        msg["metadata"] = {"cellId": cell_id}
+    kc.shell_channel.send(msg)
+    msg_id = msg["header"]["msg_id"]
+    messages: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 60
+    while not any(
+        m["msg_type"] == "status" and m["content"]["execution_state"] == "idle" for m in messages
+    ):
+        assert time.monotonic() < deadline, f"cell did not finish: {code!r}"
+        try:
+            m = kc.get_iopub_msg(timeout=0.5)
+        except queue.Empty:
+            continue
+        if m["parent_header"].get("msg_id") == msg_id:
+            messages.append(m)
+    reply = kc.get_shell_msg(timeout=30)
+    while reply["parent_header"].get("msg_id") != msg_id:
+        reply = kc.get_shell_msg(timeout=30)
+    return Execution(reply=reply, messages=messages)
+
+
+def test_a_console_gets_the_answer_a_tool_outcome_and_the_footer_as_text(live: Live) -> None:
+    live.server.script(
+        sc.tool_calls(("inspect", {}), say="Let me look at your variables."),
+        sc.words(60, delay_ms=10),
+    )
+    ex = console(live.kernel, "What is in my namespace?")
+    assert ex.status == "ok", ex.content
+    assert not [
+        m["msg_type"] for m in ex.messages if m["msg_type"] in SHOWN
+    ]  # no widget, no display
+    streams = ex.of_type("stream")
+    assert len(streams) >= 3, len(streams)  # streamed as it arrived, not written once at the end
+    text = ex.stdout
+    lines = text.splitlines()
+    assert "Let me look at your variables." in text
+    assert "▸ inspect: list variables" in lines
+    assert any(ln.startswith("  ✓ inspect: done") for ln in lines), lines
+    assert sc.expected_words(60).strip() in text
+    assert lines[-1].startswith("— openai-compatible:"), lines[-1]
+    for fact in ("in ", "out ", "total ", "session "):
+        assert fact in lines[-1], (fact, lines[-1])
+    assert text.index("Let me look") < text.index("▸ inspect") < text.index("w0 w1")
+
+
+def test_an_approval_in_a_console_is_refused_at_once_saying_how_to_allow(live: Live) -> None:
+    live.server.script(sc.python_call("x_console = 1"), sc.text("I could not run it."))
+    started = time.monotonic()
+    ex = console(live.kernel, "Set x_console.")
+    took = time.monotonic() - started
+    assert ex.status == "ok", ex.content
+    assert took < 8, took  # no wait for a click that cannot come (a headless run waits 10 s)
+    [line] = [ln for ln in ex.stdout.splitlines() if "✗ python denied" in ln]
+    assert "%agent approve auto" in line
+    assert "I could not run it." in ex.stdout
+    assert "x_console" not in live.kernel.python("print(sorted(globals()))")
+
+
+def test_a_cell_with_an_id_gets_the_widget_view_as_before(live: Live) -> None:
+    live.server.script(sc.text("Hello from the widget view."))
+    ex = console(live.kernel, "Say hello.", cell_id="cell-1")
+    assert ex.status == "ok", ex.content
+    shown = ex.of_type("display_data")
+    assert any(WIDGET_VIEW in m["content"]["data"] for m in shown)
+    [final] = ex.of_type("update_display_data")
+    assert "Hello from the widget view." in final["content"]["data"]["text/markdown"]
+    assert "Hello from the widget view." not in ex.stdout
+
+
+def test_quit_in_a_console_asks_it_to_leave(
+    server: SseServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # IPython's exit stops the kernel too (as in any IPython kernel): a kernel of its own.
+    tmp = tmp_path_factory.mktemp("dsh-quit")
+    server.script()
+    with start_kernel(tmp, "dsh", env=provider_env(server, tmp)) as kernel:
+        ex = console(kernel, "quit()")
+        assert ex.status == "ok", ex.content
+        assert ex.content["payload"] == [{"source": "ask_exit", "keepkernel": False}]
+        assert server.requests == []  # never sent to the model
