@@ -114,3 +114,33 @@ def test_quit_in_a_console_asks_it_to_leave(
         assert ex.status == "ok", ex.content
         assert ex.content["payload"] == [{"source": "ask_exit", "keepkernel": False}]
         assert server.requests == []  # never sent to the model
+
+
+def test_a_client_that_opened_the_widget_control_comm_keeps_the_widget_view(
+    server: SseServer, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # The classic Notebook sends no cell id and allows stdin, but its widget manager opens
+    # ipywidgets' control comm on connecting (a kernel of its own: the session is marked for good).
+    tmp = tmp_path_factory.mktemp("dsh-nb6")
+    with start_kernel(tmp, "dsh", env=provider_env(server, tmp)) as kernel:
+        kc = kernel.kc
+        comm_id = "control-1"
+        opened = {"comm_id": comm_id, "target_name": "jupyter.widget.control", "data": {}}
+        # as @jupyter-widgets/base-manager opens it
+        kc.shell_channel.send(kc.session.msg("comm_open", opened, metadata={"version": "1.0.0"}))
+        kernel.send_comm(comm_id, {"method": "request_states"})
+        deadline = time.monotonic() + 30
+        answered = False
+        while not answered:  # ipywidgets itself answers the comm the kernel noted
+            assert time.monotonic() < deadline, "no update_states from ipywidgets"
+            try:
+                m = kc.get_iopub_msg(timeout=0.5)
+            except queue.Empty:
+                continue
+            data = m["content"].get("data", {})
+            answered = m["msg_type"] == "comm_msg" and data.get("method") == "update_states"
+        server.script(sc.text("Hello, classic Notebook."))
+        ex = console(kernel, "Say hello.")
+        assert ex.status == "ok", ex.content
+        assert any(WIDGET_VIEW in m["content"]["data"] for m in ex.of_type("display_data"))
+        assert "Hello, classic Notebook." not in ex.stdout

@@ -3,8 +3,9 @@
 A frontend that renders no widgets (``jupyter console``, qtconsole, an editor's REPL, a plain
 ``jupyter_client`` script) prints ``stream`` text and a display's ``text/plain`` but never applies
 ``update_display_data``, so the widget view shows it nothing. The kernel cannot ask a client what it
-renders; it reads what the request says (measured with ipykernel 7.4, jupyter_client 8.10,
-jupyter_console 6.6, nbclient 0.11):
+renders; it reads what the request says (ipykernel 7.4, jupyter_client 8.10, jupyter_console 6.6,
+nbclient 0.11, ipywidgets 8.1: read in their sources, and held by the kernel tier's
+``test_text_frontends`` and ``test_console``):
 
 * JupyterLab's notebook and code console, Notebook 7 and VS Code send the cell's id
   (``metadata.cellId``, which ipykernel passes to ``do_execute`` as ``cell_id``): widgets.
@@ -14,7 +15,8 @@ jupyter_console 6.6, nbclient 0.11):
 * ``jupyter console``, qtconsole and ``kc.execute(...)`` of a client with its stdin channel started
   send no cell id and allow stdin: text.
 * The classic Notebook (6) sends no cell id and allows stdin, but renders widgets: its widget
-  manager opens ipywidgets' ``jupyter.widget.control`` comm when it connects. So does JupyterLab's.
+  manager (``@jupyter-widgets/base-manager``, as JupyterLab's) opens ipywidgets'
+  ``jupyter.widget.control`` comm when it connects to the kernel.
   A client session (the header's ``session``, the same on every message of one connection) that
   opened that comm, or our own ``dsh.notebook`` comm (``kernel.notebook.comm``), keeps the widgets.
 
