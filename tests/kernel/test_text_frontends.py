@@ -20,9 +20,12 @@ from tests.support.sse_server import SseServer
 SHOWN = ("display_data", "update_display_data", "execute_result", "comm_open")
 
 
-def console(kernel: Kernel, code: str, *, cell_id: str | None = None) -> Execution:
+def console(
+    kernel: Kernel, code: str, *, cell_id: str | None = None, interrupt_at: str | None = None
+) -> Execution:
     """Run ``code`` as a console sends it (stdin allowed, no metadata), or with ``cell_id`` in the
-    metadata as JupyterLab sends it."""
+    metadata as JupyterLab sends it; ``interrupt_at``: interrupt the kernel (Ctrl-C in a console)
+    once the streamed text holds it."""
     kc = kernel.kc
     content = {
         "code": code,
@@ -49,6 +52,9 @@ def console(kernel: Kernel, code: str, *, cell_id: str | None = None) -> Executi
             continue
         if m["parent_header"].get("msg_id") == msg_id:
             messages.append(m)
+            if interrupt_at is not None and interrupt_at in Execution({}, messages).stdout:
+                kernel.km.interrupt_kernel()
+                interrupt_at = None
     reply = kc.get_shell_msg(timeout=30)
     while reply["parent_header"].get("msg_id") != msg_id:
         reply = kc.get_shell_msg(timeout=30)
@@ -90,6 +96,16 @@ def test_an_approval_in_a_console_is_refused_at_once_saying_how_to_allow(live: L
     assert "%agent approve auto" in line
     assert "I could not run it." in ex.stdout
     assert "x_console" not in live.kernel.python("print(sorted(globals()))")
+
+
+def test_ctrl_c_in_a_console_stops_the_turn_and_says_so(live: Live) -> None:
+    live.server.script(sc.hang_mid_stream(5, delay_ms=20))
+    ex = console(live.kernel, "Talk until I stop you.", interrupt_at="s4 ")
+    assert ex.status == "error" and ex.content["ename"] == "ABORTED", ex.content
+    lines = ex.stdout.splitlines()
+    assert lines[0] == "s0 s1 s2 s3 s4 "
+    assert "Stopped by you." in lines
+    assert lines[-1].startswith("— ")
 
 
 def test_a_cell_with_an_id_gets_the_widget_view_as_before(live: Live) -> None:

@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from dsh_kernel import Agent, tool
+from dsh_kernel.agent.retry import RetryPolicy
 from dsh_kernel.llm.types import (
     BlockEndChunk,
     BlockStartChunk,
@@ -19,6 +20,7 @@ from dsh_kernel.llm.types import (
     TokenUsage,
     UsageChunk,
 )
+from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.testing import (
     FunctionProvider,
     ScriptedProvider,
@@ -48,10 +50,15 @@ def delete_file(path: str) -> str:
 
 
 async def run(agent: Agent, prompt: str) -> str:
-    """The whole text of one turn, taken as a text frontend would (events fed live)."""
+    """The whole text of one turn, taken after every event (the most a writer could ever take)."""
     turn = TextTurn(session_id=agent.id)
     pieces: list[str] = []
-    dispose = agent.session.subscribe(turn.observe)
+
+    def observe(event: SessionEvent) -> None:
+        turn.observe(event)
+        pieces.append(turn.take())
+
+    dispose = agent.session.subscribe(observe)
     try:
         agent.followup(prompt)
         await agent.when_idle()
@@ -145,6 +152,26 @@ async def test_escape_sequences_from_the_model_never_reach_the_terminal() -> Non
     for bad in ("\x1b", "\x07", "\x08", "\x9b", "\r"):
         assert bad not in text
     assert "red ␛[31mALERT␛[0m bell␇ back␈ csi�2J ok\nnext\tcol" in text
+
+
+async def test_a_retry_keeps_what_was_written_notes_it_and_writes_the_new_attempt() -> None:
+    provider = ScriptedProvider(
+        [
+            error_response("RATE_LIMIT", "slow down", status=429, partial_text="Hel"),
+            text_response("Hello there", usage=TokenUsage(input_tokens=5, output_tokens=2)),
+        ]
+    )
+
+    async def no_sleep(seconds: float) -> None:
+        del seconds
+        await asyncio.sleep(0)
+
+    agent = Agent(provider=provider, model="m", sleep=no_sleep, retry_policy=RetryPolicy())
+    lines = (await run(agent, "go")).splitlines()
+    assert lines[0] == "Hel"  # a terminal cannot take it back
+    assert lines[2].startswith("⚠️") and "RATE_LIMIT" in lines[2]
+    assert lines[4] == "Hello there"
+    assert lines[-1].startswith("— ")
 
 
 def test_terminal_text_keeps_text_and_shows_controls() -> None:
