@@ -98,6 +98,17 @@ def test_an_approval_in_a_console_is_refused_at_once_saying_how_to_allow(live: L
     assert "x_console" not in live.kernel.python("print(sorted(globals()))")
 
 
+def test_ask_user_in_a_console_fails_at_once(live: Live) -> None:
+    question = {"questions": [{"id": "q1", "question": "Which file?"}]}
+    live.server.script(sc.tool_calls(("ask_user", question)), sc.text("I will assume a.csv."))
+    started = time.monotonic()
+    ex = console(live.kernel, "Ask me which file.")
+    assert time.monotonic() - started < 8  # no wait for a form no one can see
+    assert ex.status == "ok", ex.content
+    assert any(ln.startswith("  ✗ ask_user failed (NO_PROVIDER)") for ln in ex.stdout.splitlines())
+    assert "I will assume a.csv." in ex.stdout
+
+
 def test_ctrl_c_in_a_console_stops_the_turn_and_says_so(live: Live) -> None:
     live.server.script(sc.hang_mid_stream(5, delay_ms=20))
     ex = console(live.kernel, "Talk until I stop you.", interrupt_at="s4 ")

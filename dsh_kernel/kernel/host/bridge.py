@@ -78,8 +78,9 @@ class ViewBridge:
         view = self.view
         if view is None or not await self._frontend_shows(view):
             raise ToolError(
-                "no frontend is showing this notebook, so the user cannot be asked (a headless "
-                "run); continue without the answer or say what you need in your reply",
+                "no frontend can show the question here (a headless run, or a console that "
+                "draws no forms), so the user cannot be asked; continue without the answer or "
+                "say what you need in your reply",
                 code="NO_PROVIDER",
             )
         timeout = self._settings().approval_timeout
