@@ -10,6 +10,10 @@
   the process. At the end the view's output is updated with a static Markdown/HTML rendering so a
   saved notebook reads well without a kernel.
 * ``%%sql`` cells query the session store.
+* A frontend that renders no widgets (``jupyter console``, qtconsole, a ``jupyter_client`` script)
+  gets the turn as ``stream`` text instead of the widget view (``kernel.host.frontends`` decides,
+  ``kernel.host.viewing`` shows); on the ``dsh`` kernel a console's ``exit`` and ``quit``
+  (``EXIT_CELLS``) run as Python, so the console leaves.
 * A cell that is exactly ``%agent compact`` is awaited here too (``kernel.magic.compact``): it may wait for
   a model's summary, which IPython's line magics cannot; the interrupt stops it.
 
@@ -78,6 +82,12 @@ class DshKernel(IPythonKernel):
         manager = getattr(self, "comm_manager", None)
         if manager is not None:
             self.notebook_comms.register(manager)
+        from dsh_kernel.kernel.host.frontends import WidgetClients
+
+        self.widget_clients = WidgetClients()
+        """The client sessions whose widget manager opened ``jupyter.widget.control``
+        (``kernel.host.frontends``): they render the widget view."""
+        self.widget_clients.ensure(manager)
         self._chat_cells = getattr(self, "default_cell") == "chat"  # noqa: B009 (a generated trait)
         if self._chat_cells and self.shell is not None:
             # IPython runs (and records in its history) a %%python cell as typed; this drops the
@@ -180,7 +190,9 @@ class DshKernel(IPythonKernel):
         # person's message: VS Code runs its start-up code (which sets __vsc_ipynb_file__) and its
         # variable viewer with store_history=False. Python, unless it starts with %%chat.
         machinery = silent or not store_history
-        cell = classify(code, "chat" if self._chat_cells and not machinery else "python")
+        typed_exit = not cell_id and allow_stdin and code.strip() in EXIT_CELLS
+        chat_default = self._chat_cells and not machinery and not typed_exit
+        cell = classify(code, "chat" if chat_default else "python")
         what = "%agent compact" if cell.kind == "python" and is_compact_cell(code) else cell.kind
         if what == "python":
             return await super().do_execute(  # pyright: ignore[reportUnknownMemberType]
@@ -196,7 +208,7 @@ class DshKernel(IPythonKernel):
         self._awaiting = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
         try:
             if cell.kind == "chat":
-                return await self._execute_chat(cell, count, silent, cell_id)
+                return await self._execute_chat(cell, count, silent, cell_id, allow_stdin)
             if cell.kind == "sql":
                 return await self._execute_sql(cell, count)
             return await self._execute_compact(count)
@@ -266,7 +278,12 @@ class DshKernel(IPythonKernel):
         return {"status": "error", "execution_count": count, **content, **extra}
 
     async def _execute_chat(
-        self, cell: Cell, count: int, silent: bool, cell_id: str | None = None
+        self,
+        cell: Cell,
+        count: int,
+        silent: bool,
+        cell_id: str | None = None,
+        allow_stdin: bool = False,
     ) -> dict[str, Any]:
         from dsh_kernel.kernel.course.policy import before_chat, check_offered
         from dsh_kernel.kernel.host.viewing import open_view
@@ -299,7 +316,8 @@ class DshKernel(IPythonKernel):
             return self.error_reply(
                 count, "INVALID_PROMPT", f"cannot offer that function: {exc.message}"
             )
-        view = open_view(host, prompt.message.id, silent=silent, kernel=self)
+        write = self._text_writer() if self._wants_text(cell_id, allow_stdin) else None
+        view = open_view(host, prompt.message.id, silent=silent, kernel=self, write=write)
         desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook.tools)
         if desk is not None:
             parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
@@ -342,6 +360,39 @@ class DshKernel(IPythonKernel):
                 return self.ok_reply(count, payload)
             case _:
                 assert_never(end)
+
+    def _wants_text(self, cell_id: str | None, allow_stdin: bool) -> bool:
+        """Whether this request's frontend gets the turn as text (``kernel.host.frontends``)."""
+        from dsh_kernel.kernel.host.frontends import wants_text
+
+        self.widget_clients.ensure(getattr(self, "comm_manager", None))
+        session = self._client_session()
+        notebooks = {fe.session for fe in self.notebook_comms.open()}
+        return wants_text(
+            cell_id=cell_id,
+            allow_stdin=allow_stdin,
+            session=session,
+            widget_sessions=self.widget_clients.sessions | notebooks,
+        )
+
+    def _text_writer(self) -> Callable[[str], None]:
+        """Writes ``stream`` (stdout) text under the running request, whatever message the kernel
+        handles meanwhile (a comm message of another client changes the shell parent)."""
+        import sys
+
+        parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
+        session: Any = self.session
+        socket: Any = self.iopub_socket
+        topic: bytes = self._topic("stream")  # pyright: ignore[reportUnknownMemberType]
+
+        def write(text: str) -> None:
+            for stream in (sys.stdout, sys.stderr):  # what the cell printed comes first
+                with contextlib.suppress(Exception):
+                    stream.flush()
+            content = {"name": "stdout", "text": text}
+            session.send(socket, "stream", content, parent=parent, ident=topic)
+
+        return write
 
     def _client_session(self) -> str | None:
         """The client session (header ``session``) of the running ``execute_request``."""
@@ -402,6 +453,13 @@ class DshKernel(IPythonKernel):
 def _msg_id(message: dict[str, Any]) -> object:
     header: object = message.get("header")
     return cast("dict[str, object]", header).get("msg_id") if isinstance(header, dict) else None
+
+
+EXIT_CELLS: frozenset[str] = frozenset({"exit", "quit", "exit()", "quit()"})
+"""Cells that run as Python on the ``dsh`` kernel when the request names no cell and allows stdin (a
+console: ``kernel.host.frontends``), instead of being a chat message: IPython's ``exit`` returns the
+``ask_exit`` payload the console leaves on (and stops the kernel, as in any IPython kernel). A
+notebook's cell (it has an id) or a headless run (no stdin) still sends them to the agent."""
 
 
 def python_cell_lines(lines: list[str]) -> list[str]:

@@ -10,6 +10,9 @@ Like JupyterLab it renders the widget views a cell displays: when an output carr
 not null), it sends ``{"method": "update", "state": {"_view_count": 1}}``, exactly what the
 ipywidgets manager sends once the view is on screen. Pass ``render=False`` to be a headless client.
 
+Its cells are sent with ``allow_stdin`` false (it answers no input request; the kernel then gives it
+the widget view, as to nbclient, where a console with stdin gets the turn as text).
+
 ``click(model)`` sends the ipywidgets 8 button click, ``{"method": "custom", "content": {"event":
 "click"}}``. ``submit(code)`` starts a cell and returns a ``RunningCell``; ``RunningCell.pump(until=…)``
 reads messages until a condition holds (so a test can act mid-turn: click, interrupt) and
@@ -224,7 +227,9 @@ class RunningCell:
         self.frontend = frontend
         self.code = code
         self.submitted = time.monotonic()
-        self.msg_id: str = frontend.kernel.kc.execute(code)
+        # No stdin: this frontend answers no input request. With no cell id either, the kernel
+        # tells it from a console by that (``kernel.host.frontends``) and shows it the widget view.
+        self.msg_id: str = frontend.kernel.kc.execute(code, allow_stdin=False)
 
     @property
     def messages(self) -> list[dict[str, Any]]:

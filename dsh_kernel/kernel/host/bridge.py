@@ -1,7 +1,9 @@
 """``ViewBridge``: the agent's approvals and ``ask_user`` questions, taken to the view of the running
 cell and answered there.
 
-``view`` is the ``TurnView`` of the chat cell that is running (``None`` between cells). Approvals
+``view`` is the ``TurnView`` of the chat cell that is running (``None`` between cells, and while a
+cell's turn is written as text for a frontend without widgets: ``kernel.host.viewing``, where no
+one can click, so an approval is ``"unavailable"`` and a question fails at once). Approvals
 fail closed. While a frontend displays the view, an approval waits up to ``approval_timeout``
 seconds for a click (``"timeout"`` after); when no frontend has rendered the view within
 ``headless_approval_timeout`` seconds (nbclient, a headless run) the call is denied at once
@@ -76,8 +78,9 @@ class ViewBridge:
         view = self.view
         if view is None or not await self._frontend_shows(view):
             raise ToolError(
-                "no frontend is showing this notebook, so the user cannot be asked (a headless "
-                "run); continue without the answer or say what you need in your reply",
+                "no frontend can show the question here (a headless run, or a console that "
+                "draws no forms), so the user cannot be asked; continue without the answer or "
+                "say what you need in your reply",
                 code="NO_PROVIDER",
             )
         timeout = self._settings().approval_timeout

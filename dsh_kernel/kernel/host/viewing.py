@@ -1,5 +1,6 @@
 """The live view of one chat cell: a ``TurnView`` subscribed to the session, shown in the cell's
-output while the turn runs, and replaced at the end by the static rendering of the finished turn.
+output while the turn runs, and replaced at the end by the static rendering of the finished turn —
+or, for a frontend that renders no widgets (``kernel.host.frontends`` decides), the turn as text.
 
 The output is one display with a display id: while the turn runs it carries the widget view (live
 text, cards, approval buttons, Stop, steer); at the end ``update_display`` gives it ``text/html``,
@@ -14,11 +15,18 @@ notebook saved from JupyterLab after the turn, has it).
 
 While the turn runs, the view's Stop and Send are also heard on ipykernel's shell channel thread
 (``kernel.host.busy``), so they work while the agent's ``python`` code holds the main thread.
+
+The text view (``TextCellView``, for ``jupyter console`` and the like) displays no widget and no
+display at all: it writes the turn as ``stream`` text as it arrives (``views.text_turn``), the
+earlier-session hint as its first line, and the footer as its last. It leaves ``host.view`` empty,
+so an approval that needs a click is refused at once and ``ask_user`` fails at once, as in a headless
+run (``kernel.host.bridge``): the refusal's line says how to allow (``%agent approve auto``).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dsh_kernel.abort import USER_CANCEL
@@ -27,6 +35,7 @@ from dsh_kernel.kernel._ipy import display_raw, update_raw
 from dsh_kernel.kernel.host.busy import watch
 from dsh_kernel.views import TurnView, ViewControls
 from dsh_kernel.views.shown_images import route_takes_images
+from dsh_kernel.views.text_turn import TextStream, TextTurn
 
 if TYPE_CHECKING:
     from dsh_kernel.agent.agent import Agent
@@ -97,10 +106,53 @@ class CellView:
                 update_raw({"text/plain": ""}, display_id=self.hint_id)
 
 
-def open_view(host: AgentHost, message_id: str, *, silent: bool, kernel: object = None) -> CellView:
-    """The cell's live view; with ``kernel`` (the running ipykernel), its Stop and Send also work
-    while the agent's code holds the main thread."""
+class TextCellView:
+    """The turn of one chat cell written as text, for a frontend without widgets (module docstring)."""
+
+    def __init__(
+        self, host: AgentHost, message_id: str, *, silent: bool, write: Callable[[str], None]
+    ) -> None:
+        agent = host.agent
+        out: Callable[[str], None] = _nowhere if silent else write
+        turn = TextTurn(
+            message_id=message_id,
+            session_id=agent.session.id,
+            tools=agent.registry.get,
+            model_info=host.model_info,
+            reasoning_effort=_effort_in_force(agent),
+            budget=host.budgets.footer_text,
+        )
+        self.stream = TextStream(turn, out)
+        host.view = None  # no one can click: approvals and questions are refused at once
+        if not silent:
+            hint = host.earlier_session_hint()
+            if hint:
+                self.stream.write_line(hint)
+        self._dispose = agent.session.subscribe(self.stream.observe)
+
+    def close(self) -> None:
+        self._dispose()
+        self.stream.finish()
+
+
+def open_view(
+    host: AgentHost,
+    message_id: str,
+    *,
+    silent: bool,
+    kernel: object = None,
+    write: Callable[[str], None] | None = None,
+) -> CellView | TextCellView:
+    """The cell's view: with ``write`` (a frontend without widgets: ``kernel.host.frontends``), the
+    turn as text given to ``write``; else the live widget view, whose Stop and Send, with ``kernel``
+    (the running ipykernel), also work while the agent's code holds the main thread."""
+    if write is not None:
+        return TextCellView(host, message_id, silent=silent, write=write)
     return CellView(host, message_id, silent=silent, kernel=kernel)
+
+
+def _nowhere(text: str) -> None:
+    """Where a silent request's text goes: a silent request shows nothing."""
 
 
 def _images_in_force(agent: Agent) -> bool | None:
