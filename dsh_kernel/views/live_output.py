@@ -1,0 +1,328 @@
+"""A running ``python`` call's output, shown in its card while the code runs.
+
+``LiveOutput`` is the ``runtime.capture.OutputTap`` of one run, drawn into its ``widget`` (the live
+area, which the card shows until the call's result arrives; then the card's Details show the final
+outputs as before, and the live widgets are closed). The agent's code holds the kernel's main thread,
+so the kernel's event loop (which draws the turn view) is not running meanwhile: the output is pushed
+from the capture's write path itself — widget state changes go out on iopub at once — at most once
+per ``interval_s`` (the turn view's rate, 20 Hz by default), and a daemon thread pushes what the
+last writes left pending once the interval has passed, so the card is never behind by more than
+one interval when the code goes quiet (``print`` then a long wait). Every push draws the whole
+current tail, so no text between two pushes is lost from it.
+
+What is shown is bounded, however long the code runs: the last ``tail_chars`` characters of stream
+text and the last ``max_outputs`` outputs (consecutive writes to one stream are one output), under
+one line saying how much earlier output is not shown. Each output is its own ``Output`` widget, so a
+push sends only the outputs that changed (the growing last stream, an updated display), never an
+image again; outputs that scroll out of the tail are closed. The area scrolls, anchored at its
+bottom, so the newest line is in view.
+
+What is drawn follows the card's rule (``views.tool_card``): in a live view the outputs of code run
+in this kernel are shown as a cell shows them (``whole``): a widget the code displays (a ``tqdm``
+bar, an ipywidgets ``IntProgress``) is that widget, updated through its own comm; otherwise each
+output is ``views.outputs.reduced``. The note is an ``HTML`` widget (sanitised, escaped text).
+
+The per-write cost is an append under a lock and a clock read; the push (JSON of the changed outputs,
+a comm message) is paid at most ``1 / interval_s`` times a second (``benchmarks/kernel.py``'s live
+output part measures a 100,000-line loop with and without a view). Thread-safe: writes may come from
+any thread the code starts. A push that fails stops the live area (logged once); the run goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.markup.safe_html import escape
+from dsh_kernel.views import _ipw
+from dsh_kernel.views.outputs import reduced
+
+_log = logging.getLogger(__name__)
+
+LIVE_TAIL_CHARS: Final = 10_000
+"""Characters of stream text the live area shows (the latest)."""
+LIVE_MAX_OUTPUTS: Final = 20
+"""Outputs the live area shows (the latest)."""
+LIVE_MAX_HEIGHT: Final = "20em"
+"""Height of the live area beyond which it scrolls (anchored at the bottom)."""
+_LINE_SEARCH: Final = 200
+"""How far past a cut the tail looks for a line start, so it starts with a whole line."""
+
+
+class _Text:
+    """Consecutive writes to one stream."""
+
+    __slots__ = ("chunks", "name", "pushed", "size", "version")
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.chunks: list[str] = []
+        self.size = 0
+        self.version = 0
+        self.pushed = -1
+
+    def output(self) -> JsonObject:
+        return {"output_type": "stream", "name": self.name, "text": "".join(self.chunks)}
+
+
+class _Display:
+    __slots__ = ("display_id", "output", "pushed", "version")
+
+    def __init__(self, output: JsonObject, display_id: str | None) -> None:
+        self.output = output
+        self.display_id = display_id
+        self.version = 0
+        self.pushed = -1
+
+
+class LiveOutput:
+    """One run's live output, drawn in ``widget`` (module docstring). ``close()`` when it ends."""
+
+    def __init__(
+        self,
+        *,
+        whole: bool,
+        interval_s: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
+        tail_chars: int = LIVE_TAIL_CHARS,
+        max_outputs: int = LIVE_MAX_OUTPUTS,
+    ) -> None:
+        self._area = _ipw.VBox()
+        # column-reverse around one child: the scroll position starts, and stays, at the bottom
+        self.widget = _ipw.Box(
+            [self._area],
+            layout={
+                "flex_flow": "column-reverse",
+                "max_height": LIVE_MAX_HEIGHT,
+                "overflow": "auto",
+            },
+        )
+        _ipw.add_class(self.widget, "dsh-live")
+        _ipw.set_visible(self.widget, False)
+        self._whole = whole
+        self._interval = interval_s
+        self._clock = clock
+        self._tail = tail_chars
+        self._max_outputs = max_outputs
+        # re-entrant: a push may write to the captured stderr (a warning) on the same thread
+        self._cond = threading.Condition(threading.RLock())
+        self._entries: list[_Text | _Display] = []
+        self._text = 0
+        self._cut_chars = 0
+        self._cut_outputs = 0
+        self._clear_pending = False
+        self._pending = False
+        self._pushing = False
+        self._closed = False
+        self._last = float("-inf")
+        self._ticker: threading.Thread | None = None
+        self._widgets: dict[_Text | _Display, _ipw.Output] = {}
+        self.note = _ipw.HTML()
+        _ipw.add_class(self.note, "dsh-live-note")
+        self.pushes = 0
+        """How many times the area was drawn (tests read it)."""
+
+    # -- the tap (any thread) -----------------------------------------------------------------------
+
+    def stream(self, name: str, text: str) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._apply_pending_clear()
+            last = self._entries[-1] if self._entries else None
+            if isinstance(last, _Text) and last.name == name:
+                entry = last
+            else:
+                entry = _Text(name)
+                self._append(entry)
+            entry.chunks.append(text)
+            entry.size += len(text)
+            entry.version += 1
+            self._text += len(text)
+            if self._text > 2 * self._tail:
+                self._trim()
+            self._changed()
+
+    def display(
+        self,
+        data: JsonObject,
+        metadata: JsonObject,
+        *,
+        display_id: str | None,
+        update: bool,
+        output_type: str,
+    ) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            self._apply_pending_clear()
+            kind = "execute_result" if output_type == "execute_result" else "display_data"
+            output: JsonObject = {"output_type": kind, "data": data, "metadata": metadata}
+            if kind == "execute_result":
+                output["execution_count"] = None
+            if update:
+                for entry in self._entries:
+                    if isinstance(entry, _Display) and entry.display_id == display_id:
+                        entry.output = output
+                        entry.version += 1
+                self._changed()
+                return
+            self._append(_Display(output, display_id))
+            self._changed()
+
+    def clear(self, *, wait: bool) -> None:
+        with self._cond:
+            if self._closed:
+                return
+            if wait:
+                self._clear_pending = True
+                return
+            self._clear()
+            self._changed()
+
+    def close(self) -> None:
+        """Stop: nothing is pushed after this returns (the card draws the result next)."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify_all()
+
+    def dispose(self) -> None:
+        """Close, and close the widgets this run made (the card no longer shows them)."""
+        self.close()
+        with self._cond:
+            for widget in self._widgets.values():
+                widget.close()
+            self._widgets.clear()
+            self._entries.clear()
+            _ipw.set_children(self._area, [])
+            _ipw.set_visible(self.widget, False)
+
+    # -- bookkeeping (under the lock) ---------------------------------------------------------------
+
+    def _append(self, entry: _Text | _Display) -> None:
+        self._entries.append(entry)
+        while len(self._entries) > self._max_outputs:
+            gone = self._entries.pop(0)
+            if isinstance(gone, _Text):
+                self._text -= gone.size
+                self._cut_chars += gone.size
+            else:
+                self._cut_outputs += 1
+
+    def _trim(self) -> None:
+        """Keep the last ``tail_chars`` characters of stream text (from a line start if near)."""
+        excess = self._text - self._tail
+        while excess > 0 and self._entries:
+            first = next((e for e in self._entries if isinstance(e, _Text)), None)
+            if first is None:
+                return
+            if first.size <= excess:
+                self._entries.remove(first)
+                self._cut_chars += first.size
+                self._text -= first.size
+                excess -= first.size
+                continue
+            text = "".join(first.chunks)
+            newline = text.find("\n", excess, excess + _LINE_SEARCH)
+            cut = newline + 1 if newline >= 0 else excess
+            first.chunks = [text[cut:]]
+            first.size -= cut
+            first.version += 1
+            self._text -= cut
+            self._cut_chars += cut
+            excess -= cut
+
+    def _apply_pending_clear(self) -> None:
+        if self._clear_pending:
+            self._clear_pending = False
+            self._clear()
+
+    def _clear(self) -> None:
+        self._entries.clear()
+        self._text = 0
+        self._cut_chars = 0
+        self._cut_outputs = 0
+
+    def _changed(self) -> None:
+        """Push now if the interval has passed, else leave it to the ticker."""
+        if self._pushing:  # a write made by the push itself: the next push draws it
+            self._pending = True
+            return
+        if self._clock() - self._last >= self._interval:
+            self._push()
+        elif not self._pending:
+            self._pending = True
+            if self._ticker is None:
+                self._ticker = threading.Thread(
+                    target=self._tick, name="dsh-live-output", daemon=True
+                )
+                self._ticker.start()
+            else:
+                self._cond.notify_all()
+
+    def _tick(self) -> None:
+        with self._cond:
+            while not self._closed:
+                if not self._pending:
+                    self._cond.wait()
+                    continue
+                delay = self._last + self._interval - self._clock()
+                if delay > 0:
+                    self._cond.wait(delay)
+                    continue
+                self._push()
+
+    # -- drawing (under the lock) -------------------------------------------------------------------
+
+    def _push(self) -> None:
+        self._pending = False
+        self._last = self._clock()
+        self._pushing = True
+        try:
+            self._draw()
+        except Exception:
+            self._closed = True
+            _log.warning("the live output could not be drawn; it stops here", exc_info=True)
+        finally:
+            self._pushing = False
+
+    def _draw(self) -> None:
+        self.pushes += 1
+        entries = list(self._entries)
+        children: list[_ipw.DOMWidget] = []
+        self.note.value = self._note()
+        if self.note.value:
+            children.append(self.note)
+        for entry in entries:
+            widget = self._widgets.get(entry)
+            if widget is None:
+                widget = self._widgets[entry] = _ipw.Output()
+            if entry.pushed != entry.version:
+                entry.pushed = entry.version
+                output = entry.output() if isinstance(entry, _Text) else entry.output
+                _ipw.set_outputs(widget, [output if self._whole else reduced(output)])
+            children.append(widget)
+        kept = set(entries)
+        for gone in [e for e in self._widgets if e not in kept]:
+            self._widgets.pop(gone).close()
+        _ipw.set_children(self._area, children)
+        _ipw.set_visible(self.widget, True)
+
+    def _note(self) -> str:
+        parts: list[str] = []
+        if self._cut_chars:
+            n = self._cut_chars
+            parts.append(f"{n:,} character{'s' if n != 1 else ''}")
+        if self._cut_outputs:
+            n = self._cut_outputs
+            parts.append(f"{n} output{'s' if n != 1 else ''}")
+        if not parts:
+            return ""
+        return escape(
+            f"… {' and '.join(parts)} of earlier output not shown while the code runs (the card "
+            "shows the run's output when it ends)"
+        )
