@@ -33,7 +33,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from dsh_kernel.jsonvalue import JsonObject
@@ -49,6 +51,8 @@ LIVE_MAX_OUTPUTS: Final = 20
 """Outputs the live area shows (the latest)."""
 LIVE_MAX_HEIGHT: Final = "20em"
 """Height of the live area beyond which it scrolls (anchored at the bottom)."""
+_FOLD_AT: Final = 1000
+"""Queued writes after which they are folded into the entries even when no push is due."""
 _LINE_SEARCH: Final = 200
 """How far past a cut the tail looks for a line start, so it starts with a whole line."""
 
@@ -77,6 +81,18 @@ class _Display:
         self.display_id = display_id
         self.version = 0
         self.pushed = -1
+
+
+@dataclass(frozen=True, slots=True)
+class _Show:
+    output: JsonObject
+    display_id: str | None
+    update: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _Clear:
+    wait: bool
 
 
 class LiveOutput:
@@ -109,7 +125,10 @@ class LiveOutput:
         self._tail = tail_chars
         self._max_outputs = max_outputs
         # re-entrant: a push may write to the captured stderr (a warning) on the same thread
-        self._cond = threading.Condition(threading.RLock())
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._inbox: deque[tuple[str, str] | _Show | _Clear] = deque()
+        self._queued = 0
         self._entries: list[_Text | _Display] = []
         self._text = 0
         self._cut_chars = 0
@@ -127,25 +146,20 @@ class LiveOutput:
         """How many times the area was drawn (tests read it)."""
 
     # -- the tap (any thread) -----------------------------------------------------------------------
+    # A write only queues (a deque append is atomic) and reads the clock; the queue is folded into
+    # the entries, under the lock, when a push is due or it has grown long.
 
     def stream(self, name: str, text: str) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            self._apply_pending_clear()
-            last = self._entries[-1] if self._entries else None
-            if isinstance(last, _Text) and last.name == name:
-                entry = last
-            else:
-                entry = _Text(name)
-                self._append(entry)
-            entry.chunks.append(text)
-            entry.size += len(text)
-            entry.version += 1
-            self._text += len(text)
-            if self._text > 2 * self._tail:
-                self._trim()
-            self._changed()
+        if self._closed:
+            return
+        self._inbox.append((name, text))
+        self._queued += 1
+        if (
+            not self._pending
+            or self._queued >= _FOLD_AT
+            or self._clock() - self._last >= self._interval
+        ):
+            self._arrived()
 
     def display(
         self,
@@ -156,44 +170,31 @@ class LiveOutput:
         update: bool,
         output_type: str,
     ) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            self._apply_pending_clear()
-            kind = "execute_result" if output_type == "execute_result" else "display_data"
-            output: JsonObject = {"output_type": kind, "data": data, "metadata": metadata}
-            if kind == "execute_result":
-                output["execution_count"] = None
-            if update:
-                for entry in self._entries:
-                    if isinstance(entry, _Display) and entry.display_id == display_id:
-                        entry.output = output
-                        entry.version += 1
-                self._changed()
-                return
-            self._append(_Display(output, display_id))
-            self._changed()
+        if self._closed:
+            return
+        kind = "execute_result" if output_type == "execute_result" else "display_data"
+        output: JsonObject = {"output_type": kind, "data": data, "metadata": metadata}
+        if kind == "execute_result":
+            output["execution_count"] = None
+        self._inbox.append(_Show(output, display_id, update))
+        self._arrived()
 
     def clear(self, *, wait: bool) -> None:
-        with self._cond:
-            if self._closed:
-                return
-            if wait:
-                self._clear_pending = True
-                return
-            self._clear()
-            self._changed()
+        if self._closed:
+            return
+        self._inbox.append(_Clear(wait))
+        self._arrived()
 
     def close(self) -> None:
         """Stop: nothing is pushed after this returns (the card draws the result next)."""
-        with self._cond:
+        with self._lock:
             self._closed = True
             self._cond.notify_all()
 
     def dispose(self) -> None:
         """Close, and close the widgets this run made (the card no longer shows them)."""
         self.close()
-        with self._cond:
+        with self._lock:
             for widget in self._widgets.values():
                 widget.close()
             self._widgets.clear()
@@ -202,6 +203,56 @@ class LiveOutput:
             _ipw.set_visible(self.widget, False)
 
     # -- bookkeeping (under the lock) ---------------------------------------------------------------
+
+    def _arrived(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            if self._pushing:  # written by the push itself (a warning): the next push draws it
+                self._pending = True
+                return
+            self._fold()
+            self._changed()
+
+    def _fold(self) -> None:
+        """Move what the writers queued into the entries."""
+        self._queued = 0
+        inbox = self._inbox
+        while inbox:
+            item = inbox.popleft()
+            if isinstance(item, tuple):
+                self._add_text(*item)
+            elif isinstance(item, _Show):
+                self._add_display(item)
+            elif item.wait:
+                self._clear_pending = True
+            else:
+                self._clear()
+
+    def _add_text(self, name: str, text: str) -> None:
+        self._apply_pending_clear()
+        last = self._entries[-1] if self._entries else None
+        if isinstance(last, _Text) and last.name == name:
+            entry = last
+        else:
+            entry = _Text(name)
+            self._append(entry)
+        entry.chunks.append(text)
+        entry.size += len(text)
+        entry.version += 1
+        self._text += len(text)
+        if self._text > 2 * self._tail:
+            self._trim()
+
+    def _add_display(self, show: _Show) -> None:
+        self._apply_pending_clear()
+        if not show.update:
+            self._append(_Display(show.output, show.display_id))
+            return
+        for entry in self._entries:
+            if isinstance(entry, _Display) and entry.display_id == show.display_id:
+                entry.output = show.output
+                entry.version += 1
 
     def _append(self, entry: _Text | _Display) -> None:
         self._entries.append(entry)
@@ -249,9 +300,6 @@ class LiveOutput:
 
     def _changed(self) -> None:
         """Push now if the interval has passed, else leave it to the ticker."""
-        if self._pushing:  # a write made by the push itself: the next push draws it
-            self._pending = True
-            return
         if self._clock() - self._last >= self._interval:
             self._push()
         elif not self._pending:
@@ -279,6 +327,7 @@ class LiveOutput:
     # -- drawing (under the lock) -------------------------------------------------------------------
 
     def _push(self) -> None:
+        self._fold()
         self._pending = False
         self._last = self._clock()
         self._pushing = True

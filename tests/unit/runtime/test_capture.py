@@ -9,6 +9,7 @@ import tracemalloc
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.runtime import CodeRunner, OutputCaps
 from dsh_kernel.runtime.mime import json_bundle, png_size, summarize_output, to_json_value
 from dsh_kernel.runtime.text import fit_text, format_size, utf8_len, utf8_prefix, utf8_suffix
@@ -238,8 +239,8 @@ class _Tap:
 
     def display(
         self,
-        data: dict[str, object],
-        metadata: dict[str, object],
+        data: JsonObject,
+        metadata: JsonObject,
         *,
         display_id: str | None,
         update: bool,

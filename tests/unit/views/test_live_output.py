@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import ipywidgets
 import pytest
@@ -15,6 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from traitlets.config import Config
 
 from dsh_kernel import Agent
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.kernel.toolbox.python import python_tool
 from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
@@ -40,8 +41,7 @@ class Clock:
 
 def shown(live: LiveOutput) -> list[dict[str, Any]]:
     """The outputs the live area shows now, in order (the note excluded)."""
-    (inner,) = children(live.widget)
-    return [o for w in children(inner) if isinstance(w, ipywidgets.Output) for o in outputs(w)]
+    return [o for w in children(live._area) if isinstance(w, ipywidgets.Output) for o in outputs(w)]
 
 
 def shown_text(live: LiveOutput) -> str:
@@ -49,8 +49,7 @@ def shown_text(live: LiveOutput) -> str:
 
 
 def note(live: LiveOutput) -> str:
-    (inner,) = children(live.widget)
-    return html_text(live.note.value) if live.note in children(inner) else ""
+    return html_text(live.note.value) if live.note in children(live._area) else ""
 
 
 def wait_until(cond: Callable[[], bool], what: str, timeout: float = 20) -> None:
@@ -99,7 +98,7 @@ def test_a_write_after_the_interval_pushes_from_the_write_path(
         pushed_by.append(threading.current_thread().name)
         original()
 
-    live._draw = draw  # type: ignore[method-assign]
+    live._draw = draw
     clock.now += 1
     live.stream("stdout", "b")
     assert pushed_by == [threading.current_thread().name]
@@ -152,8 +151,9 @@ def test_outputs_beyond_the_last_few_are_dropped_and_their_widgets_closed(
     for i in range(10):
         clock.now += 1
         live.display({"text/plain": f"plot {i}"}, {}, display_id=None, update=False, output_type="")
-        (inner,) = children(live.widget)
-        made += [w for w in children(inner) if isinstance(w, ipywidgets.Output) and w not in made]
+        made += [
+            w for w in children(live._area) if isinstance(w, ipywidgets.Output) and w not in made
+        ]
     assert [o["data"]["text/plain"] for o in shown(live)] == ["plot 7", "plot 8", "plot 9"]
     assert "7 outputs of earlier output" in note(live)
     assert sum(1 for w in made if w.comm is not None) == 3  # the others were closed
@@ -164,7 +164,7 @@ def test_outputs_beyond_the_last_few_are_dropped_and_their_widgets_closed(
 def test_each_push_sends_only_the_outputs_that_changed(
     live: LiveOutput, clock: Clock, comms: CommLog
 ) -> None:
-    image = {"image/png": "iVBORw0KGgo=" * 1000, "text/plain": "<Figure>"}
+    image: JsonObject = {"image/png": "iVBORw0KGgo=" * 1000, "text/plain": "<Figure>"}
     live.display(image, {}, display_id=None, update=False, output_type="display_data")
     mark = len(comms.sent)
     for i in range(5):
@@ -182,6 +182,7 @@ def test_display_updates_and_clear_output(live: LiveOutput, clock: Clock) -> Non
     assert [o["data"] for o in shown(live)] == [{"text/plain": "50%"}]
     clock.now += 1
     live.clear(wait=True)
+    clock.now += 1
     live.stream("stdout", "fresh\n")
     assert shown(live) == [{"output_type": "stream", "name": "stdout", "text": "fresh\n"}]
 
@@ -193,7 +194,7 @@ def test_a_widget_view_is_shown_as_the_widget_only_in_a_live_card(
     comms: CommLog, clock: Clock
 ) -> None:
     bar = ipywidgets.IntProgress(max=10)
-    bundle = dict(bar._repr_mimebundle_())  # type: ignore[attr-defined]
+    bundle = cast(JsonObject, bar._repr_mimebundle_())
     for whole in (True, False):
         live = LiveOutput(whole=whole, interval_s=0.05, clock=clock)
         live.display(bundle, {}, display_id=None, update=False, output_type="display_data")
