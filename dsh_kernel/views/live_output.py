@@ -192,15 +192,15 @@ class LiveOutput:
             self._cond.notify_all()
 
     def dispose(self) -> None:
-        """Close, and close the widgets this run made (the card no longer shows them)."""
+        """Close, then close every widget of the live area (the card no longer shows it)."""
         self.close()
         with self._lock:
             for widget in self._widgets.values():
-                widget.close()
+                _ipw.close(widget)
             self._widgets.clear()
             self._entries.clear()
-            _ipw.set_children(self._area, [])
-            _ipw.set_visible(self.widget, False)
+            for widget in (self.note, self._area, self.widget):
+                _ipw.close(widget)
 
     # -- bookkeeping (under the lock) ---------------------------------------------------------------
 
@@ -357,7 +357,7 @@ class LiveOutput:
             children.append(widget)
         kept = set(entries)
         for gone in [e for e in self._widgets if e not in kept]:
-            self._widgets.pop(gone).close()
+            _ipw.close(self._widgets.pop(gone))
         _ipw.set_children(self._area, children)
         _ipw.set_visible(self.widget, True)
 

@@ -180,8 +180,8 @@ class ToolCardWidget:
             return
         self.card, self.sent = card, images
         if card.settled and self._live is not None:
-            self._live.dispose()
             _ipw.set_children(self.live_slot, [])
+            self._live.dispose()
         defn = lookup(self._tools, card.name)
         view = card_view(card, defn)
         self.head.value = header_html(view, card.status)

@@ -20,7 +20,7 @@ from dsh_kernel.kernel.toolbox.python import python_tool
 from dsh_kernel.runtime.runner import CodeRunner
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from dsh_kernel.views import TurnView
-from dsh_kernel.views._ipw import children, outputs, visible
+from dsh_kernel.views._ipw import children, is_open, outputs, visible
 from dsh_kernel.views.live_output import LiveOutput
 from dsh_kernel.views.tool_card import ToolCardWidget
 
@@ -266,6 +266,10 @@ async def test_prints_are_in_the_card_before_the_code_ends(
     views[0].finish()
     (c,) = cards()
     assert children(c.live_slot) == ()  # the live area is gone once the result is drawn
+    live = c._live
+    assert live is not None and live.pushes >= 1
+    # ... and its widgets are closed (a saved widget state does not keep them)
+    assert not any(is_open(w) for w in (live.widget, live._area, live.note))
     assert outputs(c.body) == (
         {"output_type": "stream", "name": "stdout", "text": "epoch 1\nepoch 2\n"},
     )
