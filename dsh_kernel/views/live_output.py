@@ -107,7 +107,8 @@ class LiveOutput:
         tail_chars: int = LIVE_TAIL_CHARS,
         max_outputs: int = LIVE_MAX_OUTPUTS,
     ) -> None:
-        self._area = _ipw.VBox()
+        # never shrunk to the box (a widget box would then scroll itself, from the top)
+        self._area = _ipw.VBox(layout={"flex": "0 0 auto"})
         # column-reverse around one child: the scroll position starts, and stays, at the bottom
         self.widget = _ipw.Box(
             [self._area],

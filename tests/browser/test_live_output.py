@@ -1,7 +1,7 @@
 """The agent's running code shows its output in its card as it runs, in a real JupyterLab.
 
 The notebook is on the ``dsh`` kernel; the model is the loopback server, which asks to run Python
-that prints a line, shows a ``tqdm.auto`` progress bar, moves it to 3 of 10, then waits for a file
+that prints 61 lines (more than the live area's height: it scrolls, and shows the newest), shows a ``tqdm.auto`` progress bar, moves it to 3 of 10, then waits for a file
 this test writes. While the code waits (it holds the kernel's main thread), the page must show the
 printed line and the bar — a real progress widget, not text — in the card; then the test lets the
 code finish, and the card shows the run's whole output as before. How long the print took to reach
@@ -27,6 +27,8 @@ ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
 CODE = """\
 import os, time
 from tqdm.auto import tqdm
+for i in range(60):
+    print("warming up", i)
 print("epoch 1: loss 0.50")
 open({printed!r}, "w").write(repr(time.time()))
 bar = tqdm(total=10, desc="training")
@@ -45,6 +47,27 @@ BAR_JS = """() => {
   if (!area || area.offsetParent === null) return null;
   const bar = area.querySelector('.progress .progress-bar');
   return {bar: !!bar, width: bar ? bar.style.width : null, text: area.innerText};
+}"""
+
+
+IN_VIEW_JS = """() => {
+  const area = document.querySelector('.dsh-turn .dsh-card .dsh-live');
+  const box = area.getBoundingClientRect();
+  const spans = [...area.querySelectorAll('pre')];
+  const inView = (el, text) => {
+    const range = document.createRange();
+    const node = [...el.childNodes].find((n) => n.textContent.includes(text));
+    if (!node) return false;
+    const at = node.textContent.indexOf(text);
+    range.setStart(node, at);
+    range.setEnd(node, at + text.length);
+    const r = range.getBoundingClientRect();
+    return r.top >= box.top - 1 && r.bottom <= box.bottom + 1;
+  };
+  const text = spans[0];
+  return {scrolls: area.scrollHeight > area.clientHeight + 1,
+          lastInView: inView(text, 'epoch 1: loss 0.50'),
+          firstInView: inView(text, 'warming up 0')};
 }"""
 
 
@@ -90,6 +113,9 @@ def test_prints_and_a_progress_bar_show_in_the_card_while_the_code_runs(tmp_path
             assert not release.exists()
             assert "training" in state["text"] and "3/10" in state["text"], state
             assert "epoch 2" not in state["text"]
+            # The area scrolls, anchored at its bottom: the newest line is in view.
+            view = page.evaluate(IN_VIEW_JS)
+            assert view["scrolls"] and view["lastInView"] and not view["firstInView"], view
             latency = seen_at - float(printed.read_text())
             print(f"print → page: {latency * 1000:.0f} ms (an upper bound: polled)")
             assert latency < 10, latency  # the code still waits; without live output it never ends
