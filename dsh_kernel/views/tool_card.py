@@ -246,14 +246,7 @@ class ToolCardWidget:
             self.question = QuestionForm(card.call_id, questions, self._answered)
             _ipw.set_children(
                 self.widget,
-                [
-                    self.head,
-                    self.images,
-                    self.approval_row,
-                    self.question.widget,
-                    self.live_slot,
-                    self.details,
-                ],
+                [self.head, self.images, self.approval_row, self.question.widget, self.details],
             )
         if card.settled:
             answers = ()
