@@ -216,19 +216,32 @@ class LiveOutput:
             self._changed()
 
     def _fold(self) -> None:
-        """Move what the writers queued into the entries."""
+        """Move what the writers queued into the entries (a run of writes to one stream at once)."""
         self._queued = 0
         inbox = self._inbox
+        name: str | None = None
+        run: list[str] = []
         while inbox:
             item = inbox.popleft()
-            if isinstance(item, tuple):
-                self._add_text(*item)
-            elif isinstance(item, _Show):
+            if type(item) is tuple:
+                if item[0] != name:
+                    if run:
+                        self._add_text(name or "stdout", "".join(run))
+                        run = []
+                    name = item[0]
+                run.append(item[1])
+                continue
+            if run:
+                self._add_text(name or "stdout", "".join(run))
+                run, name = [], None
+            if isinstance(item, _Show):
                 self._add_display(item)
-            elif item.wait:
+            elif isinstance(item, _Clear) and item.wait:
                 self._clear_pending = True
             else:
                 self._clear()
+        if run:
+            self._add_text(name or "stdout", "".join(run))
 
     def _add_text(self, name: str, text: str) -> None:
         self._apply_pending_clear()
