@@ -22,10 +22,11 @@ in this kernel are shown as a cell shows them (``whole``): a widget the code dis
 bar, an ipywidgets ``IntProgress``) is that widget, updated through its own comm; otherwise each
 output is ``views.outputs.reduced``. The note is an ``HTML`` widget (sanitised, escaped text).
 
-The per-write cost is an append under a lock and a clock read; the push (JSON of the changed outputs,
-a comm message) is paid at most ``1 / interval_s`` times a second (``benchmarks/kernel.py``'s live
-output part measures a 100,000-line loop with and without a view). Thread-safe: writes may come from
-any thread the code starts. A push that fails stops the live area (logged once); the run goes on.
+A write only queues (a deque append, atomic without the lock) and reads the clock; the queue is
+folded into the outputs under the lock when a push is due or it has grown long, and the push (JSON
+of the changed outputs, a comm message) is paid at most ``1 / interval_s`` times a second
+(``benchmarks/live_output.py`` times a 100,000-line loop with and without a view). Thread-safe:
+writes may come from any thread the code starts. A push that fails stops the live area (logged once); the run goes on.
 """
 
 from __future__ import annotations
@@ -147,8 +148,6 @@ class LiveOutput:
         """How many times the area was drawn (tests read it)."""
 
     # -- the tap (any thread) -----------------------------------------------------------------------
-    # A write only queues (a deque append is atomic) and reads the clock; the queue is folded into
-    # the entries, under the lock, when a push is due or it has grown long.
 
     def stream(self, name: str, text: str) -> None:
         if self._closed:
