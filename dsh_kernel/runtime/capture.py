@@ -28,17 +28,25 @@ Not captured: writes to file descriptors 1/2 from C code or subprocesses, and ha
 ``logging.StreamHandler``) that kept a reference to the original stream.
 
 Published bundles are made lossless JSON by ``runtime.mime.json_bundle``.
+
+**Live output.** ``OutputCapture(…, tap=…)`` also hands every write, display and clear to an
+``OutputTap`` as it happens, on the thread that made it (in the kernel the main thread, where the
+agent's code runs), before the budget is applied: a live view can show the tail of a long run while
+the sink keeps its head. The tap must be quick (it is on the code's write path) and must not print.
+A tap that raises an ``Exception`` is dropped for the rest of the run (logged once); the code and the
+capture go on. A ``BaseException`` from it (the user's interrupt arriving meanwhile) reaches the code.
 """
 
 from __future__ import annotations
 
 import io
+import logging
 import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Final, cast
+from typing import Final, Protocol, cast
 
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.runtime.figures import FigureTracker
@@ -52,6 +60,7 @@ from dsh_kernel.runtime.text import (
 )
 from dsh_kernel.runtime.types import OutputCaps
 
+_log = logging.getLogger(__name__)
 _UNSET: Final = object()
 
 ENTRY_OVERHEAD: Final = 64
@@ -60,6 +69,30 @@ ENTRY_OVERHEAD: Final = 64
 
 class OutputLimitExceeded(BaseException):
     """Raised into the running code once it has written ``stop_after_bytes`` of output."""
+
+
+class OutputTap(Protocol):
+    """Hears a run's outputs as they are made (see "Live output" in the module docstring)."""
+
+    def stream(self, name: str, text: str) -> None:
+        """``text`` written to ``name`` (``stdout`` or ``stderr``)."""
+        ...
+
+    def display(
+        self,
+        data: JsonObject,
+        metadata: JsonObject,
+        *,
+        display_id: str | None,
+        update: bool,
+        output_type: str,
+    ) -> None:
+        """A display (``update``: a new version of the display ``display_id``)."""
+        ...
+
+    def clear(self, *, wait: bool) -> None:
+        """``clear_output`` (``wait``: at the next output)."""
+        ...
 
 
 # -- the sink ---------------------------------------------------------------------------------------
@@ -86,8 +119,11 @@ class _Stream:
 class OutputSink:
     """Ordered, budgeted storage for one run's outputs. Thread-safe."""
 
-    def __init__(self, caps: OutputCaps, *, run_thread: int | None = None) -> None:
+    def __init__(
+        self, caps: OutputCaps, *, run_thread: int | None = None, tap: OutputTap | None = None
+    ) -> None:
         self._caps = caps
+        self._tap = tap
         self._run_thread = run_thread if run_thread is not None else threading.get_ident()
         self._lock = threading.Lock()
         self._entries: list[_Stream | JsonObject] = []
@@ -112,9 +148,19 @@ class OutputSink:
         ):
             raise OutputLimitExceeded(f"the code wrote more than {format_size(limit)} of output")
 
+    def _tap_failed(self) -> None:
+        self._tap = None
+        _log.warning("the live output tap failed; the run goes on without it", exc_info=True)
+
     def write(self, name: str, text: str) -> None:
         if not text:
             return
+        tap = self._tap
+        if tap is not None:
+            try:
+                tap.stream(name, text)
+            except Exception:
+                self._tap_failed()
         with self._lock:
             self._apply_pending_clear()
             size = utf8_len(text)
@@ -145,6 +191,14 @@ class OutputSink:
         update: bool = False,
         output_type: str = "display_data",
     ) -> None:
+        tap = self._tap
+        if tap is not None:
+            try:
+                tap.display(
+                    data, metadata, display_id=display_id, update=update, output_type=output_type
+                )
+            except Exception:
+                self._tap_failed()
         with self._lock:
             self._apply_pending_clear()
             size = sum(payload_size(v) for v in data.values())
@@ -199,6 +253,12 @@ class OutputSink:
         return kept, {**metadata, "dsh": note}
 
     def clear(self, *, wait: bool) -> None:
+        tap = self._tap
+        if tap is not None:
+            try:
+                tap.clear(wait=wait)
+            except Exception:
+                self._tap_failed()
         with self._lock:
             if wait:
                 self._clear_pending = True
@@ -325,8 +385,10 @@ class CapturingDisplayPublisher:
 class OutputCapture:
     """The context manager described in the module docstring. ``result()`` after exit."""
 
-    def __init__(self, caps: OutputCaps, *, shell: object | None = None) -> None:
-        self.sink = OutputSink(caps)
+    def __init__(
+        self, caps: OutputCaps, *, shell: object | None = None, tap: OutputTap | None = None
+    ) -> None:
+        self.sink = OutputSink(caps, tap=tap)
         self.figures = FigureTracker()
         self._shell = shell
         self._saved: tuple[object, object, object, object] | None = None

@@ -1,6 +1,6 @@
 """``CodeRunner``: run Python source in a live namespace, synchronously, on the calling thread.
 
-``CodeRunner(namespace, shell=None).run(code, timeout_s=…, caps=…)`` always returns a
+``CodeRunner(namespace, shell=None).run(code, timeout_s=…, caps=…, tap=…)`` always returns a
 ``CodeRunResult``; failures are its ``failure`` field (``run`` raises only ``UsageError`` for misuse).
 It runs on the calling thread on purpose: in the kernel that is the main thread, where user code
 expects to be and where signals are delivered.
@@ -12,7 +12,8 @@ How a run goes:
    ``shell.transform_cell`` (so ``%magics`` and ``!commands`` work as in a cell).
 2. It is compiled with ``PyCF_ALLOW_TOP_LEVEL_AWAIT`` (and ``dont_inherit``). When the last statement
    is an expression not followed by ``;``, its value is kept (as in a notebook cell).
-3. Output is captured (``runtime.capture``) for the whole run, and the code executes with the
+3. Output is captured (``runtime.capture``; with ``tap``, also heard live as it is made) for the
+   whole run, and the code executes with the
    namespace as its globals. With a shell, its ``pre_execute``/``post_execute`` events fire around
    the code (so e.g. matplotlib's inline backend flushes figures into the captured outputs).
 4. The last value is formatted into a MIME bundle (an ``execute_result`` output) and ``value_repr``.
@@ -72,7 +73,7 @@ from types import CodeType, FrameType
 from typing import Any, Final, cast
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.runtime.capture import OutputCapture, OutputLimitExceeded
+from dsh_kernel.runtime.capture import OutputCapture, OutputLimitExceeded, OutputTap
 from dsh_kernel.runtime.mime import format_value
 from dsh_kernel.runtime.running import RunWindow
 from dsh_kernel.runtime.text import truncation_marker, utf8_len, utf8_prefix
@@ -120,7 +121,12 @@ class CodeRunner:
         self.shell = shell
 
     def run(
-        self, code: str, *, timeout_s: float | None = None, caps: OutputCaps = DEFAULT_CAPS
+        self,
+        code: str,
+        *,
+        timeout_s: float | None = None,
+        caps: OutputCaps = DEFAULT_CAPS,
+        tap: OutputTap | None = None,
     ) -> CodeRunResult:
         if not isinstance(code, str):  # pyright: ignore[reportUnnecessaryIsInstance]
             raise UsageError(f"code must be a str, not {type(code).__name__}")
@@ -136,7 +142,7 @@ class CodeRunner:
         self.namespace.setdefault("__name__", "__main__")
         before = _snapshot(self.namespace)
 
-        capture = OutputCapture(caps, shell=self.shell)
+        capture = OutputCapture(caps, shell=self.shell, tap=tap)
         window = RunWindow()
         failure: CodeRunFailure | None = None
         value_repr: str | None = None

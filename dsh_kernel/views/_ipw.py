@@ -139,6 +139,13 @@ def set_multi_values(select: SelectMultiple, values: Sequence[str]) -> None:
     select.value = tuple(values)
 
 
+def close(widget: DOMWidget) -> None:
+    """Close ``widget``'s comm and its layout's (``Widget.close`` leaves the layout open)."""
+    layout = cast(ipywidgets.Layout, widget.layout)  # pyright: ignore[reportUnknownMemberType]
+    widget.close()
+    layout.close()
+
+
 def is_open(widget: Widget) -> bool:
     """False once the widget's comm was closed (``Widget.close()`` / ``close_all()``)."""
     return cast(object, widget.comm) is not None

@@ -13,6 +13,9 @@ Layout (a ``VBox`` with class ``dsh-card``):
   so a view drawn later — a tab reopened after the approval timed out — never reads as waiting;
 * for ``ask_user`` calls, the question form (``views.question``) while the call runs, then the logged
   answers, disabled;
+* while a ``python`` call's code runs, its output so far (``views.live_output``: the tail, updated
+  as it is made; a widget the code displays, such as a progress bar, is shown as that widget),
+  until the result arrives;
 * a "Details" accordion holding one ``Output`` widget: the arguments as Markdown fenced code (Python
   highlighted by the frontend) and the result — text, or the rich nbformat outputs of
   ``meta["outputs"]`` (tables, plots) rendered by the frontend. It opens by itself once the call
@@ -32,6 +35,7 @@ Layout (a ``VBox`` with class ``dsh-card``):
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Literal, TypeAlias
 
@@ -50,6 +54,7 @@ from dsh_kernel.views.card_content import (
     lookup,
 )
 from dsh_kernel.views.image_note import images_html
+from dsh_kernel.views.live_output import LiveOutput
 from dsh_kernel.views.outputs import reduced
 from dsh_kernel.views.question import QuestionForm
 from dsh_kernel.views.shown_images import MessageImages
@@ -112,9 +117,16 @@ class ToolCardWidget:
         on_approval: ApprovalCallback | None = None,
         on_answer: AnswerCallback | None = None,
         live_outputs: bool = False,
+        live_interval_s: float = 0.05,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._tools = tools
         self._live_outputs = live_outputs
+        self._live_interval = live_interval_s
+        self._clock = clock
+        self._live: LiveOutput | None = None
+        self.live_slot = _ipw.VBox()
+        """Holds the running code's ``LiveOutput`` widget (empty otherwise)."""
         self._on_approval = on_approval
         self._on_answer = on_answer
         self.head = _ipw.HTML()
@@ -141,7 +153,9 @@ class ToolCardWidget:
         self.details = _ipw.Accordion(children=[self.details_box], selected_index=None)
         _ipw.set_titles(self.details, ["Details"])
         self.question: QuestionForm | None = None
-        self.widget = _ipw.VBox([self.head, self.images, self.approval_row, self.details])
+        self.widget = _ipw.VBox(
+            [self.head, self.images, self.approval_row, self.live_slot, self.details]
+        )
         _ipw.add_class(self.widget, "dsh-card")
         self.card: ToolCardModel | None = None
         self.sent: MessageImages | None = None
@@ -166,6 +180,9 @@ class ToolCardWidget:
         if card == self.card and images == self.sent:
             return
         self.card, self.sent = card, images
+        if card.settled and self._live is not None:
+            _ipw.set_children(self.live_slot, [])
+            self._live.dispose()
         defn = lookup(self._tools, card.name)
         view = card_view(card, defn)
         self.head.value = header_html(view, card.status)
@@ -181,6 +198,20 @@ class ToolCardWidget:
             self._open_once("outputs")
         if card.name == ASK_USER_TOOL:
             self._update_question(card)
+
+    def live_output(self) -> LiveOutput | None:
+        """Where this call's running code shows its output (``views.live_output``); ``None`` when
+        the call is not a ``python`` call still to settle. One per card: a second call gets the
+        same, closed if its run has ended."""
+        card = self.card
+        if card is None or card.settled or card.name not in LIVE_OUTPUT_TOOLS:
+            return None
+        if self._live is None:
+            self._live = LiveOutput(
+                whole=self._live_outputs, interval_s=self._live_interval, clock=self._clock
+            )
+            _ipw.set_children(self.live_slot, [self._live.widget])
+        return self._live
 
     def _open_once(self, reason: str) -> None:
         if reason not in self._opened_for:

@@ -30,6 +30,11 @@ hears Stop and Send on ipykernel's shell channel thread (``kernel.host.busy``) a
 then appends one flag per Send click to ``handled_sends`` (``True``: already steered), and the view,
 receiving the same click later, consumes one flag per click and skips the ones already steered.
 
+Code output while it runs: the agent's ``python`` code holds the main thread, so this loop cannot
+draw meanwhile; ``live_output(call_id)`` (the tool asks, just before the code starts) draws the view
+once more and gives that call's card's ``views.live_output.LiveOutput``, which pushes the output
+from the code's own write path at this view's rate.
+
 Questions: the ``ask_user`` form is drawn in its call's card; ``ask`` is an ``Asker`` for that tool
 that waits for the form's Submit (``on_answer`` is told too, for a kernel that wants to log it).
 
@@ -77,6 +82,7 @@ from dsh_kernel.views.format import (
     tokens,
 )
 from dsh_kernel.views.image_note import images_html
+from dsh_kernel.views.live_output import LiveOutput
 from dsh_kernel.views.question import QuestionBroker
 from dsh_kernel.views.render import static_bundle
 from dsh_kernel.views.replayed import as_drawn
@@ -427,6 +433,8 @@ class TurnView:
                         on_approval=self._approval,
                         on_answer=self._answer,
                         live_outputs=self._live_outputs,
+                        live_interval_s=self._interval,
+                        clock=self._clock,
                     )
                 block.update(item.card, self._seen_images.item(item.key))
                 return block.widget
@@ -445,6 +453,19 @@ class TurnView:
                         f"{escape(item.text)}</div>"
                     )
                 return block
+
+    def live_output(self, call_id: str) -> LiveOutput | None:
+        """The live output of the card of ``call_id``, a ``python`` call about to run (module
+        docstring); ``None`` when this view has no such card or has finished. Draws the view first
+        when it is behind, so the card is on the page before the code holds the loop."""
+        if self._finished or not self._bound:
+            return None
+        if self._dirty:
+            self.flush()
+        for block in self._blocks.values():
+            if isinstance(block, ToolCardWidget) and block.card and block.card.call_id == call_id:
+                return block.live_output()
+        return None
 
     def finish(self) -> dict[str, str]:
         """Draw the final state, hide Stop and the steer box, and return the static bundle."""

@@ -84,6 +84,7 @@ from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
+    from dsh_kernel.kernel.toolbox.python import LiveTap
     from dsh_kernel.views.turn import TurnView
 
 _log = logging.getLogger(__name__)
@@ -305,6 +306,7 @@ class AgentHost:
             desk=self.desk,
             store=self.store,
             live=lambda: [self.journal] if self.journal is not None else [],
+            live_output=self._live_output,
         ):
             agent.registry.register(definition)
         if self.desk is not None:
@@ -334,6 +336,11 @@ class AgentHost:
 
     def resolve_approval(self, request_id: str, outcome: str) -> None:
         self.bridge.resolve_approval(request_id, outcome)
+
+    def _live_output(self, call_id: str) -> LiveTap | None:
+        """Where a ``python`` call shows its output while it runs: its card in the running view."""
+        view = self.view
+        return view.live_output(call_id) if view is not None else None
 
     # --- prices -----------------------------------------------------------------------------------
 

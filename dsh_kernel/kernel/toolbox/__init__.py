@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from dsh_kernel.kernel.toolbox.ask_user import ask_user_tool
-from dsh_kernel.kernel.toolbox.python import inspect_tool, python_tool
+from dsh_kernel.kernel.toolbox.python import LiveOutputLookup, inspect_tool, python_tool
 from dsh_kernel.kernel.toolbox.sql import sql_tool
 from dsh_kernel.runtime.image_reduce import ImageCaps
 from dsh_kernel.runtime.runner import CodeRunner
@@ -39,15 +39,22 @@ def builtin_tools(
     desk: NotebookDesk | None,
     store: Store | None,
     live: Callable[[], Sequence[JournalWriter]],
+    live_output: LiveOutputLookup | None = None,
 ) -> list[ToolDefinition]:
     """Every built-in tool for ``agent``, in the order the model sees them.
 
-    ``python`` and ``inspect`` always; ``ask_user`` always (``ask`` puts the question to the
+    ``python`` and ``inspect`` always (``live_output``: where a ``python`` call shows its output
+    while it runs); ``ask_user`` always (``ask`` puts the question to the
     person); ``notebook_read``/``notebook_insert`` when the kernel has a ``desk``; ``sql`` when it
     has a ``store`` (``live`` gives the journals not yet in the database).
     """
     tools = [
-        python_tool(CodeRunner(namespace, shell=shell), on_interrupt=on_interrupt, images=images),
+        python_tool(
+            CodeRunner(namespace, shell=shell),
+            on_interrupt=on_interrupt,
+            images=images,
+            live_output=live_output,
+        ),
         inspect_tool(namespace),
         ask_user_tool(ask),
     ]

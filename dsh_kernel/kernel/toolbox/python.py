@@ -1,9 +1,12 @@
 """The agent's ``python`` and ``inspect`` tools, over a live namespace.
 
-``python_tool(runner, on_interrupt=…, timeout_s=…, caps=…, images=…)`` — arguments
+``python_tool(runner, on_interrupt=…, timeout_s=…, caps=…, images=…, live_output=…)`` — arguments
 ``{code, description?}``.
 Not read-only, so the default approval policy asks first. Its body runs ``runner.run`` synchronously
 on the calling thread (the pipeline calls a sync body on the loop thread: the kernel's main thread).
+``live_output(call_id)`` (the kernel's: the running cell's view) may give a ``LiveTap`` that hears
+the run's outputs as they are made (``runtime.capture``'s "Live output"), to show them while the
+code runs; it is closed when the run ends. What the model receives does not depend on it.
 
 - **Value** (execution-local): ``CodeRunResult.to_json()``.
 - **Model text** (``render``): the run's outputs in order (stream text as written, rich outputs as
@@ -45,11 +48,12 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Protocol
 
 from dsh_kernel.errors import ToolArgsError, ToolError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.types import ContentBlock, TextBlock
+from dsh_kernel.runtime.capture import OutputTap
 from dsh_kernel.runtime.describe import (
     NameNotFound,
     describe_value,
@@ -79,6 +83,16 @@ DEFAULT_TIMEOUT_S: Final = 120.0
 MAX_LISTED_VARIABLES: Final = 200
 _TITLE_CHARS: Final = 80
 _NAMES_SHOWN: Final = 20
+
+
+class LiveTap(OutputTap, Protocol):
+    """An ``OutputTap`` for one run, closed when the run ends (it then shows nothing more)."""
+
+    def close(self) -> None: ...
+
+
+LiveOutputLookup = Callable[[str], LiveTap | None]
+"""A call id → where that call's run shows its output live (``None``: nowhere)."""
 
 
 class CodeRunFailedError(ToolError):
@@ -119,13 +133,19 @@ def python_tool(
     timeout_s: float | None = DEFAULT_TIMEOUT_S,
     caps: OutputCaps = DEFAULT_CAPS,
     images: ImageCaps = DEFAULT_IMAGE_CAPS,
+    live_output: LiveOutputLookup | None = None,
 ) -> ToolDefinition:
     def execute(args: JsonObject, ctx: ToolContext) -> JsonValue:
-        del ctx  # a synchronous run cannot be cancelled by the signal; SIGINT stops it
+        # a synchronous run cannot be cancelled by ctx.signal; SIGINT stops it
         code = args.get("code")
         if not isinstance(code, str):
             raise ToolArgsError("invalid arguments: $.code: expected string")
-        result = runner.run(code, timeout_s=timeout_s, caps=caps)
+        tap = _live_tap(live_output, ctx.call_id)
+        try:
+            result = runner.run(code, timeout_s=timeout_s, caps=caps, tap=tap)
+        finally:
+            if tap is not None:
+                _close_tap(tap)
         if result.interrupted and on_interrupt is not None:
             _after_body(on_interrupt)
         value = result.to_json()
@@ -173,6 +193,24 @@ def python_tool(
         read_only=False,
         present_call=present_python_call,
     )
+
+
+def _live_tap(lookup: LiveOutputLookup | None, call_id: str) -> LiveTap | None:
+    """Where this call shows its output live; a failing lookup only costs the live view."""
+    if lookup is None:
+        return None
+    try:
+        return lookup(call_id)
+    except Exception:
+        _log.warning("live output lookup failed", exc_info=True)
+        return None
+
+
+def _close_tap(tap: LiveTap) -> None:
+    try:
+        tap.close()
+    except Exception:
+        _log.warning("closing the live output failed", exc_info=True)
 
 
 def _after_body(callback: Callable[[], None]) -> None:

@@ -9,6 +9,7 @@ import tracemalloc
 
 from IPython.core.interactiveshell import InteractiveShell
 
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.runtime import CodeRunner, OutputCaps
 from dsh_kernel.runtime.mime import json_bundle, png_size, summarize_output, to_json_value
 from dsh_kernel.runtime.text import fit_text, format_size, utf8_len, utf8_prefix, utf8_suffix
@@ -222,3 +223,65 @@ def test_lone_surrogates_never_reach_the_kept_text() -> None:
     assert json_bundle({"text/plain": "x\udc80"}) == {"text/plain": "x?"}
     for output in r.outputs:
         json.dumps(output, ensure_ascii=False).encode("utf-8")  # writable to a UTF-8 journal
+
+
+class _Tap:
+    """An ``OutputTap`` that records what it hears (``fail``: raises on the first write)."""
+
+    def __init__(self, *, fail: bool = False) -> None:
+        self.heard: list[tuple[str, object]] = []
+        self.fail = fail
+
+    def stream(self, name: str, text: str) -> None:
+        if self.fail:
+            raise RuntimeError("the view went away")
+        self.heard.append((name, text))
+
+    def display(
+        self,
+        data: JsonObject,
+        metadata: JsonObject,
+        *,
+        display_id: str | None,
+        update: bool,
+        output_type: str,
+    ) -> None:
+        self.heard.append((output_type, (data.get("text/plain"), display_id, update)))
+
+    def clear(self, *, wait: bool) -> None:
+        self.heard.append(("clear", wait))
+
+
+def test_a_tap_hears_every_output_as_it_is_made_even_beyond_the_budget(
+    shell: InteractiveShell,
+) -> None:
+    tap = _Tap()
+    heard_before_the_end: list[int] = []
+    shell.user_ns["probe"] = lambda: heard_before_the_end.append(len(tap.heard))
+    code = (
+        "from IPython.display import display, clear_output\n"
+        "print('x' * 200)\n"
+        "probe()\n"
+        "print('tail', file=__import__('sys').stderr)\n"
+        "display('shown', display_id='d')\n"
+        "clear_output(wait=True)\n"
+        "7"
+    )
+    r = CodeRunner(shell.user_ns, shell=shell).run(
+        code, caps=OutputCaps(stored_bytes=100, summary_bytes=256), tap=tap
+    )
+    assert r.ok, r.failure
+    assert heard_before_the_end == [2]  # the print and its newline, while the code still ran
+    assert tap.heard[:3] == [("stdout", "x" * 200), ("stdout", "\n"), ("stderr", "tail")]
+    assert ("display_data", ("'shown'", "d", False)) in tap.heard
+    assert ("clear", True) in tap.heard
+    assert tap.heard[-1] == ("execute_result", ("7", None, False))
+    assert r.dropped_bytes > 0  # the sink kept its budget; the tap heard everything
+
+
+def test_a_failing_tap_is_dropped_and_the_run_goes_on() -> None:
+    tap = _Tap(fail=True)
+    r = CodeRunner({}).run("print('a')\nprint('b')\nx = 1", tap=tap)
+    assert r.ok, r.failure
+    assert r.stdout == "a\nb\n"
+    assert tap.heard == []
