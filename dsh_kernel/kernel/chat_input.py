@@ -48,18 +48,21 @@ class ExpandedPrompt:
     tools: tuple[ToolDefinition, ...]
 
 
-def _evaluate(expr: str, namespace: dict[str, object]) -> object:
+def _evaluate(sigil: str, expr: str, namespace: dict[str, object]) -> object:
+    """``expr``'s value; a ``PromptError`` naming the reference as the user wrote it (``sigil``)."""
     if expr.isidentifier():
         if expr not in namespace:
             raise PromptError(
-                f"$`{expr}`: there is no variable {expr!r} in the notebook namespace; run the cell "
-                "that defines it first, or check the spelling"
+                f"{sigil}`{expr}`: there is no variable {expr!r} in the notebook namespace; run the "
+                "cell that defines it first, or check the spelling"
             )
         return namespace[expr]
     try:
         return eval(compile(expr, "<prompt reference>", "eval"), namespace)
     except Exception as exc:
-        raise PromptError(f"$`{expr}` could not be evaluated: {type(exc).__name__}: {exc}") from exc
+        raise PromptError(
+            f"{sigil}`{expr}` could not be evaluated: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def expand_prompt(
@@ -89,7 +92,7 @@ def expand_prompt(
         parts.append(unescape(text[pos : ref.start]))
         pos = ref.end
         if ref.sigil == "$":
-            value = _evaluate(ref.expr, namespace)
+            value = _evaluate(ref.sigil, ref.expr, namespace)
             description = describe_value(value, max_chars=DESCRIPTION_CHARS)
             entry: JsonObject = {"expr": ref.expr, "type": type(value).__name__}
             image = _attach_image(value, images, attached)
@@ -105,7 +108,7 @@ def expand_prompt(
             inserted.append(entry)
             parts.append(f"`{ref.expr}`")
         else:
-            fn = _evaluate(ref.expr, namespace)
+            fn = _evaluate(ref.sigil, ref.expr, namespace)
             given = attached_definition(fn)  # an ``@tool`` function, or a definition
             if given is not None:
                 defn = given
