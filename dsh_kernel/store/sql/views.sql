@@ -573,8 +573,10 @@ ti AS (
     SELECT session_id, arg_max(data ->> '$.title', seq) AS title
     FROM t_events WHERE type = 'session/title' GROUP BY session_id
 ),
-pr AS (
-    SELECT session_id, arg_min(text, seq) AS prompt FROM t_messages WHERE source = 'user' GROUP BY session_id
+pr AS (  -- what the person typed (a cell's raw text), not its expansion of $`x` references
+    SELECT m.session_id, arg_min(coalesce(e.data ->> '$.source.cell.raw', m.text), m.seq) AS prompt
+    FROM t_messages m LEFT JOIN t_events e ON e.session_id = m.session_id AND e.seq = m.seq
+    WHERE m.source = 'user' GROUP BY m.session_id
 ),
 us AS (
     SELECT session_id, sum(input_tokens)::BIGINT AS input_tokens,
@@ -602,7 +604,7 @@ LEFT JOIN pr ON pr.session_id = s.id
 LEFT JOIN us ON us.session_id = s.id;
 COMMENT ON VIEW sessions IS 'One row per session: title, created, notebook, turns, tokens and cost.';
 COMMENT ON COLUMN sessions.session_id IS 'Session id (a UUID).';
-COMMENT ON COLUMN sessions.title IS 'The latest session/title, else the start of the first prompt.';
+COMMENT ON COLUMN sessions.title IS 'The latest session/title, else the start of the first prompt as the user typed it (references such as $`x` unexpanded).';
 COMMENT ON COLUMN sessions.created IS 'When the session was created (UTC).';
 COMMENT ON COLUMN sessions.last_active IS 'Time of its latest event.';
 COMMENT ON COLUMN sessions.notebook IS 'The notebook it was started from, when known.';
