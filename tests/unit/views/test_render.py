@@ -142,6 +142,28 @@ def test_card_snapshots(status: str) -> None:
     check_snapshot(f"card-{status}.html", render_html(model))
 
 
+@pytest.mark.parametrize(
+    ("outcome", "pill"),
+    [
+        ("unavailable", "denied · no one could answer"),
+        ("timeout", "denied · no answer in time"),
+        ("rejected", "denied"),
+    ],
+)
+def test_a_denied_pill_says_denied_once(outcome: str, pill: str) -> None:
+    denied = card(
+        "denied",
+        approval_id="a1",
+        approval_outcome=outcome,
+        is_error=True,
+        error_code="DENIED",
+        result_text="Error: not approved",
+    )
+    html = render_html(turn(ToolItem(key="tool-c1", card=denied)))
+    pills = [m.split(">", 1)[1] for m in html.split("<span") if "dsh-pill" in m.split(">", 1)[0]]
+    assert [p.split("</span>", 1)[0] for p in pills] == [pill]
+
+
 def test_full_turn_snapshot() -> None:
     model = turn(
         ReasoningItem(key="r", text="First, <think>.", done=True),
