@@ -609,7 +609,7 @@ COMMENT ON COLUMN sessions.created IS 'When the session was created (UTC).';
 COMMENT ON COLUMN sessions.last_active IS 'Time of its latest event.';
 COMMENT ON COLUMN sessions.notebook IS 'The notebook it was started from, when known.';
 COMMENT ON COLUMN sessions.cwd IS 'Working directory of the kernel.';
-COMMENT ON COLUMN sessions."user" IS 'Who the session is for (JUPYTERHUB_USER, else USER); NULL for sessions written before dsh-kernel recorded it.';
+COMMENT ON COLUMN sessions."user" IS 'Who the session is for (JUPYTERHUB_USER, else USER, else the account name); NULL for sessions written before dsh-kernel recorded it.';
 COMMENT ON COLUMN sessions.ai_policy IS 'The AI policy in force when the session was created: full, explain or off; NULL before dsh-kernel recorded it.';
 COMMENT ON COLUMN sessions.parent_session IS 'For a fork: the session it was forked from.';
 COMMENT ON COLUMN sessions.seed_length IS 'For a fork: how many events were copied from the parent.';
