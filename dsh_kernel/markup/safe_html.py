@@ -263,6 +263,21 @@ def close_math(text: str, start: int, closer: str, end: int | None = None) -> in
     return -1
 
 
+def _dollar_closer(src: str, start: int, end: int, bound: int) -> int:
+    """Where a single-``$`` formula opened before ``start`` ends, given ``close_math``'s first
+    candidate ``end``; -1 when it is no formula. Pandoc's rule, so prices stay text (``$5 and $6``):
+    the opening ``$`` is followed by a non-space, and the closing one follows a non-space and is not
+    followed by a digit (a later ``$`` may close instead)."""
+    if start >= len(src) or src[start].isspace():
+        return -1
+    while end >= 0:
+        after = end + 1
+        if not src[end - 1].isspace() and not (after < len(src) and src[after].isdigit()):
+            return end
+        end = close_math(src, after, "$", bound)
+    return -1
+
+
 def _math(state: StateInline, silent: bool) -> bool:
     """An inline rule: a formula is one token whose source is shown as it is (never typeset)."""
     src, pos = state.src, state.pos
@@ -274,7 +289,10 @@ def _math(state: StateInline, silent: bool) -> bool:
         opener = len(closer)
     else:
         return False
-    end = close_math(src, pos + opener, closer, min(state.posMax, pos + opener + MAX_FORMULA))
+    bound = min(state.posMax, pos + opener + MAX_FORMULA)
+    end = close_math(src, pos + opener, closer, bound)
+    if closer == "$":
+        end = _dollar_closer(src, pos + 1, end, bound)
     if end < 0 or end == pos + opener:
         return False
     if not silent:
