@@ -84,7 +84,8 @@ _STYLE_PROPERTIES: Final = frozenset(
         "align-items", "background", "background-color", "border", "border-color", "border-left",
         "border-left-color", "border-radius", "color", "cursor", "display", "flex-wrap", "font-family",
         "font-size", "font-style", "font-weight", "gap", "line-height", "margin", "margin-top",
-        "max-height", "max-width", "overflow", "padding", "text-align", "white-space",
+        "max-height", "max-width", "overflow", "overflow-wrap", "padding", "text-align",
+        "white-space", "word-break",
     }
 )  # fmt: skip
 # A declaration value that could fetch or hide something: url(), image-set(), CSS escapes, imports.
