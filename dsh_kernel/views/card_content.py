@@ -68,7 +68,7 @@ KIND_ICONS: Final[dict[str, str]] = {
     "delete": "🗑️",
     "move": "📦",
     "search": "🔍",
-    "execute": "▶️",
+    "execute": "💻",  # not ▶: at the head of a card that folds, it reads as a disclosure triangle
     "fetch": "🌐",
     "other": "🔧",
 }

@@ -4,7 +4,8 @@ A ``%%sql`` result whose cells hold ``$`` shows the dollar signs literally: Math
 in it. A chat answer that names prices (``$5 and $6``) shows them as prose. A tool card's code wraps
 at whitespace only — Lab's output CSS would break a ``<pre>`` mid-word — and a token longer than
 the line scrolls inside its block, live and in the saved rendering; a long token in an answer
-breaks rather than overflow the page.
+breaks rather than overflow the page. The card's head has no icon shaped like a disclosure triangle
+(its Details fold has the one that turns).
 """
 
 from __future__ import annotations
@@ -97,6 +98,8 @@ def test_dollars_stay_text_and_code_never_breaks_mid_word(tmp_path: Path) -> Non
             # Live: the card is running; open its Details and measure the code block.
             card = page.locator(".dsh-turn .dsh-card").first
             card.wait_for(state="visible", timeout=120_000)
+            icon = card.locator(".dsh-icon").first.inner_text()
+            assert not icon.startswith(("▶", "▸", "►")), icon  # only the Details fold is a triangle
             card.get_by_text("Details").first.click()
             page.wait_for_function(
                 """() => [...document.querySelectorAll('.dsh-turn .dsh-card pre.dsh-code')]
