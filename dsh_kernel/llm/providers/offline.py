@@ -87,7 +87,10 @@ def _python_approval(messages: tuple[Message, ...]) -> str:
     python=auto``); ``ask``, the default policy, when no section says otherwise."""
     text = _context_section(messages, "approval policy") or ""
     default, _, per_tool = text.partition("; per tool: ")
-    modes = dict(pair.strip().partition("=")[::2] for pair in per_tool.split(",") if "=" in pair)
+    modes: dict[str, str] = {}
+    for pair in per_tool.split(","):
+        tool, _, tool_mode = pair.partition("=")
+        modes[tool.strip()] = tool_mode.strip()
     mode = modes.get("python") or default.rpartition(":")[2].strip()
     return mode if mode in ("ask", "auto", "never") else "ask"
 
