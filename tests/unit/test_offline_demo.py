@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from dsh_kernel.ids import new_message_id
+from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.llm.providers.offline import OfflineProvider
 from dsh_kernel.llm.types import (
     GenerateRequest,
@@ -21,7 +22,7 @@ PYTHON = ToolSchema(name="python", description="Run Python.", parameters={"type"
 
 
 def snapshot(policy: str | None) -> Message:
-    sections = [{"name": "notebook variables", "text": "- sales: list"}]
+    sections: list[JsonValue] = [{"name": "notebook variables", "text": "- sales: list"}]
     if policy is not None:
         sections.append({"name": "approval policy", "text": policy})
     return Message(
