@@ -215,8 +215,8 @@ class OfflineProvider(BaseProvider):
         return (
             "The tool answered:\n\n"
             f"```text\n{shown}\n```\n\n"
-            "Every step of this exchange — your message, my streamed answer, the tool call, how "
-            "it was approved and its result — is an event in the session log. Ask the log with SQL in a new "
+            "Every step of this exchange — your message, my streamed answer, the tool call, the "
+            "approval decision and the result — is an event in the session log. Ask the log with SQL in a new "
             "cell:\n\n"
             "```sql\n%%sql\n"
             f"SELECT type, count(*) AS n FROM events WHERE {where} GROUP BY type ORDER BY n DESC\n"
