@@ -136,6 +136,7 @@ bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/overflow.py
 	$(PY) benchmarks/images.py
 	$(PY) benchmarks/shipping.py
+	$(PY) benchmarks/tools.py
 
 clean: ## remove .venv, build outputs and caches (the notebook extension's node_modules and build too)
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache artifacts

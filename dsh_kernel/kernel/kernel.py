@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never, cast
 
 from ipykernel.ipkernel import IPythonKernel
 
@@ -68,6 +68,9 @@ class DshKernel(IPythonKernel):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)  # pyright: ignore[reportUnknownMemberType]
         self._host: AgentHost | None = None
+        self._awaiting: dict[str, Any] | None = None
+        """The ``execute_request`` of the chat, ``%%sql`` or compact cell that is awaiting, if any
+        (``_publish_status``)."""
         from dsh_kernel.kernel.notebook.comm import NotebookComms
 
         self.notebook_comms = NotebookComms()
@@ -190,6 +193,7 @@ class DshKernel(IPythonKernel):
                 cell_id=cell_id,
             )
         count = self._count(code, store_history)
+        self._awaiting = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
         try:
             if cell.kind == "chat":
                 return await self._execute_chat(cell, count, silent, cell_id)
@@ -208,6 +212,28 @@ class DshKernel(IPythonKernel):
                 f"dsh-kernel failed on this {what} cell ({type(exc).__name__}: {exc}); the "
                 "kernel log has the traceback — please report it",
             )
+        finally:
+            self._awaiting = None
+
+    def _publish_status(
+        self, status: str, channel: str, parent: dict[str, Any] | None = None
+    ) -> None:
+        """Keep the kernel *busy* while one of our cells awaits (a chat turn waiting for a click).
+
+        JupyterLab ≥ 4.4 sends widget messages (a click, a key in the steer box, a view drawn) on
+        a kernel subshell, and ipykernel 7 answers each with its own ``busy``/``idle`` pair; Lab's
+        status bar shows the last status whatever its parent, so one click made a running turn
+        read "Idle". Each ``idle`` of another request published while our cell awaits is followed
+        here by a ``busy`` whose parent is that cell's ``execute_request``: the widget message is
+        still handled at once (its own idle is sent, so ipywidgets' message throttle sees it), and
+        the status ends where the kernel really is."""
+        super()._publish_status(status, channel, parent)  # pyright: ignore[reportUnknownMemberType]
+        awaiting = self._awaiting
+        if status != "idle" or not awaiting:
+            return
+        this: dict[str, Any] = parent or self.get_parent(channel)  # pyright: ignore[reportUnknownMemberType]
+        if _msg_id(this) != _msg_id(awaiting):
+            super()._publish_status("busy", channel, awaiting)  # pyright: ignore[reportUnknownMemberType]
 
     def _count(self, code: str, store_history: bool) -> int:
         shell = self.shell
@@ -375,6 +401,11 @@ class DshKernel(IPythonKernel):
                     "dsh: the session journal could not be flushed at shutdown: %s", exc
                 )
         return super().do_shutdown(restart)  # pyright: ignore[reportUnknownMemberType]
+
+
+def _msg_id(message: dict[str, Any]) -> object:
+    header: object = message.get("header")
+    return cast("dict[str, object]", header).get("msg_id") if isinstance(header, dict) else None
 
 
 def python_cell_lines(lines: list[str]) -> list[str]:

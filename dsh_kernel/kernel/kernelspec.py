@@ -5,6 +5,15 @@ in the source tree). ``dsh-kernel install [--user | --sys-prefix | --prefix PATH
 the absolute path of *this* interpreter, so Jupyter started from any environment runs the kernel in
 this one.
 
+It also points nbconvert's Markdown export at a chat cell's Markdown alternative
+(``prefer_markdown_alternative``): a finished turn is saved as sanitised, inline-styled HTML (for
+JupyterLab, GitHub, nbviewer) and as escaped Markdown, and ``jupyter nbconvert --to markdown`` would
+otherwise embed the HTML. The setting is merged into ``jupyter_nbconvert_config.json`` of the same
+place (``--user``: the user's Jupyter config directory; ``--sys-prefix``/``--prefix``: its
+``etc/jupyter``), scoped to the Markdown exporter (``MarkdownExporter.NbConvertBase``), and never
+replaces a priority the file already sets. ``pip install`` alone cannot merge a file, so it ships no
+nbconvert configuration: without ``install`` the export keeps nbconvert's own order.
+
 A kernelspec runs ``python -m dsh_kernel kernel -f {connection_file} …`` (``ARGV``). Kernelspecs
 written before the ``kernel`` subcommand run ``python -m dsh_kernel -f {connection_file} …``, which
 ``dsh_kernel.__main__`` still reads as ``kernel -f …``.
@@ -18,6 +27,7 @@ import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
+from typing import cast
 
 ARGV: tuple[str, ...] = ("-m", "dsh_kernel", "kernel", "-f", "{connection_file}")
 """What follows the interpreter in a kernelspec's ``argv`` (before the kernel's own options)."""
@@ -71,6 +81,67 @@ def install(*, user: bool = False, prefix: str | None = None) -> list[str]:
     return written
 
 
+MARKDOWN_EXPORT_PRIORITY: tuple[str, ...] = (
+    "text/markdown",
+    "text/html",
+    "image/svg+xml",
+    "text/latex",
+    "image/png",
+    "image/jpeg",
+    "text/plain",
+)
+"""nbconvert's own order for its Markdown exporter, with ``text/markdown`` moved first: only an
+output that has both (a chat cell's) changes."""
+
+NBCONVERT_CONFIG = "jupyter_nbconvert_config.json"
+
+
+def config_dir(*, user: bool = False, prefix: str | None = None) -> Path:
+    """The Jupyter config directory that goes with ``install``'s choice of place."""
+    from jupyter_core.paths import SYSTEM_CONFIG_PATH, jupyter_config_dir
+
+    if user:
+        return Path(jupyter_config_dir())
+    if prefix is not None:
+        return Path(prefix) / "etc" / "jupyter"
+    return Path(SYSTEM_CONFIG_PATH[0])
+
+
+def prefer_markdown_alternative(directory: Path) -> str:
+    """Merge ``MARKDOWN_EXPORT_PRIORITY`` into ``directory``'s nbconvert config (module docstring);
+    returns what was done, one line. Raises ``OSError`` when the file cannot be written."""
+    path = directory / NBCONVERT_CONFIG
+    config: dict[str, object] = {}
+    if path.exists():
+        try:
+            loaded: object = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError) as exc:
+            return f"left {path} as it is: it is not valid JSON ({exc})"
+        if not isinstance(loaded, dict):
+            return f"left {path} as it is: it is not a JSON object"
+        config = cast("dict[str, object]", loaded)
+    exporter = config.setdefault("MarkdownExporter", {})
+    if not isinstance(exporter, dict):
+        return f"left {path} as it is: its MarkdownExporter is not an object"
+    base = cast("dict[str, object]", exporter).setdefault("NbConvertBase", {})
+    if not isinstance(base, dict):
+        return f"left {path} as it is: its MarkdownExporter.NbConvertBase is not an object"
+    base = cast("dict[str, object]", base)
+    if "display_data_priority" in base:
+        if base["display_data_priority"] == list(MARKDOWN_EXPORT_PRIORITY):
+            return f"nbconvert's Markdown export already uses a chat cell's Markdown ({path})"
+        return f"left {path} as it is: it sets its own Markdown export priority"
+    base["display_data_priority"] = list(MARKDOWN_EXPORT_PRIORITY)
+    directory.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(
+        "w", encoding="utf-8", dir=directory, prefix=".nbconvert-", delete=False
+    ) as tmp:
+        json.dump(config, tmp, indent=2)
+        tmp.write("\n")
+    Path(tmp.name).replace(path)
+    return f"nbconvert's Markdown export now uses a chat cell's Markdown ({path})"
+
+
 def install_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``install`` subcommand's arguments: ``--user``, ``--sys-prefix`` or ``--prefix``."""
     where = parser.add_mutually_exclusive_group()
@@ -91,4 +162,13 @@ def install_command(args: argparse.Namespace) -> int:
         return 1
     for p in paths:
         print(f"installed kernelspec {Path(p).name} in {p}")
+    where = config_dir(user=args.user, prefix=prefix)
+    try:
+        print(prefer_markdown_alternative(where))
+    except OSError as exc:
+        print(
+            f"could not set nbconvert's Markdown export in {where} ({exc}); the kernelspecs are "
+            "installed, and `jupyter nbconvert --to markdown` embeds a chat cell's HTML",
+            file=sys.stderr,
+        )
     return 0

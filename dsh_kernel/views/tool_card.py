@@ -8,8 +8,9 @@ Layout (a ``VBox`` with class ``dsh-card``):
   the model was sent and one line on it, or that it went as its description to a text-only model;
   ``views.image_note``), outside the Details so it reads at a glance; hidden when there are none;
 * while the call waits for approval: Allow once / Deny / Always allow buttons with the reason. A click
-  disables the three at once and calls ``on_approval(approval_id, outcome)``; they stay disabled
-  once ``approval/decided`` is logged, with the outcome written beside them;
+  disables the three at once and calls ``on_approval(approval_id, outcome)``; once ``approval/decided``
+  is logged (or the call settled unanswered) the buttons go and the outcome is written in their place,
+  so a view drawn later — a tab reopened after the approval timed out — never reads as waiting;
 * for ``ask_user`` calls, the question form (``views.question``) while the call runs, then the logged
   answers, disabled;
 * a "Details" accordion holding one ``Output`` widget: the arguments as Markdown fenced code (Python
@@ -194,6 +195,7 @@ class ToolCardWidget:
         clicked = self._clicked_approval == card.approval_id
         for b in (self.allow, self.deny, self.always):
             b.disabled = decided or clicked or card.settled
+            _ipw.set_visible(b, not (decided or card.settled))
         if decided:
             outcome = card.approval_outcome or ""
             note = escape(APPROVAL_LABELS.get(outcome, outcome))

@@ -24,6 +24,8 @@ from tests.support.sse_server import SseServer
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts" / "browser"
 FIRST = ["Let me ", "compute ", "that ", "in ", "Python ", "for ", "you."]
 FINAL = ["The ", "answer ", "is ", "**42**, ", "computed ", "in ", "your ", "notebook."]
+KERNEL_BUSY_JS = """() =>
+  window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status === 'busy'"""
 
 
 def write_notebook(path: Path) -> None:
@@ -79,6 +81,16 @@ def test_chat_cell_streams_shows_a_tool_card_and_allow_continues(tmp_path: Path)
             assert "waiting" in card.locator(".dsh-pill").inner_text().lower()
             nb.screenshot(ARTIFACTS / "lab-approval.png")
             assert nb.widget_errors() == []
+
+            # The wait for a click reads "Busy", also after the kernel answered another request
+            # meanwhile (Lab asks for a comm subshell on the control channel as the view's widgets
+            # arrive; a key in the steer box is a widget message).
+            page.get_by_placeholder("Tell the agent something now…").press_sequentially("x")
+            page.wait_for_function(KERNEL_BUSY_JS, timeout=10_000)
+            assert "DSH Agent | Busy" in " ".join(
+                page.locator(".jp-StatusBar-Widget").all_inner_texts()
+            )
+            page.get_by_placeholder("Tell the agent something now…").fill("")
 
             allow.click()
             nb.wait_text("computed in your notebook.")

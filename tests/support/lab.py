@@ -3,7 +3,11 @@
 ``lab_server(root, env=…)`` starts ``jupyter lab`` from this virtualenv on 127.0.0.1 (free port, a
 token, private config/data/runtime/settings/workspace directories, no news or update checks, the
 app exposed as ``window.jupyterapp``); the kernelspecs of this checkout are put on ``JUPYTER_PATH``
-and ``env`` reaches the kernels Lab starts (e.g. the loopback provider's URL). ``browser(tmp)``
+and ``env`` reaches the kernels Lab starts (e.g. the loopback provider's URL). The notebook
+extension Lab loads is this checkout's build (``widgets/labextension``, copied onto that
+``JUPYTER_PATH``, which Lab searches before the virtualenv's copy) when there is one, so a test
+runs against the extension of the tree it tests, whichever virtualenv runs it; without a build, Lab
+loads the one installed in the virtualenv. ``browser(tmp)``
 launches Chromium from ``/usr/bin/chromium`` with a fresh profile (PLATFORM.md: never
 ``playwright install``). ``LabPage`` wraps the page with the few actions the tests need.
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -32,6 +37,8 @@ import pytest
 from tests.support.kernel import kernelspecs
 
 CHROMIUM = "/usr/bin/chromium"
+CHECKOUT_LABEXTENSION = Path(__file__).resolve().parents[2] / "widgets" / "labextension"
+"""This checkout's build of the notebook extension (``cd widgets && npm run build``)."""
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -87,6 +94,18 @@ def require_browser() -> None:
         pytest.fail(f"the browser tier needs {'; and '.join(missing)}", pytrace=False)
 
 
+def install_checkout_labextension(data: Path) -> bool:
+    """Copy this checkout's built notebook extension into the Jupyter data dir ``data`` (one that
+    is first on ``JUPYTER_PATH``, so Lab loads it rather than the virtualenv's); False when the
+    checkout has no build."""
+    if not (CHECKOUT_LABEXTENSION / "package.json").exists():
+        return False
+    target = data / "labextensions" / "dsh-kernel"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(CHECKOUT_LABEXTENSION, target)
+    return True
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -124,10 +143,12 @@ def lab_server(root: Path, work: Path, env: Mapping[str, str] | None = None) -> 
     (apputils / "notification.jupyterlab-settings").write_text(
         json.dumps({"fetchNews": "false", "checkForUpdates": False}), encoding="utf-8"
     )
+    jupyter_path = kernelspecs(work)
+    install_checkout_labextension(jupyter_path)
     full_env = {
         **os.environ,
         **{k: str(v) for k, v in dirs.items()},
-        "JUPYTER_PATH": str(kernelspecs(work)),
+        "JUPYTER_PATH": str(jupyter_path),
         **(env or {}),
     }
     port = _free_port()

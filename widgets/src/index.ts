@@ -1,8 +1,9 @@
 /**
  * The dsh-kernel notebook extension for JupyterLab 4 and Notebook 7 (issue 18;
  * docs/dev/notebook-comm.md): for every notebook panel, a `dsh.notebook` comm to its dsh kernel
- * through which the agent reads the notebook and inserts cells, and the marks on the agent's cells
- * the user has not reviewed yet.
+ * through which the agent reads the notebook and inserts cells; the marks on the agent's cells
+ * the user has not reviewed yet; and, on a dsh kernel, each code cell's editor mode from what the
+ * kernel runs it as (a chat cell is edited as Markdown).
  */
 
 import {
@@ -14,6 +15,7 @@ import { INotebookTracker, type NotebookPanel } from '@jupyterlab/notebook';
 
 import { closeAllOnUnload, NotebookComm } from './comm';
 import { AgentMarks } from './marks';
+import { CellModes } from './modes';
 
 /** `jupyterlab` or `notebook` (Notebook 7), as `hello.frontend` says. */
 function frontendName(app: JupyterFrontEnd): string {
@@ -33,6 +35,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       void panel.context.ready.then(() => {
         if (!panel.isDisposed) {
           new AgentMarks(panel);
+          new CellModes(panel);
         }
       });
     };

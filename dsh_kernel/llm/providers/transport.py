@@ -83,9 +83,11 @@ def redact(text: str, secret: str | None) -> str:
 
 def request_body(body: Mapping[str, object]) -> bytes:
     """``body`` (a JSON object) as the UTF-8 JSON we send, with every known secret redacted (``body``
-    itself is not changed)."""
+    itself is not changed). Compact: no space after ``,`` and ``:`` — a model server counts the bytes
+    of the tool list on every request, and a small model pays for them in its context."""
     REDACTOR.refresh()
-    return json.dumps(REDACTOR.scrubbed(cast("JsonObject", body)), ensure_ascii=False).encode()
+    scrubbed = REDACTOR.scrubbed(cast("JsonObject", body))
+    return json.dumps(scrubbed, ensure_ascii=False, separators=(",", ":")).encode()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -256,6 +256,10 @@ async def test_allow_once_runs_the_tool(comms: CommLog) -> None:
     assert clicks[0][0] == card.card.approval_id
     assert card.approval_note.value == "allowed once"
     assert all(b.disabled for b in (card.allow, card.deny, card.always))
+    # Decided: the buttons go, the outcome stands in their place (a view drawn later, e.g. in a
+    # reopened tab, never reads as waiting).
+    assert [b.layout.display for b in (card.allow, card.deny, card.always)] == ["none"] * 3
+    assert card.approval_row.layout.display is None
     assert "deleted a.txt" in html_text(card.sections.value)
 
 
@@ -324,6 +328,7 @@ async def test_abort_while_waiting_for_approval(comms: CommLog) -> None:
     (card,) = cards(view)
     assert card.card is not None and card.card.status == "aborted"
     assert all(b.disabled for b in (card.allow, card.deny, card.always))
+    assert [b.layout.display for b in (card.allow, card.deny, card.always)] == ["none"] * 3
     assert card.approval_note.value == "cancelled"
     assert answerer.pending == ()
 
