@@ -5,8 +5,10 @@
   reference becomes ``expr`` in backticks.
 * ``$`fig``` where the value is a matplotlib figure, a PIL image or an ``IPython.display.Image``
   also attaches it to the message as an image block (reduced as the ``python`` tool's images are:
-  ``runtime.image_reduce``, at most ``images.per_call`` per message), after the text; its description says
-  so, and a model that takes no images reads the block's description instead. An image that cannot
+  ``runtime.image_reduce``, at most ``images.per_call`` per message), after the text. For a model
+  that takes images its description says it is attached; a model that takes none reads the block's
+  stand-in instead (``llm.image_wire``: withheld, and the description), so the message says what
+  happens to the image once. An image that cannot
   be attached (too large, corrupt, over the limit) says why in its description, and the message is
   sent without it.
 * ``&`fn``` offers the notebook function ``fn`` to the model as a tool for this message (its schema
@@ -36,6 +38,15 @@ DESCRIPTION_CHARS = 4_000
 """The cap for one ``$`x``` description."""
 
 
+_ATTACHED_NOTES: dict[bool | None, str] = {
+    True: "\n(attached to this message as an image)",
+    # The wire's stand-in for the image says it was withheld, once (``llm.image_wire``).
+    False: "",
+    None: "\n(attached to this message: as an image to a model that takes images, else as text)",
+}
+"""What a ``$`x``` description adds when its image is attached, by whether the model takes images."""
+
+
 class PromptError(ValueError):
     """A chat cell that cannot be sent; the message says what was wrong and what to do."""
 
@@ -48,24 +59,33 @@ class ExpandedPrompt:
     tools: tuple[ToolDefinition, ...]
 
 
-def _evaluate(expr: str, namespace: dict[str, object]) -> object:
+def _evaluate(sigil: str, expr: str, namespace: dict[str, object]) -> object:
+    """``expr``'s value; a ``PromptError`` naming the reference as the user wrote it (``sigil``)."""
     if expr.isidentifier():
         if expr not in namespace:
             raise PromptError(
-                f"$`{expr}`: there is no variable {expr!r} in the notebook namespace; run the cell "
-                "that defines it first, or check the spelling"
+                f"{sigil}`{expr}`: there is no variable {expr!r} in the notebook namespace; run the "
+                "cell that defines it first, or check the spelling"
             )
         return namespace[expr]
     try:
         return eval(compile(expr, "<prompt reference>", "eval"), namespace)
     except Exception as exc:
-        raise PromptError(f"$`{expr}` could not be evaluated: {type(exc).__name__}: {exc}") from exc
+        raise PromptError(
+            f"{sigil}`{expr}` could not be evaluated: {type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def expand_prompt(
-    text: str, namespace: dict[str, object], *, images: ImageCaps = DEFAULT_IMAGE_CAPS
+    text: str,
+    namespace: dict[str, object],
+    *,
+    images: ImageCaps = DEFAULT_IMAGE_CAPS,
+    sends_images: bool | None = None,
 ) -> ExpandedPrompt | None:
-    """Build the message for a chat cell; ``None`` for an empty cell."""
+    """Build the message for a chat cell; ``None`` for an empty cell. ``sends_images``: whether
+    the model in use takes images (``kernel.magic.vision.sends_images``; ``None``: not known), for
+    what an attached image's description says."""
     if not text.strip():
         return None
     if len(text) > MAX_MESSAGE_CHARS:
@@ -89,7 +109,7 @@ def expand_prompt(
         parts.append(unescape(text[pos : ref.start]))
         pos = ref.end
         if ref.sigil == "$":
-            value = _evaluate(ref.expr, namespace)
+            value = _evaluate(ref.sigil, ref.expr, namespace)
             description = describe_value(value, max_chars=DESCRIPTION_CHARS)
             entry: JsonObject = {"expr": ref.expr, "type": type(value).__name__}
             image = _attach_image(value, images, attached)
@@ -97,7 +117,7 @@ def expand_prompt(
                 if all(b.sha256 != image.sha256 for b in attached):
                     attached.append(image)
                 entry["image"] = image.sha256
-                description = f"{image.description}\n(attached to this message as an image)"
+                description = image.description + _ATTACHED_NOTES[sends_images]
             elif image is not None:
                 description += f"\n(not attached as an image: {image})"
             blocks.append(f'<value of="{ref.expr}">\n{description}\n</value>')
@@ -105,7 +125,7 @@ def expand_prompt(
             inserted.append(entry)
             parts.append(f"`{ref.expr}`")
         else:
-            fn = _evaluate(ref.expr, namespace)
+            fn = _evaluate(ref.sigil, ref.expr, namespace)
             given = attached_definition(fn)  # an ``@tool`` function, or a definition
             if given is not None:
                 defn = given

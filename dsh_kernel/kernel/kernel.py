@@ -297,10 +297,14 @@ class DshKernel(IPythonKernel):
         agent = host.agent
         assert self.shell is not None
         from dsh_kernel.kernel.chat_input import PromptError, expand_prompt
+        from dsh_kernel.kernel.magic.vision import sends_images
 
         try:
             prompt = expand_prompt(
-                cell.body, user_namespace(self.shell), images=host.settings.images
+                cell.body,
+                user_namespace(self.shell),
+                images=host.settings.images,
+                sends_images=sends_images(agent),
             )
         except PromptError as exc:
             return self.error_reply(count, "INVALID_PROMPT", str(exc))

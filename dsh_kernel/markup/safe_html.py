@@ -84,7 +84,8 @@ _STYLE_PROPERTIES: Final = frozenset(
         "align-items", "background", "background-color", "border", "border-color", "border-left",
         "border-left-color", "border-radius", "color", "cursor", "display", "flex-wrap", "font-family",
         "font-size", "font-style", "font-weight", "gap", "line-height", "margin", "margin-top",
-        "max-height", "max-width", "overflow", "padding", "text-align", "white-space",
+        "max-height", "max-width", "overflow", "overflow-wrap", "padding", "text-align",
+        "white-space", "word-break",
     }
 )  # fmt: skip
 # A declaration value that could fetch or hide something: url(), image-set(), CSS escapes, imports.
@@ -263,6 +264,21 @@ def close_math(text: str, start: int, closer: str, end: int | None = None) -> in
     return -1
 
 
+def _dollar_closer(src: str, start: int, end: int, bound: int) -> int:
+    """Where a single-``$`` formula opened before ``start`` ends, given ``close_math``'s first
+    candidate ``end``; -1 when it is no formula. Pandoc's rule, so prices stay text (``$5 and $6``):
+    the opening ``$`` is followed by a non-space, and the closing one follows a non-space and is not
+    followed by a digit (a later ``$`` may close instead)."""
+    if start >= len(src) or src[start].isspace():
+        return -1
+    while end >= 0:
+        after = end + 1
+        if not src[end - 1].isspace() and not (after < len(src) and src[after].isdigit()):
+            return end
+        end = close_math(src, after, "$", bound)
+    return -1
+
+
 def _math(state: StateInline, silent: bool) -> bool:
     """An inline rule: a formula is one token whose source is shown as it is (never typeset)."""
     src, pos = state.src, state.pos
@@ -274,7 +290,10 @@ def _math(state: StateInline, silent: bool) -> bool:
         opener = len(closer)
     else:
         return False
-    end = close_math(src, pos + opener, closer, min(state.posMax, pos + opener + MAX_FORMULA))
+    bound = min(state.posMax, pos + opener + MAX_FORMULA)
+    end = close_math(src, pos + opener, closer, bound)
+    if closer == "$":
+        end = _dollar_closer(src, pos + 1, end, bound)
     if end < 0 or end == pos + opener:
         return False
     if not silent:

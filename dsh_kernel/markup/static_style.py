@@ -35,6 +35,9 @@ _SOFT: Final = "rgba(128, 128, 128, 0.08)"
 _FAINT: Final = "rgba(128, 128, 128, 0.14)"
 
 RULES: Final[dict[str, tuple[Declaration, ...]]] = {
+    # Prose wraps at words, and a token wider than the page (a URL, a path) breaks rather than
+    # overflow it; inherited by everything the saved turn holds (code blocks set their own).
+    "dsh-turn-static": (("overflow-wrap", "break-word", None),),
     "dsh-card": (
         ("border", "1px solid", None),
         ("border-color", _LINE, "--jp-border-color2"),
@@ -106,6 +109,11 @@ RULES: Final[dict[str, tuple[Declaration, ...]]] = {
         ("padding", "6px 8px", None),
         ("margin", "4px 0", None),
         ("overflow", "auto", None),
+        # Lab's output CSS breaks a <pre> anywhere (word-break: break-all): code wraps at
+        # whitespace only, and a token longer than the line scrolls inside the block.
+        ("white-space", "pre-wrap", None),
+        ("word-break", "normal", None),
+        ("overflow-wrap", "normal", None),
         ("max-height", "32em", None),  # as the live Details box: long code scrolls, never cut
         ("font-family", "monospace", "--jp-code-font-family"),
         ("font-size", "13px", "--jp-code-font-size"),

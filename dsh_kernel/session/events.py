@@ -121,8 +121,8 @@ class SessionHeader:
     parent_session: str | None = None
     seed_length: int | None = None
     user: str | None = None
-    """Who the session is for: ``JUPYTERHUB_USER``, else ``USER`` (a course's reports are per
-    student, and a budget counts per user)."""
+    """Who the session is for: ``JUPYTERHUB_USER``, else ``USER``, else the account's name (a
+    course's reports are per student, and a budget counts per user)."""
     ai_policy: str | None = None
     """The course's AI policy in force when the session was created (``full``, ``explain`` or
     ``off``; ``kernel.course.policy``)."""

@@ -97,10 +97,24 @@ class UsageTotals:
                 f" — estimated for {k} request{'s' if k != 1 else ''} the server sent no usage for"
             )
         if cost is not None:
-            return text + f", ${cost:.4f}"
+            return text + (", free" if cost == 0 and _free(info) else f", ${cost:.4f}")
         if k:
             return text + ", cost unknown (estimated counts)"
         return text + ", price unknown (set one with dsh_kernel.store.set_price)"
+
+
+def _free(info: ModelInfo | None) -> bool:
+    """Whether every price of ``info`` is known and zero (the offline demo, a local server the user
+    priced at zero)."""
+    if info is None:
+        return False
+    prices = (
+        info.input_price_per_mtok,
+        info.cached_input_price_per_mtok,
+        info.cache_write_price_per_mtok,
+        info.output_price_per_mtok,
+    )
+    return info.input_price_per_mtok == 0 and all(p in (None, 0) for p in prices)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import duckdb
 
 from dsh_kernel.llm.catalogue import CATALOGUE
+from dsh_kernel.llm.providers.offline import OFFLINE_INFO, OFFLINE_MODEL
 from dsh_kernel.llm.types import ModelInfo
 
 _generation = 0
@@ -62,7 +63,9 @@ ListRow = tuple[str, str, float | None, float | None, float | None, float | None
 
 def list_rows() -> list[ListRow]:
     """The catalogue as ``list_prices`` rows, keyed by the provider ids ``deepseek``, ``openai`` and
-    ``anthropic`` (a provider configured under another id has no SQL list price)."""
+    ``anthropic`` (a provider configured under another id has no SQL list price), and the offline
+    demo model's zero price."""
+    listed = {**CATALOGUE, "offline": {OFFLINE_MODEL: OFFLINE_INFO}}
     return sorted(
         (
             family,
@@ -73,7 +76,7 @@ def list_rows() -> list[ListRow]:
             i.output_price_per_mtok,
             i.prices_as_of,
         )
-        for family, models in CATALOGUE.items()
+        for family, models in listed.items()
         for model, i in models.items()
     )
 

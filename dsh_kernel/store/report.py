@@ -9,7 +9,7 @@
 How it counts (the report says the same in its notes):
 
 * **student** — the session header's ``user`` (``sessions.user``); when it is NULL (a session
-  written before dsh-kernel recorded it, or a kernel with neither ``JUPYTERHUB_USER`` nor ``USER``)
+  written before dsh-kernel recorded it, or a kernel with no user variable and no account name)
   the name of the export folder the session came from;
 * **a session counted once** — the same session in two exports (a student exported twice) is read
   from the export where it is most recent (``last_active``, then ``events``), so nothing is doubled;

@@ -68,7 +68,7 @@ KIND_ICONS: Final[dict[str, str]] = {
     "delete": "🗑️",
     "move": "📦",
     "search": "🔍",
-    "execute": "▶️",
+    "execute": "💻",  # not ▶: at the head of a card that folds, it reads as a disclosure triangle
     "fetch": "🌐",
     "other": "🔧",
 }
@@ -188,7 +188,8 @@ def card_view(card: ToolCardModel, defn: ToolDefinition | None = None) -> CardVi
         (card.status in ("running", "done") and outcome.startswith("allowed"))
         or (card.status == "denied" and outcome != "rejected")
     ):
-        status = f"{status} · {APPROVAL_LABELS.get(outcome, outcome)}"
+        label = APPROVAL_LABELS.get(outcome, outcome).removeprefix(f"{status}: ")
+        status = f"{status} · {label}"  # "denied · no one could answer", not "denied: …" twice
     return CardView(
         icon=icon,
         title=title,

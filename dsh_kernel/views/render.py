@@ -325,7 +325,8 @@ def render_html(
     footer = footer_parts(model, session_id=session_id, info=model_info, budget=budget)
     if footer:
         blocks.append(f"<div{attrs('dsh-footer')}>{escape(' · '.join(footer))}</div>")
-    return sanitize(f'<div class="dsh-turn-static {NO_MATH}">\n' + "\n".join(blocks) + "\n</div>")
+    container = attrs("dsh-turn-static", *NO_MATH.split())
+    return sanitize(f"<div{container}>\n" + "\n".join(blocks) + "\n</div>")
 
 
 def static_bundle(

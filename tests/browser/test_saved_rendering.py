@@ -38,6 +38,8 @@ COMPUTED = """() => {
     sql: [...turn.querySelectorAll('pre > code.language-sql')].map((c) => c.textContent),
     sql_background: pre.backgroundColor,
     sql_border: pre.borderTopWidth,
+    sql_wrap: [pre.whiteSpace, pre.wordBreak, pre.overflowWrap],
+    turn_wrap: getComputedStyle(turn).overflowWrap,
   };
 }"""
 
@@ -65,3 +67,6 @@ def test_saved_turn_is_styled_like_the_live_view_when_untrusted(tmp_path: Path) 
     assert any(q.startswith("%%sql\nSELECT") for q in got["sql"]), got  # a code element
     assert got["sql_background"] not in ("rgba(0, 0, 0, 0)", "rgb(255, 255, 255)", None), got
     assert got["sql_border"] == "1px", got
+    # Lab's sanitiser keeps the wrapping: code wraps at whitespace only, prose breaks long tokens
+    assert got["sql_wrap"] == ["pre-wrap", "normal", "normal"], got
+    assert got["turn_wrap"] == "break-word", got

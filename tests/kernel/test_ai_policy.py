@@ -14,6 +14,8 @@ the policy in force.
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import uuid
 from pathlib import Path
 from typing import Any
@@ -275,6 +277,21 @@ def test_the_user_is_who_started_the_kernel_not_who_the_notebook_says(
         assert fe.run("Hello again?").status == "ok"
     users = [user for _sid, _policy, user, _parent in sessions(tmp_path / "store")]
     assert users == ["bob", "bob"]
+
+
+def test_with_neither_variable_the_user_is_the_account(server: SseServer, tmp_path: Path) -> None:
+    # A container often sets neither JUPYTERHUB_USER nor USER: the account's name stands in, and a
+    # notebook that sets USER afterwards still does not become another user.
+    server.script(sc.text("One."), sc.text("Two."))
+    env = provider_env(server, tmp_path, USER="", JUPYTERHUB_USER="", LOGNAME="")
+    with start_kernel(tmp_path, "dsh", env=env) as kernel:
+        fe = Frontend(kernel)
+        fe.python("import os\nos.environ['USER'] = 'mallory'")
+        assert fe.run("Hello?").status == "ok"
+        assert fe.run("%agent new").status == "ok"
+        assert fe.run("Hello again?").status == "ok"
+    users = [user for _sid, _policy, user, _parent in sessions(tmp_path / "store")]
+    assert users == [pwd.getpwuid(os.getuid()).pw_name] * 2
 
 
 def test_a_course_setting_that_does_not_parse_refuses_chat_only(

@@ -132,7 +132,8 @@ def test_dollar_fig_attaches_an_image_block_to_the_user_message(
         e for e in events if e["type"] == "user/message" and e["data"]["source"]["kind"] == "user"
     ]
     text, image = message["data"]["content"]
-    assert "(attached to this message as an image)" in text["text"]
+    # a text-only route: the message says once what became of the image (the stand-in's withheld)
+    assert "as an image" not in text["text"]
     assert image["type"] == "image" and '"Votes"' in image["description"]
     assert "1 bar series (3 bars)" in image["description"]
     logged = {e["data"]["sha256"]: e["seq"] for e in rig.events() if e["type"] == "image/data"}
@@ -141,6 +142,13 @@ def test_dollar_fig_attaches_an_image_block_to_the_user_message(
     assert inserted[0]["image"] == image["sha256"]
     body = json.dumps(server.requests[-1].json)
     assert len(body) < 200_000  # a text-only route: the description, never megabytes of base64
+    [sent] = [
+        m["content"]
+        for m in server.requests[-1].json["messages"]
+        if m["role"] == "user" and "What does `fig` show?" in json.dumps(m["content"])
+    ]
+    assert sent.count("withheld: this model takes no images") == 1, sent
+    assert "as an image" not in sent
 
 
 def test_a_bad_image_setting_fails_the_chat_cell_with_one_line_and_the_kernel_lives(

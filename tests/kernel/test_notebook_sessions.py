@@ -55,6 +55,17 @@ def test_the_notebook_path_is_on_the_session_and_queryable(
     assert _rows(store) == [(sid, NOTEBOOK, 1)]
 
 
+def test_agent_sessions_shows_the_title_and_the_notebook(server: SseServer, tmp_path: Path) -> None:
+    server.script(sc.text("Noted."))
+    with start_kernel(tmp_path, "dsh", env=_env(server, tmp_path), store=tmp_path / "store") as k:
+        fe = Frontend(k)
+        assert fe.run("Remember: the red chart is wrong.").status == "ok"
+        listing = fe.run("%agent sessions")
+    assert listing.status == "ok", listing.content
+    [row] = [line for line in listing.stdout.splitlines() if "(this session)" in line]
+    assert row.endswith(f"Remember: the red chart is wrong. · {NOTEBOOK} (this session)"), row
+
+
 def test_resume_takes_a_short_id_and_no_id_means_this_notebooks_latest(
     server: SseServer, tmp_path: Path
 ) -> None:

@@ -4,7 +4,7 @@ The kernel runs the ``deepseek`` provider with ``DEEPSEEK_BASE_URL`` at the loop
 price configured. A catalogued model's turn costs its list price (DeepSeek's off-peak band) in the
 footer, in ``%agent cost`` and in SQL's ``usage.cost`` alike; after ``set_price`` all three use the
 user's price; a model the catalogue does not know says "price unknown" (never $0) and SQL's cost is
-NULL; ``set_price(…, 0, 0)`` is a real price: $0.
+NULL; ``set_price(…, 0, 0)`` is a real price: $0 in the footer and SQL, "free" in ``%agent cost``.
 """
 
 from __future__ import annotations
@@ -124,5 +124,5 @@ def test_an_unknown_model_says_price_unknown_until_an_explicit_zero_price(
     set_price(k, "deepseek-local-x", 0, 0)  # a local server: free is a real price
     footer = turn(k, server, "free")
     assert "$0.0000" in footer and "price unknown" not in footer, footer
-    assert k.execute("%agent cost").stdout.strip().endswith("$0.0000")
+    assert k.execute("%agent cost").stdout.strip().endswith(", free")
     assert sql_costs(k) == [0.0, 0.0]

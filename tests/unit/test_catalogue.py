@@ -16,6 +16,7 @@ import pytest
 from dsh_kernel.llm.catalogue import ANTHROPIC_MODELS, CATALOGUE, DEEPSEEK_MODELS, OPENAI_MODELS
 from dsh_kernel.llm.providers.anthropic.adapter import MessagesProvider
 from dsh_kernel.llm.providers.anthropic.serialize import DEFAULT_MAX_TOKENS
+from dsh_kernel.llm.providers.offline import OFFLINE_MODEL, OfflineProvider
 from dsh_kernel.llm.providers.openai_compat.adapter import ChatCompletionsProvider
 from dsh_kernel.llm.providers.openai_compat.profiles import DEEPSEEK, GENERIC, OPENAI, ChatProfile
 from dsh_kernel.llm.types import ModelInfo
@@ -122,9 +123,16 @@ def test_a_user_price_wins_field_by_field_and_a_zero_price_is_a_price() -> None:
             output_per_mtok=0,
         ),
     )
-    assert used.describe(free).endswith("$0.0000")
+    assert used.describe(free).endswith(", free")  # %agent cost says so: no price to set
     estimated = UsageTotals(requests=1, input_tokens=10, output_tokens=2, estimated_requests=1)
     assert estimated.cost(free) == 0 and estimated.cost(listed) is None
+
+
+def test_the_offline_demo_is_free_in_agent_cost_and_sql() -> None:
+    info = OfflineProvider().model_info(OFFLINE_MODEL)
+    used = UsageTotals(requests=2, input_tokens=600, output_tokens=200)
+    assert used.describe(info).endswith(", free"), used.describe(info)
+    assert ("offline", OFFLINE_MODEL, 0.0, None, None, 0.0, None) in list_rows()
 
 
 def test_an_unknown_price_says_so_and_never_shows_zero() -> None:

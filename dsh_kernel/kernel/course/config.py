@@ -12,15 +12,17 @@ nothing. A value that does not parse is a ``UsageError`` naming the setting (cha
 with it: a course's restriction is never silently dropped).
 
 ``stricter`` orders policies; ``current_user`` is who a session is for (``JUPYTERHUB_USER``, else
-``USER``), recorded on the session header with the policy in force.
+``USER``, else the account's name), recorded on the session header with the policy in force.
 """
 
 from __future__ import annotations
 
+import getpass
 import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Final, Literal, TypeAlias
 
 from dsh_kernel.errors import UsageError
@@ -187,13 +189,33 @@ def course_settings_or_off(
 
 
 def current_user(env: Mapping[str, str] | None = None) -> str | None:
-    """Who a session is for: ``JUPYTERHUB_USER``, else ``USER``, else ``None``."""
+    """Who a session is for: ``JUPYTERHUB_USER``, else ``USER``, else the account the kernel runs
+    as (``account_name``: a container often sets neither variable), else ``None``."""
     env = os.environ if env is None else env
     for name in ("JUPYTERHUB_USER", "USER"):
         value = env.get(name, "").strip()
         if value:
             return value
-    return None
+    return account_name()
+
+
+@cache
+def account_name() -> str | None:
+    """The name of the account this process runs as: the password database's entry for its uid,
+    else ``getpass.getuser()`` (no ``pwd`` module: Windows); ``None`` when neither names one (a
+    container running a uid that has no entry). Read once per process, and the entry first, because
+    ``getpass`` reads ``LOGNAME`` and ``USER`` as they are *now*: a notebook that sets them must not
+    become another user. Never raises."""
+    try:
+        import pwd
+
+        return pwd.getpwuid(os.getuid()).pw_name.strip() or None
+    except (ImportError, KeyError, AttributeError, OSError):
+        pass
+    try:
+        return getpass.getuser().strip() or None
+    except Exception:  # KeyError, or OSError on 3.13+: no name to be found
+        return None
 
 
 NO_COURSE: Final = CourseSettings()

@@ -321,11 +321,11 @@ class AgentMagics(Magics):
         if not rows:
             return "no sessions in the store yet"
         lines = [
-            f"{'session':<36}  {'created (UTC)':<16}  turns  tokens    cost      title / notebook"
+            f"{'session':<36}  {'created (UTC)':<16}  turns  tokens    cost      title · notebook"
         ]
         for r in rows:
             cost = f"${r.cost:.4f}" if r.cost is not None else "-"
-            where = r.title or r.notebook or ""
+            where = " · ".join(part for part in (r.title, r.notebook) if part)
             mark = " (this session)" if r.id == host.agent.session.id else ""
             lines.append(
                 f"{r.id:<36}  {r.created:%Y-%m-%d %H:%M}  {r.turns:>5}  {r.total_tokens:>8,}  "

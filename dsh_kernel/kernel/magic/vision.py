@@ -15,7 +15,7 @@ configuration: ``DSH_VISION`` or ``c.DshKernel.vision`` (the environment wins), 
 Anything else is refused with one line naming the accepted values. The setting is the host's, kept
 for every session of the kernel (``AgentHost`` sets ``Agent.images``) and applied per request, so a
 model switch in the middle of a session needs nothing: the next request asks the new route.
-``vision_text`` says what the next request does and why.
+``sends_images`` says whether the next request sends images, ``vision_text`` what it does and why.
 """
 
 from __future__ import annotations
@@ -44,14 +44,21 @@ def parse_vision(raw: str, where: str = "") -> bool | None:
     return VISION_VALUES[text]
 
 
+def sends_images(agent: Agent) -> bool:
+    """Whether the next request sends image blocks as images (else as their descriptions)."""
+    if agent.model_info.label is not None:  # the offline demo: no model reads anything
+        return False
+    prepared = agent.provider.prepare_call(
+        LlmCallConfig(provider=agent.provider.id, model=agent.model, images=agent.images)
+    )
+    return prepared.config.images is True
+
+
 def vision_text(agent: Agent) -> str:
     """Whether the next request sends images, and why (``%agent status``)."""
     if agent.model_info.label is not None:  # the offline demo: no model reads anything
         return f"not sent — {agent.model_info.label}"
-    prepared = agent.provider.prepare_call(
-        LlmCallConfig(provider=agent.provider.id, model=agent.model, images=agent.images)
-    )
-    if prepared.config.images is True:
+    if sends_images(agent):
         why = "configured: vision on" if agent.images else f"{agent.model} takes them"
         return f"sent to the model ({why})"
     if agent.images is False:

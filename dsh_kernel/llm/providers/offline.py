@@ -2,7 +2,7 @@
 
 It is not a language model and says so in every answer. It exists so a newcomer can see the whole
 product work with no key and no network: it streams a Markdown answer, calls the ``python`` tool on
-something in the notebook namespace (which asks for approval like any real model's call), reads the
+something in the notebook namespace (under the approval policy, like any real model's call), reads the
 tool's result, and suggests a ``%%sql`` query over the session just made. Deterministic: the same
 history gives the same chunks.
 
@@ -11,7 +11,9 @@ the older turns deterministically instead of asking it, so a long offline sessio
 way every time.
 
 How it picks a variable: from the latest runtime-context snapshot's ``notebook variables`` section
-(``name: type …`` lines), preferring a name the prompt mentions.
+(``name: type …`` lines), preferring a name the prompt mentions. What it says of approval follows
+the snapshot's ``approval policy`` section, so it is true after ``%agent approve auto`` too. It is
+free: its prices are zero (``OFFLINE_INFO``; the store's ``list_prices`` has the same row).
 """
 
 from __future__ import annotations
@@ -44,11 +46,21 @@ from dsh_kernel.llm.types import (
 
 OFFLINE_LABEL = "offline demo model (scripted, not a language model)"
 OFFLINE_MODEL = "offline-demo"
+OFFLINE_INFO = ModelInfo(
+    context_window=32_768,
+    default_max_tokens=4_096,
+    label=OFFLINE_LABEL,
+    input_price_per_mtok=0.0,
+    output_price_per_mtok=0.0,
+)
+"""The demo runs on this machine and costs nothing: its prices are zero, a known price."""
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
-def _variables(messages: tuple[Message, ...]) -> list[str]:
+def _context_section(messages: tuple[Message, ...], name: str) -> str | None:
+    """The text of section ``name`` of the latest runtime-context snapshot (each snapshot holds
+    every section in force), or ``None``."""
     for m in reversed(messages):
         src = m.source
         if isinstance(src, PluginSource) and src.form is not None:
@@ -56,15 +68,38 @@ def _variables(messages: tuple[Message, ...]) -> list[str]:
             if not isinstance(sections, list):
                 continue
             for s in sections:
-                if isinstance(s, dict) and s.get("name") == "notebook variables":
+                if isinstance(s, dict) and s.get("name") == name:
                     text = s.get("text")
-                    if isinstance(text, str):
-                        names = [
-                            ln.split(":", 1)[0].strip().lstrip("- ") for ln in text.splitlines()
-                        ]
-                        return [n for n in names if _IDENT.match(n)]
-            return []
-    return []
+                    return text if isinstance(text, str) else None
+            return None
+    return None
+
+
+def _variables(messages: tuple[Message, ...]) -> list[str]:
+    text = _context_section(messages, "notebook variables") or ""
+    names = [ln.split(":", 1)[0].strip().lstrip("- ") for ln in text.splitlines()]
+    return [n for n in names if _IDENT.match(n)]
+
+
+def _python_approval(messages: tuple[Message, ...]) -> str:
+    """The approval mode the ``python`` tool runs under, as the runtime context's ``approval
+    policy`` section states it (``default for tools that change things: ask; per tool:
+    python=auto``); ``ask``, the default policy, when no section says otherwise."""
+    text = _context_section(messages, "approval policy") or ""
+    default, _, per_tool = text.partition("; per tool: ")
+    modes: dict[str, str] = {}
+    for pair in per_tool.split(","):
+        tool, _, tool_mode = pair.partition("=")
+        modes[tool.strip()] = tool_mode.strip()
+    mode = modes.get("python") or default.rpartition(":")[2].strip()
+    return mode if mode in ("ask", "auto", "never") else "ask"
+
+
+_APPROVAL_NOTES = {
+    "ask": "so it asks for your approval first",
+    "auto": "and approval is set to auto, so it runs without asking",
+    "never": "but approval is set to never, so the call will be refused",
+}
 
 
 def _prompt(messages: tuple[Message, ...]) -> str:
@@ -98,7 +133,7 @@ class OfflineProvider(BaseProvider):
         return "offline"
 
     def model_info(self, model: str) -> ModelInfo:
-        return ModelInfo(context_window=32_768, default_max_tokens=4_096, label=OFFLINE_LABEL)
+        return OFFLINE_INFO
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         messages = request.messages
@@ -139,6 +174,7 @@ class OfflineProvider(BaseProvider):
         names = _variables(messages)
         mentioned = [n for n in names if re.search(rf"\b{re.escape(n)}\b", prompt)]
         target = (mentioned or names or [None])[0]
+        approval = _APPROVAL_NOTES[_python_approval(messages)]
         intro = (
             f"I am the **{OFFLINE_LABEL}**: I run with no API key and no network, so I cannot "
             "really understand your message. I can show you how this notebook agent works.\n\n"
@@ -156,13 +192,13 @@ class OfflineProvider(BaseProvider):
             )
             plan = (
                 f"I'll look at `{target}` in your notebook with the `python` tool. It runs in "
-                "*your* namespace, so it asks for your approval first."
+                f"*your* namespace, {approval}."
             )
         else:
             code = "sorted(name for name in globals() if not name.startswith('_'))"
             plan = (
                 "Your notebook has no variables yet, so I'll list the namespace with the `python` "
-                "tool. It runs in *your* namespace, so it asks for your approval first."
+                f"tool. It runs in *your* namespace, {approval}."
             )
         arguments = json.dumps(
             {"code": code, "description": f"inspect {target}" if target else "list variables"}
@@ -179,8 +215,8 @@ class OfflineProvider(BaseProvider):
         return (
             "The tool answered:\n\n"
             f"```text\n{shown}\n```\n\n"
-            "Every step of this exchange — your message, my streamed answer, the tool call, your "
-            "approval and the result — is an event in the session log. Ask the log with SQL in a new "
+            "Every step of this exchange — your message, my streamed answer, the tool call, the "
+            "approval decision and the result — is an event in the session log. Ask the log with SQL in a new "
             "cell:\n\n"
             "```sql\n%%sql\n"
             f"SELECT type, count(*) AS n FROM events WHERE {where} GROUP BY type ORDER BY n DESC\n"

@@ -25,7 +25,7 @@ COMMENT ON COLUMN t_sessions.notebook IS 'Notebook path, when the server told th
 COMMENT ON COLUMN t_sessions.parent_session IS 'The session this one was forked from.';
 COMMENT ON COLUMN t_sessions.seed_length IS 'How many events were copied from the parent (a fork''s prefix).';
 COMMENT ON COLUMN t_sessions.journal IS 'The journal file, relative to the store directory.';
-COMMENT ON COLUMN t_sessions."user" IS 'Who the session is for: the header''s user (JUPYTERHUB_USER, else USER).';
+COMMENT ON COLUMN t_sessions."user" IS 'Who the session is for: the header''s user (JUPYTERHUB_USER, else USER, else the account name).';
 COMMENT ON COLUMN t_sessions.ai_policy IS 'The header''s aiPolicy: full, explain or off.';
 
 CREATE TABLE t_events (

@@ -573,8 +573,10 @@ ti AS (
     SELECT session_id, arg_max(data ->> '$.title', seq) AS title
     FROM t_events WHERE type = 'session/title' GROUP BY session_id
 ),
-pr AS (
-    SELECT session_id, arg_min(text, seq) AS prompt FROM t_messages WHERE source = 'user' GROUP BY session_id
+pr AS (  -- what the person typed (a cell's raw text), not its expansion of $`x` references
+    SELECT m.session_id, arg_min(coalesce(e.data ->> '$.source.cell.raw', m.text), m.seq) AS prompt
+    FROM t_messages m LEFT JOIN t_events e ON e.session_id = m.session_id AND e.seq = m.seq
+    WHERE m.source = 'user' GROUP BY m.session_id
 ),
 us AS (
     SELECT session_id, sum(input_tokens)::BIGINT AS input_tokens,
@@ -602,12 +604,12 @@ LEFT JOIN pr ON pr.session_id = s.id
 LEFT JOIN us ON us.session_id = s.id;
 COMMENT ON VIEW sessions IS 'One row per session: title, created, notebook, turns, tokens and cost.';
 COMMENT ON COLUMN sessions.session_id IS 'Session id (a UUID).';
-COMMENT ON COLUMN sessions.title IS 'The latest session/title, else the start of the first prompt.';
+COMMENT ON COLUMN sessions.title IS 'The latest session/title, else the start of the first prompt as the user typed it (references such as $`x` unexpanded).';
 COMMENT ON COLUMN sessions.created IS 'When the session was created (UTC).';
 COMMENT ON COLUMN sessions.last_active IS 'Time of its latest event.';
 COMMENT ON COLUMN sessions.notebook IS 'The notebook it was started from, when known.';
 COMMENT ON COLUMN sessions.cwd IS 'Working directory of the kernel.';
-COMMENT ON COLUMN sessions."user" IS 'Who the session is for (JUPYTERHUB_USER, else USER); NULL for sessions written before dsh-kernel recorded it.';
+COMMENT ON COLUMN sessions."user" IS 'Who the session is for (JUPYTERHUB_USER, else USER, else the account name); NULL for sessions written before dsh-kernel recorded it.';
 COMMENT ON COLUMN sessions.ai_policy IS 'The AI policy in force when the session was created: full, explain or off; NULL before dsh-kernel recorded it.';
 COMMENT ON COLUMN sessions.parent_session IS 'For a fork: the session it was forked from.';
 COMMENT ON COLUMN sessions.seed_length IS 'For a fork: how many events were copied from the parent.';

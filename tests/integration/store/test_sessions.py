@@ -9,6 +9,8 @@ import duckdb
 import pytest
 
 from dsh_kernel.errors import UsageError
+from dsh_kernel.ids import new_message_id
+from dsh_kernel.llm.types import Message, TextBlock, UserSource
 from dsh_kernel.store.ingest.incremental import set_price
 from dsh_kernel.store.journal import attach_journal, read_session
 from dsh_kernel.store.layout import Store
@@ -42,6 +44,27 @@ async def test_list_sessions(store: Store) -> None:
     assert listed[1].turns == 2 and listed[1].created.tzinfo is not None
     wa.close()
     wb.close()
+
+
+async def test_a_title_is_what_the_person_typed_not_the_expansion(store: Store) -> None:
+    typed = "Which region sold most in $`sales`? Answer with pandas."
+    expanded = (
+        "Which region sold most in `sales`? Answer with pandas.\n\n"
+        '<value of="sales">\nDataFrame 4x3, columns region, units, price\n</value>'
+    )
+    message = Message(
+        id=new_message_id(),
+        role="user",
+        content=(TextBlock(text=expanded),),
+        source=UserSource(extra={"cell": {"raw": typed, "inserted": [{"expr": "sales"}]}}),
+    )
+    agent, _, writer = make_agent(store, [text_response("North.", usage=usage(5, 5))])
+    agent.followup(message)
+    await agent.when_idle()
+    writer.flush()
+    [listed] = list_sessions(store)
+    assert listed.title == typed  # the expansion (``<value of=…>``) is the model's, not a title
+    writer.close()
 
 
 def test_titles_are_cleaned() -> None:

@@ -3,10 +3,18 @@ environment wins, values that do not parse name their setting, and the header ro
 
 from __future__ import annotations
 
+import os
+import pwd
+
 import pytest
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.kernel.course.config import course_settings, current_user, stricter
+from dsh_kernel.kernel.course.config import (
+    account_name,
+    course_settings,
+    current_user,
+    stricter,
+)
 from dsh_kernel.session.codec import header_from_json, header_to_json
 from dsh_kernel.session.events import SessionHeader
 
@@ -60,7 +68,23 @@ def test_a_value_that_does_not_parse_names_its_setting(
 def test_the_user_is_jupyterhubs_else_the_login() -> None:
     assert current_user({"JUPYTERHUB_USER": "ada", "USER": "jovyan"}) == "ada"
     assert current_user({"USER": "jovyan"}) == "jovyan"
-    assert current_user({}) is None
+    account = pwd.getpwuid(os.getuid()).pw_name
+    assert current_user({}) == account  # a container that sets neither variable
+    assert current_user({"JUPYTERHUB_USER": " ", "USER": ""}) == account
+
+
+def test_an_account_with_no_name_is_no_user_and_no_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    taken = {e.pw_uid for e in pwd.getpwall()}
+    monkeypatch.setattr(
+        os, "getuid", lambda: next(u for u in range(70_000, 80_000) if u not in taken)
+    )
+    for name in ("LOGNAME", "USER", "LNAME", "USERNAME"):
+        monkeypatch.delenv(name, raising=False)
+    account_name.cache_clear()
+    try:
+        assert current_user({}) is None
+    finally:
+        account_name.cache_clear()
 
 
 def test_the_header_round_trips_user_and_policy() -> None:

@@ -1,5 +1,6 @@
 """`` $`fig` `` in a chat message: a matplotlib figure, a PIL image or an ``IPython.display.Image``
-attaches an image block (reduced like the python tool's), besides the text that says so."""
+attaches an image block (reduced like the python tool's), besides the text that says so — for a
+text-only model, only the image's stand-in says what became of it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from PIL import Image
 
 from dsh_kernel import Agent
 from dsh_kernel.kernel.chat_input import ExpandedPrompt, expand_prompt
+from dsh_kernel.llm.image_wire import WITHHELD, joined_text, stand_in
 from dsh_kernel.llm.types import ImageBlock, TextBlock
 from dsh_kernel.runtime.image_reduce import ImageCaps
 from dsh_kernel.testing import ScriptedProvider, text_response
@@ -47,7 +49,7 @@ def parts(prompt: ExpandedPrompt) -> tuple[str, list[ImageBlock]]:
 
 
 def test_a_figure_is_attached_as_an_image_block_with_its_description(figure: object) -> None:
-    prompt = expanded("What looks wrong in $`fig`?", {"fig": figure})
+    prompt = expanded("What looks wrong in $`fig`?", {"fig": figure}, sends_images=True)
     text, [block] = parts(prompt)
     assert len(prompt.message.content) == 2
     assert block.media_type == "image/png" and block.data is not None
@@ -59,6 +61,20 @@ def test_a_figure_is_attached_as_an_image_block_with_its_description(figure: obj
     inserted = prompt.message.source.extra["cell"]["inserted"]  # type: ignore[index]
     assert inserted[0]["image"] == block.sha256  # type: ignore[index]
     assert plt.fignum_exists(figure.number)  # type: ignore[attr-defined]  # the user's: left open
+
+
+def test_for_a_text_only_model_the_message_says_once_what_happens_to_the_image(
+    figure: object,
+) -> None:
+    prompt = expanded("What looks wrong in $`fig`?", {"fig": figure}, sends_images=False)
+    text, [block] = parts(prompt)  # attached all the same: a later model may take images
+    assert text.endswith(f'<value of="fig">\n{block.description}\n</value>')
+    wire = joined_text(prompt.message.content, lambda i: stand_in(i, WITHHELD))
+    assert "as an image" not in wire and wire.count("withheld") == 1, wire
+    unknown, _ = parts(expanded("And $`fig`?", {"fig": figure}))
+    assert "(attached to this message: as an image to a model that takes images, else as text)" in (
+        unknown
+    )
 
 
 def test_a_pil_image_is_reduced_like_the_tools_images() -> None:

@@ -39,6 +39,18 @@ def test_a_value_that_is_neither_is_refused_in_one_line() -> None:
         expand_prompt("Use &`n`.", {"n": 3})
 
 
+def test_an_error_names_the_sigil_the_user_wrote() -> None:
+    with pytest.raises(PromptError) as tool_ref:
+        expand_prompt("Use &`undefined`.", {})
+    assert str(tool_ref.value).startswith("&`undefined`: there is no variable 'undefined'")
+    with pytest.raises(PromptError) as tool_expr:
+        expand_prompt("Use &`tools[0]`.", {"tools": []})
+    assert str(tool_expr.value).startswith("&`tools[0]` could not be evaluated: IndexError")
+    with pytest.raises(PromptError) as value_ref:
+        expand_prompt("See $`undefined`.", {})
+    assert str(value_ref.value).startswith("$`undefined`: there is no variable 'undefined'")
+
+
 def test_a_reference_to_the_environment_inserts_its_names_not_its_values(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

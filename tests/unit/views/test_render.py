@@ -27,6 +27,7 @@ from dsh_kernel.transcript.model import (
     TurnModel,
     UsageSummary,
 )
+from dsh_kernel.views.card_content import KIND_ICONS
 from dsh_kernel.views.format import cost, footer_parts
 from dsh_kernel.views.render import MAX_INLINE_IMAGE, render_html, render_markdown, static_bundle
 from tests.support.frontend import markdown_body
@@ -140,6 +141,38 @@ def test_card_snapshots(status: str) -> None:
     model = turn(ToolItem(key="tool-c1", card=CARDS[status]))
     check_snapshot(f"card-{status}.md", render_markdown(model))
     check_snapshot(f"card-{status}.html", render_html(model))
+
+
+@pytest.mark.parametrize(
+    ("outcome", "pill"),
+    [
+        ("unavailable", "denied · no one could answer"),
+        ("timeout", "denied · no answer in time"),
+        ("rejected", "denied"),
+    ],
+)
+def test_a_denied_pill_says_denied_once(outcome: str, pill: str) -> None:
+    denied = card(
+        "denied",
+        approval_id="a1",
+        approval_outcome=outcome,
+        is_error=True,
+        error_code="DENIED",
+        result_text="Error: not approved",
+    )
+    html = render_html(turn(ToolItem(key="tool-c1", card=denied)))
+    pills = [m.split(">", 1)[1] for m in html.split("<span") if "dsh-pill" in m.split(">", 1)[0]]
+    assert [p.split("</span>", 1)[0] for p in pills] == [pill]
+
+
+def test_no_card_icon_looks_like_a_disclosure_triangle() -> None:
+    # A card's Details fold has its own triangle, which turns as it opens; an icon shaped like
+    # one (a python call's was ▶) reads as a fold that stays closed.
+    triangles = ("▶", "▷", "►", "▸", "▹", "⏵", "▼", "▽", "▾", "◀", "◂")
+    assert not [i for i in KIND_ICONS.values() if i.startswith(triangles)], KIND_ICONS
+    html = render_html(turn(ToolItem(key="k", card=CARDS["done"])))  # a python call
+    icon = html.split('<span class="dsh-icon">', 1)[1].split("</span>", 1)[0]
+    assert icon == KIND_ICONS["execute"]
 
 
 def test_full_turn_snapshot() -> None:

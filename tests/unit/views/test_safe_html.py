@@ -293,6 +293,15 @@ def test_segments_are_prefix_stable(text: str, min_chars: int) -> None:
         assert {c for c in cuts if c < n} <= set(prefix_cuts) | {n}
 
 
+def test_a_dollar_amount_is_text_not_a_formula() -> None:
+    for prose in ("It costs $5 and $6 today.", "From $ 5 to $10.", "Pay $20,000 or $30,000."):
+        html = markdown_html(prose)
+        assert "dsh-math" not in html and "$" in html, html
+    html = markdown_html("Both $x$ and $y_1$ cost $5.")
+    assert '<code class="dsh-math">$x$</code>' in html
+    assert '<code class="dsh-math">$y_1$</code>' in html and "cost $5." in html
+
+
 def test_segments_never_cut_inside_a_fence() -> None:
     text = "a" * 50 + "\n\n```\n" + "x\n\n" * 30 + "```\n\nafter"
     pieces = split_segments(text, 10)
