@@ -2,7 +2,8 @@
 #
 # Every target sets up what it needs on its own, from nothing: `make test` on a fresh clone builds
 # `.venv`, installs the project with the `dev` extra and both kernelspecs, then runs the suite;
-# `make run` installs only what a user needs (the project and the `lab` extra) and opens JupyterLab.
+# `make run` installs only what a user needs (the project and the `lab` extra) and opens JupyterLab
+# on a copy of the notebooks.
 # Each extra has its own setup stamp in `.venv`, redone only when pyproject.toml or the notebook
 # extension's sources change, so a second run is fast and the `make run` setup never stands in for
 # the `make test` one. The notebook extension (widgets/) is built with npm once, and again when its
@@ -18,13 +19,13 @@ NODE_DEPS := widgets/node_modules/.package-lock.json
 WIDGET_SOURCES := $(wildcard widgets/src/* widgets/style/*) widgets/package.json widgets/tsconfig.json
 WIDGET_BUILD := widgets/labextension/package.json
 
-.PHONY: help setup-run setup-dev run test test-fast stress test-local lint format typecheck bench clean
+.PHONY: help setup-run setup-dev notebook-copy run test test-fast stress test-local lint format typecheck bench clean
 
 # `make help` (also plain `make`): every target with its one line, read from the `## ` comment
 # after the target's prerequisites.
 .DEFAULT_GOAL := help
 help: ## list the targets
-	@awk -F ':.*## ' '/^[a-z-]+:.*## / { printf "  %-10s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+	@awk -F ':.*## ' '/^[a-z-]+:.*## / { printf "  %-13s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
 
 $(PY):
 	python3 -m venv $(VENV)
@@ -66,13 +67,24 @@ comma := ,
 setup-run: $(RUN_STAMP) ## set up .venv with the project and the lab extra (what `make run` needs)
 setup-dev: $(DEV_STAMP) ## set up .venv with the project and the dev extra (tests, ruff, pyright)
 
-# `make run`: JupyterLab on notebooks/. LAB_ARGS passes options to `jupyter lab`
-# (e.g. LAB_ARGS="--port=9999 --no-browser").
+# `make run`: JupyterLab on a working copy of notebooks/ (NOTEBOOK_COPY, git ignores it), so what a
+# run writes — Lab's autosave of the outputs, .ipynb_checkpoints/, the files a notebook makes — never
+# touches the tracked notebooks. `make notebook-copy` copies what is missing from the copy and keeps
+# every file already there (a person's edits and outputs); deleting one brings the shipped one back.
+# LAB_ARGS passes options to `jupyter lab` (e.g. LAB_ARGS="--port=9999 --no-browser").
+NOTEBOOK_COPY ?= my-notebooks
 LAB_ARGS ?=
 LAB_ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-run: $(RUN_STAMP) ## open JupyterLab on notebooks/ (LAB_ARGS passes options to jupyter lab)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=notebooks $(LAB_ROOT_FLAG) $(LAB_ARGS)
+notebook-copy: ## copy notebooks/ into my-notebooks/ (git ignores it), keeping every file already there
+	@python3 -c 'import os, shutil, sys; shutil.copytree(sys.argv[1], sys.argv[2], \
+	  dirs_exist_ok=True, ignore=shutil.ignore_patterns(".ipynb_checkpoints"), \
+	  copy_function=lambda s, d: d if os.path.lexists(d) else shutil.copy2(s, d))' \
+	  notebooks '$(NOTEBOOK_COPY)'
+	@echo "make: the notebooks are in $(NOTEBOOK_COPY)/ (your copy: git ignores it; notebooks/ stays as shipped)"
+
+run: $(RUN_STAMP) notebook-copy ## open JupyterLab on my-notebooks/, your copy of notebooks/ (LAB_ARGS passes options to jupyter lab)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir='$(NOTEBOOK_COPY)' $(LAB_ROOT_FLAG) $(LAB_ARGS)
 
 # The suite in two runs, by tier (tests/conftest.py marks every test with its directory): first the
 # tiers isolated per temporary directory, on two pytest-xdist workers (a whole file to a worker, so a

@@ -4,7 +4,7 @@ This is the harness's ``SessionEventMap`` ported: ``PAYLOADS`` maps every event 
 ``TypedDict`` of its ``data``, and everything else is derived from it — the catalog
 (``events.EVENT_CATALOG``: each type's required and optional keys, in declaration order, and its
 meaning, the class docstring), hence ``docs/session-events.md`` and the append-time check of
-required keys. ``event.data`` stays a plain dict (the README documents it as public API); the
+required keys. ``event.data`` stays a plain dict (docs/python.md documents it as public API); the
 ``TypedDict`` is its static type. A writer builds its payload with the class as constructor
 (``TurnStart(turn=3)``, which pyright checks key by key); a reader narrows with ``payload_of``::
 

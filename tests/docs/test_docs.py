@@ -1,6 +1,7 @@
 """The README and docs/ say what the code does: every command they give is exercised, every setting
-the code reads is documented, every ``%agent`` subcommand and notebook is listed, links resolve, and
-the configuration and SQL snippets work as written."""
+the code reads is documented, every ``%agent`` subcommand and notebook is listed, links resolve, the
+configuration and SQL snippets work as written, and the README's first screen stays one screen whose
+words are the UI's."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 DOCS = ROOT / "docs"
 CONFIGURATION = (DOCS / "configuration.md").read_text(encoding="utf-8")
+GUIDE = (DOCS / "guide.md").read_text(encoding="utf-8")
 TROUBLESHOOTING = (DOCS / "troubleshooting.md").read_text(encoding="utf-8")
 
 # Each shell command the README gives, and what runs it.
@@ -88,11 +90,15 @@ def test_ci_lints_and_typechecks_before_the_suite() -> None:
     assert ci.index("rm -rf .venv") < ci.index("\nmake lint\n")
 
 
-def test_every_agent_subcommand_is_in_the_readme() -> None:
+def test_every_agent_subcommand_is_in_the_guide() -> None:
     names = re.findall(r"^  %agent ([a-z]+)", HELP, flags=re.M)
     assert len(names) >= 15
     for name in names:
-        assert f"`%agent {name}" in README, name
+        assert f"`%agent {name}" in GUIDE, name
+    # The README names the list and links the guide; what it names is real.
+    assert "`%agent help`" in README and "](docs/guide.md)" in README
+    for name in re.findall(r"`%agent ([a-z]+)", README):
+        assert name in names, f"the README names `%agent {name}`, which does not exist"
 
 
 def test_every_dsh_variable_the_code_reads_is_documented() -> None:
@@ -103,8 +109,12 @@ def test_every_dsh_variable_the_code_reads_is_documented() -> None:
     }
     assert {"DSH_PROVIDER", "DSH_STORE", "DSH_APPROVAL"} <= found
     for name in sorted(found):
-        assert f"`{name}`" in README, f"{name} is not in the README"
         assert f"`{name}`" in CONFIGURATION, f"{name} is not in docs/configuration.md"
+    # The README names the few a newcomer needs and links the full table; each it names is real.
+    assert "](docs/configuration.md)" in README
+    named = set(re.findall(r"\bDSH_[A-Z_]+\b", README))
+    assert {"DSH_PROVIDER", "DSH_MODEL", "DSH_BASE_URL", "DSH_APPROVAL", "DSH_STORE"} <= named
+    assert named <= found, f"the README names settings the code never reads: {named - found}"
 
 
 def test_every_kernel_traitlet_is_documented() -> None:
@@ -114,7 +124,9 @@ def test_every_kernel_traitlet_is_documented() -> None:
     assert "default_cell" in traits and "system_prompt" in traits
     for name in traits:
         assert f"`c.DshKernel.{name}`" in CONFIGURATION, name
-        assert f"`{name}`" in README or f"`c.DshKernel.{name}`" in README, name
+    # The README's config example uses real traitlets (its test below runs it in a kernel).
+    for name in re.findall(r"c\.DshKernel\.([a-z_]+)", README):
+        assert name in traits, f"the README sets c.DshKernel.{name}, which is no traitlet"
 
 
 def test_every_notebook_is_listed_and_tested() -> None:
@@ -230,3 +242,64 @@ def test_the_local_servers_section_matches_what_the_kernel_asks_and_reads() -> N
     assert "does not exist" in llama_cpp_python.split("--jinja", 1)[1][:40]
     assert "make test-local" in llama_cpp_python  # the row the live tier exercises
     assert text_tools_doc and "tool_call" in text_tools_doc
+
+
+def first_screen() -> str:
+    """The README down to its third section: what it is, the picture, Start and Test."""
+    sections = README.split("\n## ")
+    return "\n## ".join(sections[:3])
+
+
+def test_the_readme_first_screen_fits_a_laptop_screen() -> None:
+    """What it is, the picture, Start and Test stay within 45 rendered lines (24 px each: a 16 px
+    font at line-height 1.5). The estimate, per block: a heading 3 lines, a code block its lines and
+    2 of padding, the picture its shown height, a paragraph its source lines (wrapped at about the
+    width Markdown renders) and 0.7 of margin. For the README of this test's commit it said 43.7,
+    and Chromium, rendering the README in GitHub's proportions (830 px column), measured 43.0."""
+    screen = first_screen()
+    assert "```sh\nmake run\n```" in screen and "```sh\nmake test\n```" in screen
+    images = re.findall(r'<img src="([^"]+)" width="(\d+)"', screen)
+    assert len(images) == 1, "the first screen has exactly one picture"
+    from PIL import Image
+
+    lines = 0.0
+    for block in re.split(r"\n\s*\n", screen.strip()):
+        rows = block.splitlines()
+        if block.startswith("#"):
+            lines += 3
+        elif block.startswith("```"):
+            lines += len(rows)
+        elif "<img" in block:
+            ((src, width),) = re.findall(r'<img src="([^"]+)" width="(\d+)"', block)
+            with Image.open(ROOT / src) as picture:
+                lines += picture.height * int(width) / picture.width / 24 + 0.7
+        else:
+            assert max(len(r) for r in rows) <= 100, "prose lines wrap at 100 characters"
+            lines += len(rows) + 0.7
+    assert lines <= 45, f"the README's first screen is about {lines:.0f} lines"
+
+
+def test_the_readme_says_what_the_ui_and_the_settings_say() -> None:
+    from dsh_kernel.kernel.configuration import SETTINGS
+
+    cards = (ROOT / "dsh_kernel" / "views" / "tool_card.py").read_text(encoding="utf-8")
+    for label in ("Allow once", "Deny", "Always allow"):
+        assert f'description="{label}"' in cards
+        assert f"**{label}**" in README
+    assert "**Allow**" not in README
+    flat = " ".join(README.split())  # the words, whatever the line breaks
+    defaults = {s.env: s.default for s in SETTINGS if s.env}
+    assert defaults["DSH_HEADLESS_APPROVAL_TIMEOUT"] == "10"
+    assert "waits 10 s (`DSH_HEADLESS_APPROVAL_TIMEOUT`)" in flat
+    assert "then refuses the call" in flat and "`%agent approve auto`" in flat
+    assert defaults["DSH_APPROVAL_TIMEOUT"] == "300"
+    assert "denied after 300 s (`DSH_APPROVAL_TIMEOUT`)" in flat
+
+
+def test_the_readme_names_the_packages_ci_installs_for_the_suite() -> None:
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    (packages,) = re.findall(r"^apt_packages=\(([^)]*)\)", ci, flags=re.M)
+    (command,) = re.findall(r"`sudo apt-get install ([^`]+)`", README)
+    assert command.split() == packages.split()
+    assert command in (DOCS / "testing.md").read_text(encoding="utf-8")
+    assert "chromium" in packages.split() and "postgresql" in packages.split()

@@ -1,4 +1,4 @@
-"""The layering, pinned: every import in ``dsh_kernel`` points down the order the README draws.
+"""The layering, pinned: every import in ``dsh_kernel`` points down the order docs/architecture.md draws.
 
 Read from the source with ``ast``, so lazy imports (inside functions) and ``TYPE_CHECKING`` imports
 count like any other: a type-only import is still a dependency a reader and pyright must follow, and
