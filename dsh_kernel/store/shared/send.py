@@ -306,6 +306,12 @@ def _lines(
         pos = 0
         while True:
             nl = data.find(b"\n", pos)
+            if size == 0 and 0 <= nl - pos <= limit:  # a whole line in this piece: one copy
+                text = data[pos:nl]
+                yield _Line(start=start, size=nl - pos, text=text, head=text[:HEAD_BYTES])
+                start = nl + 1 + start - pos
+                pos = nl + 1
+                continue
             end = len(data) if nl < 0 else nl
             if not over and size + (end - pos) > limit:
                 over = True
