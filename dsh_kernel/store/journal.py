@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from dsh_kernel.agent.hooks import AgentHooks, Checkpoint
-from dsh_kernel.errors import SessionFormatError, StoreError
+from dsh_kernel.errors import LosslessJsonError, SessionFormatError, StoreError
 from dsh_kernel.session.codec import dumps, encode_event, header_from_json, header_to_json, loads
 from dsh_kernel.session.events import SessionEvent, SessionHeader
 from dsh_kernel.session.journal_io import JOURNAL_DAMAGED, read_journal
@@ -69,6 +69,7 @@ __all__ = [
     "load_session",
     "read_session",
     "repair_orphan",
+    "repair_orphan_if_open",
     "store_dir",
     "writer_gone",
 ]
@@ -443,6 +444,80 @@ def repair_orphan(path: str | os.PathLike[str]) -> bool:
         return _repair_locked(fd, p, report_cut=True).repaired
     finally:
         os.close(fd)
+
+
+def repair_orphan_if_open(path: str | os.PathLike[str]) -> bool | None:
+    """``repair_orphan``, but a journal is first judged from its end: ``None`` when its writer is
+    gone and it ends with a newline, and its last ``turn/start`` or ``turn/end`` event is a
+    ``turn/end`` (or it has neither) — then crash repair would append nothing and cut nothing, so
+    only the end was read and nothing was written. Otherwise what ``repair_orphan`` returns (or
+    raises), having done what it does.
+
+    ``None`` trusts the lines before the end: a journal that is damaged somewhere (a line
+    ``read_journal`` refuses) is not found out here, so a caller that reads it on the strength of
+    ``None`` must hold each line to ``read_journal``'s rules as it goes and, at the first it cannot
+    vouch for, call ``repair_orphan`` — which then raises for the damage, as it would have."""
+    p = Path(path)
+    try:
+        fd = os.open(p, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        if not _try_lock(fd):
+            return False
+        if _ends_closed(fd):
+            return None
+        return _repair_locked(fd, p, report_cut=True).repaired
+    finally:
+        os.close(fd)
+
+
+_TAIL_PIECE = 1 << 16
+"""How much of a journal's end one backward read takes (64 KiB)."""
+
+_TAIL_LINE_BYTES = 1 << 20
+"""A line at the end longer than this (1 MiB) is not parsed to judge the end: the full read does."""
+
+
+def _ends_closed(fd: int) -> bool:
+    """Whether the journal open as ``fd`` ends with a newline and, reading its event lines backwards,
+    a ``turn/end`` comes before any ``turn/start`` (or the header comes first). False — the full read
+    decides — for anything else: a torn or unreadable line, a line over ``_TAIL_LINE_BYTES``."""
+    end = os.fstat(fd).st_size
+    if end == 0 or os.pread(fd, 1, end - 1) != b"\n":
+        return False
+    carry = b""  # the start of the file's bytes read so far, back to ``pos``
+    pos = end - 1  # the final newline is not the start of a line
+    while True:
+        # the last complete line in ``carry`` is after its last newline; read until there is one
+        nl = carry.rfind(b"\n")
+        while nl < 0 and pos > 0:
+            if len(carry) > _TAIL_LINE_BYTES:
+                return False
+            take = min(_TAIL_PIECE, pos)
+            pos -= take
+            carry = os.pread(fd, take, pos) + carry
+            nl = carry.rfind(b"\n")
+        if nl < 0:  # back at the header: no turn bracket in the journal
+            try:
+                header_from_json(loads(carry.decode("utf-8")))
+            except (ValueError, SessionFormatError, LosslessJsonError, RecursionError):
+                return False
+            return True
+        line, carry = carry[nl + 1 :], carry[:nl]
+        if len(line) > _TAIL_LINE_BYTES:
+            return False
+        try:
+            obj = loads(line.decode("utf-8"))
+        except (ValueError, LosslessJsonError, RecursionError):
+            return False  # a torn last line or damage: the full read says which
+        kind = obj.get("type") if isinstance(obj, dict) else None
+        if not isinstance(kind, str):
+            return False
+        if kind == "turn/end":
+            return True
+        if kind == "turn/start":
+            return False
 
 
 def _repair_locked(fd: int, p: Path, *, report_cut: bool = False) -> LoadedSession:

@@ -6,6 +6,13 @@ writer is gone gets its crash repair first (``repair_orphan``: a torn tail is cu
 closed), exactly as an ingest would; a live journal is shipped as far as its complete lines go. The
 server's ``max(seq)`` per session decides what is sent, so running it twice sends nothing twice.
 
+Crash repair is judged from a journal's end (``repair_orphan_if_open``): one that ends with a
+complete line and no open turn — nearly all — is not read in full for it. Its lines are instead held
+to the journal reader's rules as they are read for sending (``JournalTail.check``: each parsed once),
+and the whole journal is read before any of it is sent; at a line that cannot be vouched for, crash
+repair's full read runs after all (``repair_orphan``), so a damaged journal is still skipped whole,
+with the same words, and nothing of it reaches the server.
+
 ``mirror_store(target, store, since)`` is ``dsh-kernel mirror``: it pulls the shared
 sessions (those active on or after ``since``) into ``store`` as ordinary journals — incrementally:
 each journal gets only the events past the ones it holds, in ``seq`` order, stopping at a gap or at a
@@ -24,14 +31,15 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 
 from dsh_kernel.errors import SessionFormatError, StoreError
 from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.session.codec import dumps, header_from_json
-from dsh_kernel.store.journal import repair_orphan
+from dsh_kernel.store.journal import repair_orphan, repair_orphan_if_open
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.shared.bounds import (
     MAX_HEADER_BYTES,
@@ -48,7 +56,14 @@ from dsh_kernel.store.shared.connection import (
     reason,
     server_errors,
 )
-from dsh_kernel.store.shared.send import PIECE_BYTES, JournalTail, resync, send
+from dsh_kernel.store.shared.send import (
+    PIECE_BYTES,
+    Batch,
+    JournalTail,
+    UnsoundJournal,
+    resync,
+    send,
+)
 
 try:
     import fcntl as _fcntl
@@ -91,55 +106,116 @@ class MirrorReport:
 def ship_store(store: Store, target: str, *, name: str = "DSH_SHARED_STORE") -> ShipReport:
     """Ship every journal of ``store`` to ``target`` (module docstring); ``name`` says where the
     target came from in a refusal (a password in it, no driver)."""
-    skipped: list[str] = []
+    damaged: dict[Path, str] = {}  # journals crash repair found damaged: skipped whole, first
     tails: list[JournalTail] = []
+    order: dict[Path, int] = {}
     for path in store.iter_journals():
+        order[path] = len(order)
         try:
-            repair_orphan(path)
+            clean = repair_orphan_if_open(path) is None
         except (SessionFormatError, OSError) as exc:
-            skipped.append(f"{path}: {exc}")
+            damaged[path] = f"{path}: {exc}"
             continue
-        tails.append(JournalTail(path=path, session_id=path.stem))
+        tails.append(JournalTail(path=path, session_id=path.stem, check=clean))
+    skipped: list[str] = []
     conn = connect(target, name=name)
     try:
         with server_errors(target):
-            events = _ship_tails(conn, tails, skipped)
+            events = _ship_tails(conn, tails, skipped, damaged)
     finally:
         conn.close()
+    shipped = [tail for tail in tails if tail.path not in damaged]
     return ShipReport(
-        journals=len(tails),
+        journals=len(shipped),
         events=events,
-        skipped=tuple(skipped),
-        omitted=tuple(why for tail in tails for why in tail.omitted),
+        # in the store's order, as if each had been found damaged before anything was sent
+        skipped=tuple(damaged[p] for p in sorted(damaged, key=lambda p: order[p])) + tuple(skipped),
+        omitted=tuple(why for tail in shipped for why in tail.omitted),
     )
 
 
-def _ship_tails(conn: Connection, tails: list[JournalTail], skipped: list[str]) -> int:
+def _ship_tails(
+    conn: Connection, tails: list[JournalTail], skipped: list[str], damaged: dict[Path, str]
+) -> int:
     migrate(conn)
     resync(conn, tails)
     events = 0
-    for tail in tails:
+    # A checked journal is read whole before it is sent: the next one is read on a worker thread
+    # while this one is sent (the server's work and the reading overlap; at most two in memory).
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="dsh-ship-read") as reader:
+        reads: dict[int, Future[tuple[dict[str, JsonValue] | None, list[Batch]]]] = {}
+
+        def read_ahead(n: int) -> None:
+            if n < len(tails) and tails[n].check:
+                reads[n] = reader.submit(_read_checked, tails[n])
+
+        read_ahead(0)
         try:
-            events += _ship_one(conn, tail)
-        except driver().DatabaseError as exc:
-            if conn.closed or conn.broken:
-                raise  # the server went away: the whole run stops (server_errors says why)
-            # refused for this journal only (row-level security: another user's session; a
-            # constraint): the transaction is rolled back, the others go on
-            skipped.append(f"{tail.path}: the shared store refused it: {reason(exc)}")
-            continue
-        if tail.refused is not None:
-            skipped.append(tail.refused)
-        elif tail.torn_at is not None:
-            skipped.append(f"{tail.path}: a line at byte {tail.torn_at} is not a journal event")
+            for n, tail in enumerate(tails):
+                read_ahead(n + 1)
+                events += _ship_tail(conn, tail, reads.pop(n, None), skipped, damaged)
+        finally:
+            for pending in reads.values():
+                pending.cancel()
     return events
 
 
-def _ship_one(conn: Connection, tail: JournalTail) -> int:
+def _ship_tail(
+    conn: Connection,
+    tail: JournalTail,
+    read: Future[tuple[dict[str, JsonValue] | None, list[Batch]]] | None,
+    skipped: list[str],
+    damaged: dict[Path, str],
+) -> int:
+    """Ship one journal (``read``: its checked read, under way); returns how many events went."""
+    ahead = None
+    if read is not None:
+        try:
+            tail.header, ahead = read.result()
+        except UnsoundJournal:
+            tail.check = False
+            try:
+                repair_orphan(tail.path)  # the full read: it raises for damage
+            except (SessionFormatError, OSError) as exc:
+                damaged[tail.path] = f"{tail.path}: {exc}"
+                return 0
     events = 0
+    try:
+        events = _ship_one(conn, tail, ahead)
+    except driver().DatabaseError as exc:
+        if conn.closed or conn.broken:
+            raise  # the server went away: the whole run stops (server_errors says why)
+        # refused for this journal only (row-level security: another user's session; a
+        # constraint): the transaction is rolled back, the others go on
+        skipped.append(f"{tail.path}: the shared store refused it: {reason(exc)}")
+        return 0
+    if tail.refused is not None:
+        skipped.append(tail.refused)
+    elif tail.torn_at is not None:
+        skipped.append(f"{tail.path}: a line at byte {tail.torn_at} is not a journal event")
+    return events
+
+
+def _read_checked(tail: JournalTail) -> tuple[dict[str, JsonValue] | None, list[Batch]]:
+    """The header ``tail`` will read and every batch it will send, read (and checked) before any
+    is sent; ``tail`` itself is left as it is. Raises ``UnsoundJournal``."""
+    scratch = replace(tail, omitted=[])
+    batches: list[Batch] = []
     while True:
-        batch = tail.read()
-        if not batch.rows and batch.offset == tail.offset:
+        batch = scratch.read()
+        if not batch.rows and batch.offset == scratch.offset:
+            return scratch.header, batches
+        batches.append(batch)
+        scratch.advance(batch)
+
+
+def _ship_one(conn: Connection, tail: JournalTail, ahead: list[Batch] | None = None) -> int:
+    """Send ``tail``'s batches (``ahead``: those ``_read_checked`` read; else read as they go)."""
+    events = 0
+    pending = iter(ahead) if ahead is not None else None
+    while True:
+        batch = tail.read() if pending is None else next(pending, None)
+        if batch is None or (not batch.rows and batch.offset == tail.offset):
             return events
         if batch.rows or tail.next_seq == 0:
             send(conn, tail, batch.rows)

@@ -17,6 +17,13 @@ into one that ships again). With ``durable`` (the live writer's ``committed``), 
 the writer has committed are left for later, so a write the journal is about to take back is never
 shipped.
 
+With ``check`` (``ship_store`` sets it on a journal whose writer is gone and whose end shows it needs
+no crash repair: ``journal.repair_orphan_if_open``), every line read is also held to the journal
+reader's rules (``read_journal``: UTF-8, strict JSON, the event envelope and its type's payload, the
+header) — each line parsed once for both — and the first one this cannot vouch for (one it breaks,
+one over the bound, a torn tail) raises ``UnsoundJournal`` before anything changes, so the caller
+runs the crash repair's full read, which says what is wrong, as it did before sending.
+
 ``send(conn, tail, rows)`` is one transaction: the session row is upserted (header, user, notebook,
 created, last active, event count), the rows are ``COPY``'d into a temporary table (the lines as
 written: the server parses each one's ``data`` into ``jsonb``, so the kernel does not), then
@@ -37,7 +44,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Final, cast
 
+from dsh_kernel.errors import LosslessJsonError, SessionFormatError
 from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.session.check.payload import problem as payload_problem
+from dsh_kernel.session.codec import event_from_json, header_from_json
+from dsh_kernel.session.events import EVENT_CATALOG
 from dsh_kernel.store.shared.bounds import (
     HEAD_BYTES,
     MAX_HEADER_BYTES,
@@ -56,6 +67,7 @@ __all__ = [
     "Batch",
     "JournalTail",
     "Row",
+    "UnsoundJournal",
     "resync",
     "send",
 ]
@@ -70,6 +82,12 @@ MAX_BATCH_BYTES: Final = 16 << 20
 
 PIECE_BYTES: Final = 1 << 20
 """How much of a journal one read of the file takes (1 MiB)."""
+
+_KNOWN_TYPES: Final = frozenset(EVENT_CATALOG)
+
+
+class UnsoundJournal(Exception):
+    """A ``check``-ed read met a line it cannot vouch for (module docstring); nothing was changed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +139,8 @@ class JournalTail:
     """The offset of a line that did not parse (warned about once)."""
     refused: str | None = field(default=None, repr=False)
     """Why this journal is never shipped (its header names another session), logged once."""
+    check: bool = False
+    """Hold every line to the journal reader's rules as it is read (module docstring)."""
 
     def behind(self) -> int:
         """Durable events not shipped yet (for a journal nobody writes: 0 once it is read)."""
@@ -130,7 +150,8 @@ class JournalTail:
 
     def read(self, limit: int = MAX_BATCH) -> Batch:
         """Up to ``limit`` rows past ``next_seq`` (module docstring). Changes nothing:
-        ``advance`` does, once the rows are on the server."""
+        ``advance`` does, once the rows are on the server. With ``check``, raises
+        ``UnsoundJournal`` at a line it cannot vouch for."""
         nothing = Batch(rows=[], offset=self.offset, seq=self.offset_seq)
         if self.refused is not None:
             return nothing
@@ -141,6 +162,7 @@ class JournalTail:
             return nothing
         rows: list[Row] = []
         size = 0
+        check = self.check
         offset, seq, time = self.offset, self.offset_seq, self.last_time
         with f:
             f.seek(offset)
@@ -153,9 +175,15 @@ class JournalTail:
                 if cap is not None and seq >= cap:
                     break
                 if seq < self.next_seq:  # on the server already (a tail rewound by resync)
+                    if check:
+                        _checked(line.text, seq)
                     offset, seq = line.end, seq + 1
                     continue
-                if line.text is None:
+                if check:
+                    obj, text = _checked(line.text, seq)
+                    row = _row(obj, text)
+                    size += line.size
+                elif line.text is None:
                     head = event_head(line.head)
                     if head is not None and head.seq != seq:
                         self._torn(line.start, f"has seq {head.seq} where {seq} is due")
@@ -165,20 +193,23 @@ class JournalTail:
                     else:
                         row = self._marker(line, seq, head.type, head.time)
                 else:
-                    obj = _parse(line.text)
+                    obj, text = _parse_event(line.text)
                     if obj is None or not _is_event(obj):
                         self._torn(line.start)
                         break
                     if obj["seq"] != seq:
                         self._torn(line.start, f"has seq {obj['seq']} where {seq} is due")
                         break
-                    row = _row(obj, line.text)
+                    row = _row(obj, line.text.decode("utf-8") if text is None else text)
                     size += line.size
                 rows.append(row)
                 time = max(time, row.time)
                 offset, seq = line.end, seq + 1
                 if len(rows) >= limit or size >= MAX_BATCH_BYTES:
                     break
+            else:
+                if check and f.tell() != offset:
+                    raise UnsoundJournal  # an unterminated last line (crash repair's business)
         return Batch(rows=rows, offset=offset, seq=seq)
 
     def advance(self, batch: Batch) -> None:
@@ -195,6 +226,9 @@ class JournalTail:
 
     def _take_header(self, line: _Line) -> bool:
         """Read the header line ``line``; False (and ``refused``) when it may not be shipped."""
+        if self.check:
+            self.header = _checked_header(line, self.session_id)
+            return True
         if line.text is None or line.size > MAX_HEADER_BYTES // 2:
             self._refuse(f"its header line {over_bound(line.size, MAX_HEADER_BYTES // 2)}")
             return False
@@ -272,6 +306,12 @@ def _lines(
         pos = 0
         while True:
             nl = data.find(b"\n", pos)
+            if size == 0 and 0 <= nl - pos <= limit:  # a whole line in this piece: one copy
+                text = data[pos:nl]
+                yield _Line(start=start, size=nl - pos, text=text, head=text[:HEAD_BYTES])
+                start = nl + 1 + start - pos
+                pos = nl + 1
+                continue
             end = len(data) if nl < 0 else nl
             if not over and size + (end - pos) > limit:
                 over = True
@@ -303,6 +343,76 @@ def _parse(line: bytes) -> dict[str, JsonValue] | None:
     return cast("dict[str, JsonValue]", obj) if isinstance(obj, dict) else None
 
 
+def _parse_event(line: bytes) -> tuple[dict[str, JsonValue] | None, str | None]:
+    """``_parse(line)``, and the line as text when it is UTF-8 — decoded once for both. A line that
+    starts with ``{`` and no NUL after it is one ``json.loads`` reads as UTF-8 (its encoding sniffing
+    picks UTF-8 then), so parsing the text is parsing the bytes; any other line goes the bytes' way."""
+    if line[:1] != b"{" or line[1:2] == b"\x00":
+        return _parse(line), None
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return _parse(line), None
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return None, text
+    return (cast("dict[str, JsonValue]", obj) if isinstance(obj, dict) else None), text
+
+
+def _refuse_constant(name: str) -> JsonValue:
+    raise ValueError(f"{name} is not JSON")
+
+
+_STRICT: Final = json.JSONDecoder(parse_constant=_refuse_constant)
+"""``codec.loads``'s reading (no ``NaN``/``Infinity``), made once."""
+
+
+def _strict(line: bytes | None) -> tuple[dict[str, JsonValue], str]:
+    """``line`` as ``read_journal`` parses it, and as text; ``UnsoundJournal`` if it would not."""
+    if line is None or line[:1] != b"{":
+        raise UnsoundJournal  # over the bound, or not an object as written (the full read decides)
+    try:
+        text = line.decode("utf-8")
+        obj = _STRICT.decode(text)
+    except (ValueError, RecursionError) as exc:
+        raise UnsoundJournal from exc
+    if not isinstance(obj, dict):
+        raise UnsoundJournal
+    return cast("dict[str, JsonValue]", obj), text
+
+
+def _checked(line: bytes | None, seq: int) -> tuple[dict[str, JsonValue], str]:
+    """The event line ``line`` at ``seq``, held to ``read_journal``'s rules (``UnsoundJournal`` if
+    it breaks one): strict JSON, the envelope, a known type's payload (or an ignorable unknown)."""
+    obj, text = _strict(line)
+    try:
+        event = event_from_json(obj, _KNOWN_TYPES, where="")
+        if event is None:  # unknown but ignorable: the envelope is all there is to check
+            event = event_from_json(obj, None, where="")
+        elif payload_problem(event.type, event.data) is not None:
+            raise UnsoundJournal
+    except (SessionFormatError, LosslessJsonError) as exc:
+        raise UnsoundJournal from exc
+    if event is None or event.seq != seq:
+        raise UnsoundJournal
+    return obj, text
+
+
+def _checked_header(line: _Line, session_id: str) -> dict[str, JsonValue]:
+    """The header line, held to ``read_journal``'s rules and to being shipped as it is."""
+    if line.size > MAX_HEADER_BYTES // 2:
+        raise UnsoundJournal
+    obj, _ = _strict(line.text)
+    try:
+        header_from_json(obj, where="")
+    except (SessionFormatError, LosslessJsonError) as exc:
+        raise UnsoundJournal from exc
+    if obj.get("id") != session_id:
+        raise UnsoundJournal  # refused by the ordinary read, once crash repair has had its say
+    return obj
+
+
 def _is_event(obj: dict[str, JsonValue]) -> bool:
     return (
         isinstance(obj.get("type"), str)
@@ -322,13 +432,14 @@ def _no_nul(value: JsonValue) -> JsonValue:
     return value
 
 
-def _row(obj: dict[str, JsonValue], line: bytes) -> Row:
+def _row(obj: dict[str, JsonValue], line: str) -> Row:
+    """The row of the event ``obj`` parsed from ``line``."""
     seq, time, kind = obj["seq"], obj["time"], obj["type"]
     assert isinstance(seq, int) and isinstance(time, int) and isinstance(kind, str)
     data = None
-    if b"\\u0000" in line:
+    if "\\u0000" in line:
         data = json.dumps(_no_nul(obj["data"]), ensure_ascii=False, separators=(",", ":"))
-    return Row(seq=seq, type=kind, time=time, line=line.decode("utf-8"), data=data)
+    return Row(seq=seq, type=kind, time=time, line=line, data=data)
 
 
 _UPSERT_SESSION = """
