@@ -140,6 +140,14 @@ _DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
 # characters a delta streamed (``t_attempts.streamed_chars``: its text, or a tool call's name and
 # argument fragment, ``session.usage``'s reading), what a finish or usage chunk reports (``fin``), and
 # ``data`` only for the few rows read again (turn ends, compaction summaries).
+_CANDIDATE = f"(turn IS NULL OR (step IS NULL AND type NOT IN {_TURN_MARKS}))"
+"""A row that may need the context: it names no turn, or no step (``turn`` and ``step`` as loaded)."""
+_CTX = (
+    f"CASE WHEN {_CANDIDATE} THEN json_extract_string(data, '$.turn') IS NULL "
+    f"OR (json_extract_string(data, '$.step') IS NULL AND type NOT IN {_TURN_MARKS}) ELSE false END"
+)
+_KEPT = "('turn/end', 'compaction/summary')"
+
 RAW = (
     """
 CREATE OR REPLACE TEMP TABLE _raw AS
@@ -151,22 +159,37 @@ SELECT session_id, seq, type, time_ms, turn, step, seeded, ctx, v[1] AS ctype,
        CASE WHEN v[1] IN ('finish', 'usage') THEN json_extract_string(data, """
     + _END_FIELDS
     + """) END AS fin,
-       CASE WHEN type IN ('turn/end', 'compaction/summary') THEN data END AS data
+       NULL::JSON AS data
 FROM (
     SELECT session_id, seq, type, time_ms, turn, step, seeded, data,
-           CASE WHEN type = 'assistant/chunk' THEN json_extract_string(data, """
+           json_extract_string(data, """
     + _CHUNK_FIELDS
-    + """) END AS v,
-           CASE WHEN turn IS NULL OR (step IS NULL AND type NOT IN """
-    + _TURN_MARKS
-    + """)
-                THEN json_extract_string(data, '$.turn') IS NULL
-                     OR (json_extract_string(data, '$.step') IS NULL AND type NOT IN """
-    + _TURN_MARKS
-    + """)
-                ELSE false END AS ctx
-    FROM t_events WHERE rowid > {bound}
+    + """) AS v, """
+    + _CTX
+    + """ AS ctx
+    FROM t_events WHERE rowid > {bound} AND type = 'assistant/chunk'
 )
+UNION ALL
+SELECT session_id, seq, type, time_ms, turn, step, seeded, """
+    + _CTX
+    + """, NULL, NULL, NULL,
+       CASE WHEN type IN """
+    + _KEPT
+    + """ THEN data END
+FROM t_events
+WHERE rowid > {bound} AND type <> 'assistant/chunk' AND ("""
+    + _CANDIDATE
+    + " OR type IN "
+    + _KEPT
+    + """)
+UNION ALL
+SELECT session_id, seq, type, time_ms, turn, step, seeded, false, NULL, NULL, NULL, NULL
+FROM t_events
+WHERE rowid > {bound} AND type <> 'assistant/chunk' AND NOT """
+    + _CANDIDATE
+    + " AND type NOT IN "
+    + _KEPT
+    + """
 """
 )
 
