@@ -100,21 +100,14 @@ SELECT (SELECT count(*) FROM _raw WHERE type = 'image/data'),
 """
 
 # The bytes of this batch's image/data events, decoded (one parse of each event's large data for its
-# three fields; NULL when not base64), read again from the journals that hold them: ``t_events``
-# never held the base64. Neither sorted nor joined here: either would move the bytes.
+# three fields; NULL when not base64). Neither sorted nor joined here: either would move the bytes.
 _CANDIDATES = """
 CREATE OR REPLACE TEMP TABLE _img AS
-SELECT f.session_id, r.seq, lower(r.v[1]) AS sha256, r.v[2] AS media_type, try(from_base64(r.v[3])) AS bytes
-FROM (SELECT filename, seq, json_extract_string(data, ['$.sha256', '$.mediaType', '$.data']) AS v
-      FROM read_json({files}, format = 'newline_delimited',
-                     columns = {'type': 'VARCHAR', 'seq': 'INTEGER', 'data': 'JSON'},
-                     filename = true, ignore_errors = true, maximum_object_size = {max_object})
-      WHERE type = 'image/data') r
-JOIN _files f ON f.fname = r.filename
-WHERE r.seq >= f.next_seq AND r.seq < f.next_seq + f.lines
+SELECT session_id, seq, lower(v[1]) AS sha256, v[2] AS media_type, try(from_base64(v[3])) AS bytes
+FROM (SELECT session_id, seq,
+             json_extract_string(data, ['$.sha256', '$.mediaType', '$.data']) AS v
+      FROM _raw WHERE type = 'image/data')
 """
-
-_HOLDERS = "SELECT DISTINCT f.fname FROM _files f SEMI JOIN _raw r ON r.session_id = f.session_id AND r.type = 'image/data'"
 
 _KNOWN = "SELECT DISTINCT sha256 FROM _img SEMI JOIN t_image_data USING (sha256)"
 
@@ -126,7 +119,7 @@ FROM _img i JOIN (SELECT unnest($1::VARCHAR[]) AS session_id, unnest($2::INTEGER
 """
 
 
-def store_image_data(con: duckdb.DuckDBPyConnection, max_object: int) -> int:
+def store_image_data(con: duckdb.DuckDBPyConnection) -> int:
     """Add the bytes of the batch's images new to the store to ``t_image_data``, each under its
     hash when it is the hash of the bytes (of several copies of a hash, the first in log order that
     is); returns how many were added.
@@ -135,11 +128,7 @@ def store_image_data(con: duckdb.DuckDBPyConnection, max_object: int) -> int:
     ``hashlib``'s runs at over 1 GB/s (5 MB of images: 70 ms against 3 ms), and only images new to
     the store are checked, each once. A producer whose block names the wrong hash (a bug: the hash
     is the bytes') shows as ``images.stored`` false."""
-    holders = [str(r[0]) for r in con.execute(_HOLDERS).fetchall()]
-    if not holders:
-        return 0
-    files = "[" + ", ".join("'" + f.replace("'", "''") + "'" for f in holders) + "]"
-    con.execute(_CANDIDATES.replace("{files}", files).replace("{max_object}", str(max_object)))
+    con.execute(_CANDIDATES)
     known = {str(r[0]) for r in con.execute(_KNOWN).fetchall()}
     rows = con.execute("SELECT session_id, seq, sha256, bytes FROM _img").fetchall()
     keep: dict[str, tuple[str, int]] = {}

@@ -9,16 +9,13 @@ ingest pass:
    for the next pass) and counts them; a new journal's header line is parsed and registered;
 2. *loads* every planned journal in one columnar, parallel ``read_json`` (explicit columns,
    ``ignore_errors`` so a bad line becomes a row of NULLs instead of failing the batch; journals read
-   from their start are read in place, continuations from a scratch copy of their new lines) straight
-   into ``t_events`` — read once, never copied through a scratch table, never row-by-row inserts.
-   Batches hold up to ``MAX_BATCH_BYTES`` of journal text;
+   from their start are read in place, continuations from a scratch copy of their new lines) — never
+   row-by-row inserts. Batches hold up to ``MAX_BATCH_BYTES`` of journal text;
 3. *validates* per journal in SQL: exactly the expected number of rows, seqs ``next_seq ..`` without gap
-   or repeat, every envelope field present. A journal that fails is left out of the batch (its rows
-   deleted again, inside the transaction) and recorded with the first bad line named (found by
-   re-reading that journal in Python with the journal rules); it is retried only when its size
-   changes. The others go on;
-4. *derives*, in the same transaction and from the rows now in ``t_events``, the typed rows (the
-   turn/step of the events that do not name them, ``t_messages``
+   or repeat, every envelope field present. A journal that fails is left out of the batch and recorded
+   with the first bad line named (found by re-reading that journal in Python with the journal rules);
+   it is retried only when its size changes. The others go on;
+4. *derives*, in the same transaction, the typed rows (``t_events`` with turn/step, ``t_messages``
    with the surface fold — which replacement took a message off the model's view, folded in Python
    only for a batch that holds one, see ``surface`` —, ``t_tool_calls``, ``t_tool_results``,
    ``t_images`` and ``t_image_data`` (the bytes of an image once per hash, kept out of ``t_events``),
@@ -314,17 +311,14 @@ def _run_batch(
     that took events to ``touched`` once committed."""
     con.execute("BEGIN TRANSACTION")
     try:
-        good: list[Plan] = []
-        bound, max_object = -1, 0
-        if batch:
-            good, bound, max_object = _load_and_validate(con, batch, issues, errors)
+        good = _load_and_validate(con, batch, issues, errors) if batch else []
         events = 0
         if good:
             if any(p.reset for p in good):
-                _exec(con, "reset", q.RESET_SESSIONS.replace("{bound}", str(bound)))
+                _exec(con, "reset", q.RESET_SESSIONS)
             _exec(con, "sessions", q.INSERT_SESSIONS)
             for label, stmt in q.DERIVE_MESSAGES:
-                _exec(con, label, stmt.replace("{bound}", str(bound)))
+                _exec(con, label, stmt)
             started = time.perf_counter()
             folded = fold_batch(con)
             _log.debug("ingest surface fold (%d): %.3f s", folded, time.perf_counter() - started)
@@ -333,7 +327,7 @@ def _run_batch(
             if _exec(con, "images?", IMAGES_NEEDED).fetchone() != (0, 0):
                 _exec(con, "images", IMAGES)
                 started = time.perf_counter()
-                added = store_image_data(con, max_object)
+                added = store_image_data(con)
                 _log.debug("ingest image data (%d): %.3f s", added, time.perf_counter() - started)
             if _exec(con, "silent?", SILENT_NEEDED).fetchone() != (0,):
                 _exec(con, "silent calls", SILENT)
@@ -360,10 +354,7 @@ def _load_and_validate(
     batch: list[Plan],
     issues: list[JournalIssue],
     errors: list[ErrorRecord],
-) -> tuple[list[Plan], int, int]:
-    """Load the batch's new lines straight into ``t_events``, then validate each journal and take
-    a refused one's rows out again. Returns the journals that passed, the ``rowid`` every row of the
-    batch is above, and the reader's object size (for a second read of image bytes)."""
+) -> list[Plan]:
     seen: dict[str, Plan] = {}
     plans: list[Plan] = []
     for p in batch:
@@ -375,52 +366,34 @@ def _load_and_validate(
         seen[p.session_id] = p
         plans.append(p)
     _create_files(con, plans)
-    bad: set[str] = set()
     for sid, journal in con.execute(q.DUPLICATE_SESSIONS).fetchall():
         p = seen[str(sid)]
         msg = f"{p.journal}:1: session id {sid} was already ingested from {journal}"
         errors.append((p, p.journal, msg, p.size, p.session_id))
         issues.append(JournalIssue(journal=p.journal, message=msg))
-        bad.add(p.session_id)
-    if bad:  # never loaded: their rows would join another journal's session
-        _drop(con, "_files", bad)
-    files = "[" + ", ".join(_sql_str(p.fname) for p in plans if p.session_id not in bad) + "]"
+    files = "[" + ", ".join(_sql_str(p.fname) for p in plans) + "]"
     # The reader allocates its buffers by this size: big enough for the longest line, no bigger.
     longest = max((p.new_offset - p.body_start for p in plans), default=0)
     max_object = max(16 << 20, 1 << longest.bit_length())
-    row = con.execute(q.NEW_ROWS).fetchone()
-    bound = int(row[0]) if row is not None else -1
-    if len(bad) < len(plans):
-        _exec(
-            con,
-            "load",
-            q.LOAD_EVENTS.replace("{files}", files).replace("{max_object}", str(max_object)),
-        )
-    _exec(con, "rows", q.RAW.replace("{bound}", str(bound)))
-    refused: set[str] = set()
+    _exec(
+        con, "load", q.LOAD_RAW.replace("{files}", files).replace("{max_object}", str(max_object))
+    )
+    bad: set[str] = {p.session_id for p, *_ in errors if p is not None}
     for row in _exec(con, "validate", q.VALIDATE).fetchall():
         sid = str(row[0])
         p = seen[sid]
         msg = locate_damage(p)
         errors.append((p, p.journal, msg, p.size, p.session_id))
         issues.append(JournalIssue(journal=p.journal, message=msg))
-        refused.add(sid)
-    if refused:
+        bad.add(sid)
+    if bad:
         con.execute(
-            f"DELETE FROM t_events WHERE rowid > {bound} "
-            "AND session_id IN (SELECT unnest($1::VARCHAR[]))",
-            [sorted(refused)],
+            "DELETE FROM _raw WHERE session_id IN (SELECT unnest($1::VARCHAR[]))", [sorted(bad)]
         )
-        _drop(con, "_raw", refused)
-        _drop(con, "_files", refused)
-    bad |= refused
-    return [p for p in plans if p.session_id not in bad], bound, max_object
-
-
-def _drop(con: duckdb.DuckDBPyConnection, table: str, sids: set[str]) -> None:
-    con.execute(
-        f"DELETE FROM {table} WHERE session_id IN (SELECT unnest($1::VARCHAR[]))", [sorted(sids)]
-    )
+        con.execute(
+            "DELETE FROM _files WHERE session_id IN (SELECT unnest($1::VARCHAR[]))", [sorted(bad)]
+        )
+    return [p for p in plans if p.session_id not in bad]
 
 
 def _create_files(con: duckdb.DuckDBPyConnection, plans: list[Plan]) -> None:

@@ -1,25 +1,23 @@
 """The SQL of one ingest batch (driven by ``dsh_kernel.store.ingest.incremental``), in execution order.
 
-The new lines are read once, straight into ``t_events`` (``LOAD_EVENTS``): no copy of the events
-passes through a scratch table. Temp tables live for one connection: ``_files`` (one row per planned
-journal, with the context carried over from ``_ingest_state``), ``_raw`` (the batch's rows of
-``t_events``, narrow: what validation and the derived tables need, see ``RAW``), ``_ev`` (a view: the
-batch's rows of ``t_events``, complete) and the helpers below. Every row a batch inserts has a
-``rowid`` above the bound taken just before the load (``NEW_ROWS``), which is how the batch finds its
-rows (and tells them from those of an earlier ingest of a journal re-read from scratch).
-``seeded`` is ``seq < seed_length`` (a fork's copy of its parent; ``_files.seed`` comes from the
+Temp tables live for one connection: ``_files`` (one row per planned journal, with the context carried
+over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.x`` holds
+``[data.turn, data.step, data.chunk.type]`` and ``_raw.chars`` the characters a delta chunk streamed
+(``t_attempts.streamed_chars``: its text, or a tool call's name and argument fragment,
+``session.usage``'s reading), both from one parse of the data in the statement that reads the lines
+(no later step parses a chunk again but for the finish and usage chunks' fields), and
+``_raw.seeded`` is ``seq < seed_length`` (a fork's copy of its parent; ``_files.seed`` comes from the
 header, or from ``t_sessions`` for a continuation), carried into ``t_events``, ``t_messages`` and
 ``t_tool_calls`` so no view joins ``t_sessions`` for it.
 
-The load keeps only rows whose seq lies in the planned range ``[next_seq, next_seq + lines)``: a
-journal read from its start also yields its header line, possibly a torn last line, or lines appended
-since the plan — all outside the range (or without a seq) and dropped. A damaged line inside the range
-shows as a missing seq, a line without the envelope fields as a row with ``seeded`` NULL: validation
-catches both, and a refused journal's rows are deleted before anything reads them.
+``_raw`` keeps only rows whose seq lies in the planned range ``[next_seq, next_seq + lines)``: a journal
+read from its start also yields its header line, possibly a torn last line, or lines appended since the
+plan — all outside the range (or without a seq) and dropped. A damaged line inside the range shows as
+a missing seq, which validation catches.
 
 Turn and step of events that do not name them (``user/message``, ``request/header``, approvals, …) come
 from the latest ``turn/*``/``step/*`` marker before them (an ASOF join), or from the context carried over
-when the marker is in an earlier batch; those few rows of ``t_events`` are updated with it.
+when the marker is in an earlier batch.
 
 Attempts: a ``finish`` chunk ends an attempt. Chunks are aggregated per step first (a hash aggregate); a
 step whose chunks in this batch hold no finish, or a single finish as their last chunk, is one attempt
@@ -81,136 +79,56 @@ SELECT f.session_id, s.journal FROM _files f JOIN t_sessions s ON s.id = f.sessi
 WHERE s.journal <> f.journal
 """
 
-_TURN_MARKS = "('turn/start', 'turn/end')"
+_DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
 
-# Whether a row breaks the envelope (validation refuses its journal): no type, the header's type, no
-# time, data that is not an object, a surface op that is neither a string nor an object.
-_BROKEN = (
-    "coalesce(r.type IS NULL OR r.type = 'session' OR r.time IS NULL OR r.data IS NULL"
-    " OR NOT starts_with(CAST(r.data AS VARCHAR), '{')"
-    " OR (r.surfaceOp IS NOT NULL AND json_type(r.surfaceOp) NOT IN ('VARCHAR', 'OBJECT')), false)"
-)
-
-# The one read of the new lines, straight into ``t_events``: the turn and step an event names are
-# set here; those it does not name come from the context (``_CONTEXT``), a broken row gets
-# placeholders and ``seeded`` NULL (its journal is refused and its rows deleted before anything
-# reads them).
-LOAD_EVENTS = (
+# ``v``: the turn, step and chunk type, then what a delta streamed (its text, or a tool call's name
+# and argument fragment), all from one parse of the line's data.
+LOAD_RAW = (
     """
-INSERT INTO t_events
-SELECT f.session_id, r.seq, coalesce(r.type, ''), coalesce(r.time, 0), TRY_CAST(r.x[1] AS INTEGER),
-       CASE WHEN r.type IN """
-    + _TURN_MARKS
-    + """ THEN NULL ELSE TRY_CAST(r.x[2] AS INTEGER) END,
-       CASE WHEN r.broken THEN '{}'::JSON ELSE """
-    + STRIPPED_DATA.format(p="r.")
-    + """ END,
-       coalesce(r.ignorable, false), r.surfaceOp, r.sourceEventSeqs,
-       CASE WHEN r.broken THEN NULL ELSE r.seq < f.seed END
+CREATE OR REPLACE TEMP TABLE _raw AS
+SELECT session_id, seq, type, time_ms, data, ignorable, surface_op, source_event_seqs, v[1:3] AS x,
+       CASE WHEN v[3] IN """
+    + _DELTAS
+    + """ THEN length(coalesce(v[4], '')) + length(coalesce(v[5], '')) + length(coalesce(v[6], ''))
+       END AS chars,
+       seeded
 FROM (
-    SELECT *, json_extract_string(r.data, ['$.turn', '$.step']) AS x, """
-    + _BROKEN
-    + """ AS broken
+    SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
+           coalesce(r.ignorable, false) AS ignorable, r.surfaceOp AS surface_op,
+           r.sourceEventSeqs AS source_event_seqs,
+           json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type', '$.chunk.text',
+                                        '$.chunk.name', '$.chunk.argumentsDelta']) AS v,
+           r.seq < f.seed AS seeded
     FROM read_json({files}, format = 'newline_delimited', columns = """
     + EVENT_COLUMNS
     + """,
                    filename = true, ignore_errors = true, maximum_object_size = {max_object}) r
-) r
-JOIN _files f ON f.fname = r.filename
-WHERE r.seq >= f.next_seq AND r.seq < f.next_seq + f.lines
-"""
+    JOIN _files f ON f.fname = r.filename
+    WHERE r.seq >= f.next_seq AND r.seq < f.next_seq + f.lines
 )
-
-NEW_ROWS = "SELECT coalesce(max(rowid), -1) FROM t_events"
-"""Before the load: every row the batch inserts into ``t_events`` has a greater ``rowid``."""
-
-_END_FIELDS = (
-    "['$.chunk.reason.kind', '$.chunk.reason.failure.code', '$.chunk.reason.failure.message', "
-    "'$.chunk.usage.inputTokens', '$.chunk.usage.outputTokens', '$.chunk.usage.cacheReadTokens', "
-    "'$.chunk.usage.cacheWriteTokens', '$.chunk.usage.reasoningTokens']"
-)
-"""What a finish chunk (its reason) and a usage chunk (its counts) add to ``t_attempts``, read in
-one parse (``_raw.fin``)."""
-_CHUNK_FIELDS = "['$.chunk.type', '$.chunk.text', '$.chunk.name', '$.chunk.argumentsDelta']"
-_DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
-
-# The batch's rows, narrow, from ``t_events`` (their data is read once more only here, and parsed
-# only where a column needs it): ``turn`` and ``step`` as the event names them (``NULL`` when it
-# does not, before the context), ``ctx`` whether the context sets them, a chunk's type and the
-# characters a delta streamed (``t_attempts.streamed_chars``: its text, or a tool call's name and
-# argument fragment, ``session.usage``'s reading), what a finish or usage chunk reports (``fin``), and
-# ``data`` only for the few rows read again (turn ends, compaction summaries).
-_CANDIDATE = f"(turn IS NULL OR (step IS NULL AND type NOT IN {_TURN_MARKS}))"
-"""A row that may need the context: it names no turn, or no step (``turn`` and ``step`` as loaded)."""
-_CTX = (
-    f"CASE WHEN {_CANDIDATE} THEN json_extract_string(data, '$.turn') IS NULL "
-    f"OR (json_extract_string(data, '$.step') IS NULL AND type NOT IN {_TURN_MARKS}) ELSE false END"
-)
-_KEPT = "('turn/end', 'compaction/summary')"
-
-RAW = (
-    """
-CREATE OR REPLACE TEMP TABLE _raw AS
-SELECT session_id, seq, type, time_ms, turn, step, seeded, ctx, v[1] AS ctype,
-       CASE WHEN v[1] IN """
-    + _DELTAS
-    + """ THEN length(coalesce(v[2], '')) + length(coalesce(v[3], '')) + length(coalesce(v[4], ''))
-       END AS chars,
-       CASE WHEN v[1] IN ('finish', 'usage') THEN json_extract_string(data, """
-    + _END_FIELDS
-    + """) END AS fin,
-       NULL::JSON AS data
-FROM (
-    SELECT session_id, seq, type, time_ms, turn, step, seeded, data,
-           json_extract_string(data, """
-    + _CHUNK_FIELDS
-    + """) AS v, """
-    + _CTX
-    + """ AS ctx
-    FROM t_events WHERE rowid > {bound} AND type = 'assistant/chunk'
-)
-UNION ALL
-SELECT session_id, seq, type, time_ms, turn, step, seeded, """
-    + _CTX
-    + """, NULL, NULL, NULL,
-       CASE WHEN type IN """
-    + _KEPT
-    + """ THEN data END
-FROM t_events
-WHERE rowid > {bound} AND type <> 'assistant/chunk' AND ("""
-    + _CANDIDATE
-    + " OR type IN "
-    + _KEPT
-    + """)
-UNION ALL
-SELECT session_id, seq, type, time_ms, turn, step, seeded, false, NULL, NULL, NULL, NULL
-FROM t_events
-WHERE rowid > {bound} AND type <> 'assistant/chunk' AND NOT """
-    + _CANDIDATE
-    + " AND type NOT IN "
-    + _KEPT
-    + """
 """
 )
 
 # Journals whose rows do not add up: a missing seq (a line that did not parse), a repeat, or a line
-# without the envelope fields (``seeded`` NULL).
+# without the envelope fields.
 VALIDATE = """
 WITH agg AS (
     SELECT f.session_id, f.lines, count(r.session_id) AS n, count(DISTINCT r.seq) AS distinct_seqs,
-           count(r.session_id) FILTER (WHERE r.seeded IS NULL) AS broken
+           count(r.session_id) FILTER (
+               WHERE r.type IS NULL OR r.type = 'session' OR r.time_ms IS NULL OR r.data IS NULL
+                  OR NOT starts_with(CAST(r.data AS VARCHAR), '{')
+                  OR (r.surface_op IS NOT NULL AND json_type(r.surface_op) NOT IN ('VARCHAR', 'OBJECT'))
+           ) AS broken
     FROM _files f LEFT JOIN _raw r ON r.session_id = f.session_id
     GROUP BY ALL
 )
 SELECT session_id FROM agg WHERE n <> lines OR distinct_seqs <> lines OR broken > 0
 """
 
-# A journal re-read from scratch: its earlier rows go (in ``t_events`` those up to ``{bound}``: the
-# batch's own rows are already there).
 RESET_SESSIONS = """
 CREATE OR REPLACE TEMP TABLE _reset AS
 SELECT s.id FROM t_sessions s JOIN _files f ON f.journal = s.journal WHERE f.reset;
-DELETE FROM t_events WHERE session_id IN (SELECT id FROM _reset) AND rowid <= {bound};
+DELETE FROM t_events WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_messages WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_calls WHERE session_id IN (SELECT id FROM _reset);
 DELETE FROM t_tool_results WHERE session_id IN (SELECT id FROM _reset);
@@ -228,29 +146,46 @@ SELECT session_id, h_version, h_created, h_cwd, h_notebook, h_parent, h_seed, jo
 FROM _files WHERE is_new
 """
 
-# The turn and step of the rows that do not name them: the latest marker before them (an ASOF
-# join), or the context carried over when the marker is in an earlier batch; set in ``t_events``
-# by an update of those few rows. ``_ev`` is the batch's rows of ``t_events``, complete.
+_NEEDS_CONTEXT = "(x[1] IS NULL OR (x[2] IS NULL AND type NOT IN ('turn/start', 'turn/end')))"
+
 _CONTEXT = f"""
 CREATE OR REPLACE TEMP TABLE _tmarks AS
-SELECT session_id, seq, CASE WHEN type = 'turn/start' THEN turn ELSE -1 END AS mark
-FROM _raw WHERE type IN {_TURN_MARKS};
+SELECT session_id, seq, CASE WHEN type = 'turn/start' THEN TRY_CAST(x[1] AS INTEGER) ELSE -1 END AS mark
+FROM _raw WHERE type IN ('turn/start', 'turn/end');
 CREATE OR REPLACE TEMP TABLE _smarks AS
-SELECT session_id, seq, CASE WHEN type = 'step/start' THEN step ELSE -1 END AS mark
+SELECT session_id, seq, CASE WHEN type = 'step/start' THEN TRY_CAST(x[2] AS INTEGER) ELSE -1 END AS mark
 FROM _raw WHERE type IN ('step/start', 'step/end', 'turn/start', 'turn/end');
 CREATE OR REPLACE TEMP TABLE _ctx AS
 SELECT r.session_id, r.seq,
        CASE WHEN tm.seq IS NULL THEN f.open_turn WHEN tm.mark >= 0 THEN tm.mark END AS turn,
        CASE WHEN sm.seq IS NULL THEN f.open_step WHEN sm.mark >= 0 THEN sm.mark END AS step
-FROM (SELECT session_id, seq FROM _raw WHERE ctx) r
+FROM (SELECT session_id, seq FROM _raw WHERE {_NEEDS_CONTEXT}) r
 JOIN _files f ON f.session_id = r.session_id
 ASOF LEFT JOIN _tmarks tm ON tm.session_id = r.session_id AND tm.seq <= r.seq
 ASOF LEFT JOIN _smarks sm ON sm.session_id = r.session_id AND sm.seq <= r.seq;
-UPDATE t_events SET turn = coalesce(t_events.turn, c.turn),
-       step = CASE WHEN t_events.type IN {_TURN_MARKS} THEN NULL ELSE coalesce(t_events.step, c.step) END
-FROM _ctx c
-WHERE t_events.rowid > {{bound}} AND t_events.session_id = c.session_id AND t_events.seq = c.seq;
-CREATE OR REPLACE TEMP VIEW _ev AS SELECT * FROM t_events WHERE rowid > {{bound}};
+CREATE OR REPLACE TEMP VIEW _ev AS
+SELECT r.session_id, r.seq, r.type, r.time_ms,
+       coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn) AS turn,
+       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
+            ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END AS step,
+       r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
+FROM _raw r LEFT JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq;
+"""
+
+# Most rows name their turn and step; only the few that do not go through the context join.
+_EVENTS = f"""
+INSERT INTO t_events
+SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
+       CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
+       {STRIPPED_DATA.format(p="")}, ignorable, surface_op, source_event_seqs, seeded
+FROM _raw WHERE NOT {_NEEDS_CONTEXT}
+UNION ALL
+SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
+       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
+            ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
+       {STRIPPED_DATA.format(p="r.")}, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
+FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
+JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
 _IMAGE_SIZE = '"width": "BIGINT", "height": "BIGINT", "description": "VARCHAR"'
@@ -289,8 +224,6 @@ _MESSAGES = (
 CREATE OR REPLACE TEMP TABLE _m AS
 WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
     SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
-           TRY_CAST(surface_op ->> '$.start' AS INTEGER) AS op_start,
-           TRY_CAST(surface_op ->> '$.end' AS INTEGER) AS op_end,
            source_event_seqs[1] AS first_source, len(coalesce(source_event_seqs, [])) AS sources,
            contains(CAST(data AS VARCHAR), '"image"') AS image_text,
            CASE WHEN type = 'user/message' THEN json_transform(data, '"""
@@ -320,7 +253,7 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        seq AS surface_key, NULL::INTEGER AS replaced_by,
        CASE WHEN has_content THEN 1 ELSE 0 END AS dn,
        CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt,
-       op_start, op_end, first_source, sources, image_text
+       first_source, sources, image_text
 FROM src
 """
 )
@@ -353,17 +286,25 @@ SELECT session_id, seq, turn, step, time_ms,
 FROM _ev WHERE type = 'tool/result'
 """
 
+_END_FIELDS = (
+    "['$.chunk.reason.kind', '$.chunk.reason.failure.code', '$.chunk.reason.failure.message', "
+    "'$.chunk.usage.inputTokens', '$.chunk.usage.outputTokens', '$.chunk.usage.cacheReadTokens', "
+    "'$.chunk.usage.cacheWriteTokens', '$.chunk.usage.reasoningTokens']"
+)
+"""What a finish chunk (its reason) and a usage chunk (its counts) add to ``t_attempts``, read in
+one parse of the chunk."""
+
 _ATTEMPTS = f"""
 CREATE OR REPLACE TEMP TABLE _steps AS
 WITH agg AS (
-    SELECT session_id, turn, step,
+    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, TRY_CAST(x[2] AS INTEGER) AS step,
            min(seq) AS first_seq, max(seq) AS last_seq, min(time_ms) AS first_ms, max(time_ms) AS last_ms,
-           min(time_ms) FILTER (WHERE ctype IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
-           coalesce(sum(chars) FILTER (WHERE ctype IN {_DELTAS}), 0)::BIGINT
+           min(time_ms) FILTER (WHERE x[3] IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
+           coalesce(sum(chars) FILTER (WHERE x[3] IN {_DELTAS}), 0)::BIGINT
                AS streamed_chars,
-           count(*) FILTER (WHERE ctype = 'finish') AS finishes,
-           max(seq) FILTER (WHERE ctype = 'finish') AS last_finish
-    FROM _raw WHERE type = 'assistant/chunk' AND turn IS NOT NULL AND step IS NOT NULL
+           count(*) FILTER (WHERE x[3] = 'finish') AS finishes,
+           max(seq) FILTER (WHERE x[3] = 'finish') AS last_finish
+    FROM _raw WHERE type = 'assistant/chunk' AND x[1] IS NOT NULL AND x[2] IS NOT NULL
     GROUP BY ALL
 )
 SELECT agg.*,
@@ -380,12 +321,14 @@ SELECT session_id, turn, step, attempt, min(seq), max(seq), min(time_ms),
        max(seq) FILTER (WHERE ctype = 'finish'),
        coalesce(sum(chars) FILTER (WHERE ctype IN {_DELTAS}), 0)::BIGINT
 FROM (
-    SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.ctype, r.chars,
-           (1 + s.base + coalesce(sum(CASE WHEN r.ctype = 'finish' THEN 1 ELSE 0 END) OVER (
+    SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.x[3] AS ctype,
+           r.chars,
+           (1 + s.base + coalesce(sum(CASE WHEN r.x[3] = 'finish' THEN 1 ELSE 0 END) OVER (
                 PARTITION BY r.session_id, s.turn, s.step ORDER BY r.seq
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::INTEGER AS attempt
     FROM _raw r JOIN _steps s
-      ON s.session_id = r.session_id AND s.turn = r.turn AND s.step = r.step AND NOT s.simple
+      ON s.session_id = r.session_id AND s.turn = TRY_CAST(r.x[1] AS INTEGER)
+     AND s.step = TRY_CAST(r.x[2] AS INTEGER) AND NOT s.simple
     WHERE r.type = 'assistant/chunk'
 )
 GROUP BY session_id, turn, step, attempt;
@@ -396,18 +339,18 @@ WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
-           any_value(r.fin[1]) FILTER (WHERE r.ctype = 'finish') AS finish,
-           any_value(r.fin[2]) FILTER (WHERE r.ctype = 'finish') AS error_code,
-           any_value(r.fin[3]) FILTER (WHERE r.ctype = 'finish') AS error_message,
-           max(TRY_CAST(r.fin[4] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS input_tokens,
-           max(TRY_CAST(r.fin[5] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS output_tokens,
-           max(TRY_CAST(r.fin[6] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS cache_read_tokens,
-           max(TRY_CAST(r.fin[7] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS cache_write_tokens,
-           max(TRY_CAST(r.fin[8] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS reasoning_tokens
-    FROM (SELECT session_id, seq, turn, step, ctype, fin FROM _raw
-          WHERE type = 'assistant/chunk' AND ctype IN ('finish', 'usage')) r
-    JOIN _att a ON a.session_id = r.session_id AND a.turn = r.turn
-     AND a.step = r.step AND r.seq BETWEEN a.first_seq AND a.last_seq
+           any_value(r.fin[1]) FILTER (WHERE r.x[3] = 'finish') AS finish,
+           any_value(r.fin[2]) FILTER (WHERE r.x[3] = 'finish') AS error_code,
+           any_value(r.fin[3]) FILTER (WHERE r.x[3] = 'finish') AS error_message,
+           max(TRY_CAST(r.fin[4] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS input_tokens,
+           max(TRY_CAST(r.fin[5] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS output_tokens,
+           max(TRY_CAST(r.fin[6] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_read_tokens,
+           max(TRY_CAST(r.fin[7] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_write_tokens,
+           max(TRY_CAST(r.fin[8] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS reasoning_tokens
+    FROM (SELECT session_id, seq, x, json_extract_string(data, {_END_FIELDS}) AS fin FROM _raw
+          WHERE type = 'assistant/chunk' AND x[3] IN ('finish', 'usage')) r
+    JOIN _att a ON a.session_id = r.session_id AND a.turn = TRY_CAST(r.x[1] AS INTEGER)
+     AND a.step = TRY_CAST(r.x[2] AS INTEGER) AND r.seq BETWEEN a.first_seq AND a.last_seq
     GROUP BY ALL
 ),
 starts AS (
@@ -465,6 +408,7 @@ WHERE t_attempts.session_id = am.session_id AND t_attempts.turn = am.turn
 
 DERIVE_MESSAGES = (
     ("context", _CONTEXT),
+    ("events", _EVENTS),
     ("messages", _MESSAGES),
 )
 """The first steps of a batch; then the surface fold (``surface.fold_batch``), then ``DERIVE``."""

@@ -112,10 +112,11 @@ def _batch_rows(
 
 
 _BATCH_MESSAGES = """
-SELECT session_id, seq, surface_op, has_content, est_tokens, op_start, op_end
-FROM _m
-WHERE session_id IN (SELECT unnest($1::VARCHAR[]))
-ORDER BY session_id, seq
+SELECT m.session_id, m.seq, m.surface_op, m.has_content, m.est_tokens,
+       TRY_CAST(r.surface_op ->> '$.start' AS INTEGER), TRY_CAST(r.surface_op ->> '$.end' AS INTEGER)
+FROM _m m JOIN _raw r ON r.session_id = m.session_id AND r.seq = m.seq
+WHERE m.session_id IN (SELECT unnest($1::VARCHAR[]))
+ORDER BY m.session_id, m.seq
 """
 
 _LIVE = """
