@@ -95,10 +95,8 @@ FROM flat
 # Whether the batch has image bytes, and messages that may carry image blocks: a batch with neither
 # skips both steps (a block whose bytes came in an earlier batch still gets its row).
 IMAGES_NEEDED = """
-SELECT count(*) FILTER (WHERE type = 'image/data'),
-       count(*) FILTER (WHERE type IN ('user/message', 'tool/result')
-                          AND contains(CAST(data AS VARCHAR), '"image"'))
-FROM _raw
+SELECT (SELECT count(*) FROM _raw WHERE type = 'image/data'),
+       (SELECT count(*) FROM _m WHERE event_type IN ('user/message', 'tool/result') AND image_text)
 """
 
 # The bytes of this batch's image/data events, decoded (one parse of each event's large data for its

@@ -2,7 +2,10 @@
 
 Temp tables live for one connection: ``_files`` (one row per planned journal, with the context carried
 over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.x`` holds
-``[data.turn, data.step, data.chunk.type]``, extracted in the same statement that reads the lines, and
+``[data.turn, data.step, data.chunk.type]`` and ``_raw.chars`` the characters a delta chunk streamed
+(``t_attempts.streamed_chars``: its text, or a tool call's name and argument fragment,
+``session.usage``'s reading), both from one parse of the data in the statement that reads the lines
+(no later step parses a chunk again but for the finish and usage chunks' fields), and
 ``_raw.seeded`` is ``seq < seed_length`` (a fork's copy of its parent; ``_files.seed`` comes from the
 header, or from ``t_sessions`` for a continuation), carried into ``t_events``, ``t_messages`` and
 ``t_tool_calls`` so no view joins ``t_sessions`` for it.
@@ -76,19 +79,33 @@ SELECT f.session_id, s.journal FROM _files f JOIN t_sessions s ON s.id = f.sessi
 WHERE s.journal <> f.journal
 """
 
+_DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
+
+# ``v``: the turn, step and chunk type, then what a delta streamed (its text, or a tool call's name
+# and argument fragment), all from one parse of the line's data.
 LOAD_RAW = (
     """
 CREATE OR REPLACE TEMP TABLE _raw AS
-SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
-       coalesce(r.ignorable, false) AS ignorable, r.surfaceOp AS surface_op,
-       r.sourceEventSeqs AS source_event_seqs,
-       json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type']) AS x, r.seq < f.seed AS seeded
-FROM read_json({files}, format = 'newline_delimited', columns = """
+SELECT session_id, seq, type, time_ms, data, ignorable, surface_op, source_event_seqs, v[1:3] AS x,
+       CASE WHEN v[3] IN """
+    + _DELTAS
+    + """ THEN length(coalesce(v[4], '')) + length(coalesce(v[5], '')) + length(coalesce(v[6], ''))
+       END AS chars,
+       seeded
+FROM (
+    SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
+           coalesce(r.ignorable, false) AS ignorable, r.surfaceOp AS surface_op,
+           r.sourceEventSeqs AS source_event_seqs,
+           json_extract_string(r.data, ['$.turn', '$.step', '$.chunk.type', '$.chunk.text',
+                                        '$.chunk.name', '$.chunk.argumentsDelta']) AS v,
+           r.seq < f.seed AS seeded
+    FROM read_json({files}, format = 'newline_delimited', columns = """
     + EVENT_COLUMNS
     + """,
-               filename = true, ignore_errors = true, maximum_object_size = {max_object}) r
-JOIN _files f ON f.fname = r.filename
-WHERE r.seq >= f.next_seq AND r.seq < f.next_seq + f.lines
+                   filename = true, ignore_errors = true, maximum_object_size = {max_object}) r
+    JOIN _files f ON f.fname = r.filename
+    WHERE r.seq >= f.next_seq AND r.seq < f.next_seq + f.lines
+)
 """
 )
 
@@ -207,6 +224,8 @@ _MESSAGES = (
 CREATE OR REPLACE TEMP TABLE _m AS
 WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
     SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
+           source_event_seqs[1] AS first_source, len(coalesce(source_event_seqs, [])) AS sources,
+           contains(CAST(data AS VARCHAR), '"image"') AS image_text,
            CASE WHEN type = 'user/message' THEN json_transform(data, '"""
     + MESSAGE_SHAPE
     + """')
@@ -233,7 +252,8 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
     + """ AS est_tokens, seeded,
        seq AS surface_key, NULL::INTEGER AS replaced_by,
        CASE WHEN has_content THEN 1 ELSE 0 END AS dn,
-       CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt
+       CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt,
+       first_source, sources, image_text
 FROM src
 """
 )
@@ -266,13 +286,13 @@ SELECT session_id, seq, turn, step, time_ms,
 FROM _ev WHERE type = 'tool/result'
 """
 
-_DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
-_DELTA_CHARS = (
-    "list_sum([length(coalesce(v, '')) FOR v IN json_extract_string({p}data, "
-    "['$.chunk.text', '$.chunk.name', '$.chunk.argumentsDelta'])])"
+_END_FIELDS = (
+    "['$.chunk.reason.kind', '$.chunk.reason.failure.code', '$.chunk.reason.failure.message', "
+    "'$.chunk.usage.inputTokens', '$.chunk.usage.outputTokens', '$.chunk.usage.cacheReadTokens', "
+    "'$.chunk.usage.cacheWriteTokens', '$.chunk.usage.reasoningTokens']"
 )
-"""The characters a delta chunk streamed (``t_attempts.streamed_chars``): its text, or a tool
-call's name and argument fragment (``session.usage``'s reading)."""
+"""What a finish chunk (its reason) and a usage chunk (its counts) add to ``t_attempts``, read in
+one parse of the chunk."""
 
 _ATTEMPTS = f"""
 CREATE OR REPLACE TEMP TABLE _steps AS
@@ -280,7 +300,7 @@ WITH agg AS (
     SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, TRY_CAST(x[2] AS INTEGER) AS step,
            min(seq) AS first_seq, max(seq) AS last_seq, min(time_ms) AS first_ms, max(time_ms) AS last_ms,
            min(time_ms) FILTER (WHERE x[3] IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
-           coalesce(sum({_DELTA_CHARS.format(p="")}) FILTER (WHERE x[3] IN {_DELTAS}), 0)::BIGINT
+           coalesce(sum(chars) FILTER (WHERE x[3] IN {_DELTAS}), 0)::BIGINT
                AS streamed_chars,
            count(*) FILTER (WHERE x[3] = 'finish') AS finishes,
            max(seq) FILTER (WHERE x[3] = 'finish') AS last_finish
@@ -302,7 +322,7 @@ SELECT session_id, turn, step, attempt, min(seq), max(seq), min(time_ms),
        coalesce(sum(chars) FILTER (WHERE ctype IN {_DELTAS}), 0)::BIGINT
 FROM (
     SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.x[3] AS ctype,
-           CASE WHEN r.x[3] IN {_DELTAS} THEN {_DELTA_CHARS.format(p="r.")} END AS chars,
+           r.chars,
            (1 + s.base + coalesce(sum(CASE WHEN r.x[3] = 'finish' THEN 1 ELSE 0 END) OVER (
                 PARTITION BY r.session_id, s.turn, s.step ORDER BY r.seq
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::INTEGER AS attempt
@@ -319,15 +339,15 @@ WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
-           any_value(r.data ->> '$.chunk.reason.kind') FILTER (WHERE r.x[3] = 'finish') AS finish,
-           any_value(r.data ->> '$.chunk.reason.failure.code') FILTER (WHERE r.x[3] = 'finish') AS error_code,
-           any_value(r.data ->> '$.chunk.reason.failure.message') FILTER (WHERE r.x[3] = 'finish') AS error_message,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.inputTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS input_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.outputTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS output_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.cacheReadTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_read_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.cacheWriteTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_write_tokens,
-           max(TRY_CAST(r.data ->> '$.chunk.usage.reasoningTokens' AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS reasoning_tokens
-    FROM (SELECT session_id, seq, x, data FROM _raw
+           any_value(r.fin[1]) FILTER (WHERE r.x[3] = 'finish') AS finish,
+           any_value(r.fin[2]) FILTER (WHERE r.x[3] = 'finish') AS error_code,
+           any_value(r.fin[3]) FILTER (WHERE r.x[3] = 'finish') AS error_message,
+           max(TRY_CAST(r.fin[4] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS input_tokens,
+           max(TRY_CAST(r.fin[5] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS output_tokens,
+           max(TRY_CAST(r.fin[6] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_read_tokens,
+           max(TRY_CAST(r.fin[7] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_write_tokens,
+           max(TRY_CAST(r.fin[8] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS reasoning_tokens
+    FROM (SELECT session_id, seq, x, json_extract_string(data, {_END_FIELDS}) AS fin FROM _raw
           WHERE type = 'assistant/chunk' AND x[3] IN ('finish', 'usage')) r
     JOIN _att a ON a.session_id = r.session_id AND a.turn = TRY_CAST(r.x[1] AS INTEGER)
      AND a.step = TRY_CAST(r.x[2] AS INTEGER) AND r.seq BETWEEN a.first_seq AND a.last_seq
@@ -378,10 +398,9 @@ ON CONFLICT (session_id, turn, step, attempt) DO UPDATE SET
 _ESTIMATES = """
 UPDATE t_attempts SET est_output_tokens = am.est_tokens
 FROM (
-    SELECT m.session_id, m.turn, m.step, m.est_tokens, r.source_event_seqs[1] AS first_chunk
-    FROM _m m JOIN _raw r ON r.session_id = m.session_id AND r.seq = m.seq
-    WHERE m.event_type = 'assistant/message' AND m.surface_op = 'append'
-      AND len(coalesce(r.source_event_seqs, [])) > 0
+    SELECT m.session_id, m.turn, m.step, m.est_tokens, m.first_source AS first_chunk
+    FROM _m m
+    WHERE m.event_type = 'assistant/message' AND m.surface_op = 'append' AND m.sources > 0
 ) am
 WHERE t_attempts.session_id = am.session_id AND t_attempts.turn = am.turn
   AND t_attempts.step = am.step AND am.first_chunk BETWEEN t_attempts.first_seq AND t_attempts.last_seq
