@@ -296,7 +296,7 @@ def _totals(
     select = f"{group}, " if keys else ""
     tail = f" GROUP BY {group} ORDER BY {group}" if keys else ""
     rows = con.execute(
-        f"SELECT {select}count(*), sum(turns), sum(tokens), sum(cost), "
+        f"SELECT {select}count(*), sum(turns), sum(tokens), fsum(cost), "
         "coalesce(bool_and(cost_complete), true), sum(calls), sum(failed), "
         "sum(errors), sum(policy_hits), sum(budget_hits), list(DISTINCT ai_policy ORDER BY "
         f"ai_policy), min(created), max(last_active) FROM per_session{tail}"

@@ -81,7 +81,7 @@ def test_markdown_export_uses_the_markdown_alternative_after_install(tmp_path: P
 
     after = _export(MarkdownExporter, notebook, config_file)
     assert "style=" not in after
-    assert "| a | b |" in after and "<summary>▶️ <b>python</b> — done" in after
+    assert "| a | b |" in after and "<b>python</b> — done" in after
     assert "<table><tr><td>1</td></tr></table>" in after  # an HTML-only output is unchanged
     # The HTML export keeps the styled rendering.
     assert "style=" in _export(HTMLExporter, notebook, config_file)

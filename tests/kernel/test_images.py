@@ -47,11 +47,12 @@ def turn_events(fe: Frontend) -> list[dict[str, Any]]:
 
 
 def image_outputs(fe: Frontend, model_ids: set[str]) -> list[dict[str, Any]]:
-    """The image outputs held by the ``Output`` widgets among ``model_ids`` (the card's body)."""
+    """The image outputs held by the open ``Output`` widgets among ``model_ids`` (the card's body;
+    the live area that showed the running code's output is closed once its result is in)."""
     found = []
     for mid in model_ids:
         model = fe.models[mid]
-        if model.name == "OutputModel":
+        if model.name == "OutputModel" and model.open:
             for out in model.state.get("outputs") or ():
                 if isinstance(out, dict) and "image/png" in out.get("data", {}):
                     found.append(out)

@@ -493,7 +493,7 @@ WITH marks AS (
 u AS (
     SELECT session_id, turn, count(*) AS requests, sum(input_tokens)::BIGINT AS input_tokens,
            sum(cached_input_tokens)::BIGINT AS cached_input_tokens,
-           sum(output_tokens)::BIGINT AS output_tokens, sum(cost) AS cost,
+           sum(output_tokens)::BIGINT AS output_tokens, fsum(cost) AS cost,
            bool_and(cost IS NOT NULL) AS cost_complete, bool_or(estimated) AS estimated
     FROM usage GROUP BY session_id, turn
 ),
@@ -582,7 +582,7 @@ us AS (
     SELECT session_id, sum(input_tokens)::BIGINT AS input_tokens,
            sum(cached_input_tokens)::BIGINT AS cached_input_tokens,
            sum(output_tokens)::BIGINT AS output_tokens, sum(total_tokens)::BIGINT AS total_tokens,
-           sum(cost) AS cost,
+           fsum(cost) AS cost,
            bool_and(cost IS NOT NULL) AS cost_complete, bool_or(estimated) AS estimated
     FROM usage WHERE NOT seeded GROUP BY session_id
 )
