@@ -263,14 +263,21 @@ class ChatTranslator:
                         self.out.append(ReasoningDeltaChunk(index=block.index, text=reasoning))
                     content = delta.get("content")
                     if content and type(content) is str:
-                        if self._filtered:
-                            self._content(content, obj)
-                        else:
-                            block = self._text
-                            if block is None:
-                                block = self._text = self._open("text")
+                        calls, think, block = self._calls, self._think, self._text
+                        if block is not None and (
+                            not self._filtered
+                            or (
+                                self._response_id
+                                and (calls is None or calls.passing)
+                                and (think is None or think.plain(content))
+                            )
+                        ):  # more of an answer decided as text (``_content``'s fast path, inlined)
                             block.parts.append(content)
                             self.out.append(TextDeltaChunk(index=block.index, text=content))
+                        elif self._filtered:
+                            self._content(content, obj)
+                        else:
+                            self._text_delta(content)
                     calls = delta.get("tool_calls")
                     if calls and type(calls) is list:
                         for call in calls:
