@@ -45,10 +45,17 @@ async def stream_response(
     out = Streamed()
     # The hot path: one pass per network read (``stream_call_reads``), whose chunks the log writes
     # as one ``assistant/chunk`` event each in one call (``Session.append_chunks``: a delta's JSON
-    # is never built to be read back), then the assembler takes them.
-    append_chunks, push, seqs = session.append_chunks, out.assembler.push, out.chunk_seqs
+    # is never built to be read back), then the assembler takes them. A provider that hands its
+    # chunks over one by one takes the one-chunk writer straight.
+    append_chunk, append_chunks = session.append_chunk, session.append_chunks
+    push, seqs = out.assembler.push, out.chunk_seqs
     try:
         async for chunks in stream_call_reads(provider, request):
+            if len(chunks) == 1:
+                chunk = chunks[0]
+                seqs.append(append_chunk(turn, step, chunk).seq)
+                push(chunk)
+                continue
             append_chunks(turn, step, chunks, seqs)
             for chunk in chunks:
                 push(chunk)

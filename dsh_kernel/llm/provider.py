@@ -161,24 +161,25 @@ async def stream_call_reads(
     network read at a time, any other provider's one chunk at a time. The same failures folded the
     same way (the folded ``finish{error}`` comes alone); the agent's answer loop logs each group in
     one call."""
-    if not isinstance(provider, StreamsReads):
-        singles = stream_call(provider, request)
-        try:
+    if isinstance(provider, StreamsReads):
+        stream = provider.stream_reads(request)
+        singles = None
+    else:
+        singles = provider.stream(request)
+        stream = None
+    try:
+        if stream is not None:
+            async for chunks in stream:
+                yield chunks
+        elif singles is not None:  # no extra generator on the way: one chunk is one group
             async for chunk in singles:
                 yield (chunk,)
-        finally:
-            await singles.aclose()
-        return
-    stream = provider.stream_reads(request)
-    try:
-        async for chunks in stream:
-            yield chunks
     except UsageError:
         raise
     except Exception as exc:
         yield (_folded(exc),)
     finally:
-        aclose = getattr(stream, "aclose", None)
+        aclose = getattr(stream if stream is not None else singles, "aclose", None)
         if aclose is not None:
             await aclose()
 

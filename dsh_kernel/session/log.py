@@ -342,7 +342,7 @@ class Session:
         return self.append("assistant/chunk", data)
 
     def append_chunks(
-        self, turn: int, step: int, chunks: Iterable[StreamChunk], seqs: list[int]
+        self, turn: int, step: int, chunks: Sequence[StreamChunk], seqs: list[int]
     ) -> None:
         """Append the chunks of step ``step`` of turn ``turn`` one by one, in order, each the very
         event ``append_chunk`` appends (observers notified of each in turn), and add their seqs to

@@ -19,7 +19,7 @@ from dsh_kernel.session.codec import encode_event
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.testing import FakeClock, ScriptedProvider, text_response
 from tests.support import wire_transcripts as wt
-from tests.support.providers import chat_provider, request
+from tests.support.providers import anthropic_provider, chat_provider, request
 from tests.support.sse_server import Framing, Reply, SseServer, sse_reply
 
 
@@ -53,6 +53,31 @@ SCENARIOS: dict[str, tuple[str, Reply]] = {
     "in-stream error": ("openai", sse_reply(wt.OPENAI_INSTREAM_ERROR, coalesce=True)),
     "cut mid-frame": ("openai", sse_reply(wt.OPENAI_TEXT, close="abort")),
 }
+
+
+ANTHROPIC_SCENARIOS: dict[str, Reply] = {
+    "text": sse_reply(wt.ANTHROPIC_TEXT),
+    "thinking and a tool, coalesced": sse_reply(wt.ANTHROPIC_THINKING_TOOL, coalesce=True),
+    "overloaded mid-stream": sse_reply(wt.ANTHROPIC_OVERLOADED, coalesce=True),
+    "cut mid-frame": sse_reply(wt.ANTHROPIC_TEXT, close="abort"),
+}
+
+
+@pytest.mark.parametrize("name", ANTHROPIC_SCENARIOS)
+async def test_anthropic_reads_flatten_to_the_chunks_of_stream_call(
+    server: SseServer, client: httpx.AsyncClient, name: str
+) -> None:
+    reply = ANTHROPIC_SCENARIOS[name]
+    server.script(reply, reply)
+    provider = anthropic_provider(server.url, client)
+    assert isinstance(provider, StreamsReads)
+    one = [c async for c in stream_call(provider, request(model="claude-x"))]
+    reads = [list(r) async for r in stream_call_reads(provider, request(model="claude-x"))]
+    assert all(reads)
+    assert [c for r in reads for c in r] == one
+    assert isinstance(one[-1], FinishChunk)
+    if "coalesced" in name:
+        assert max(len(r) for r in reads) > 3
 
 
 @pytest.mark.parametrize("name", SCENARIOS)
