@@ -19,14 +19,16 @@ fixed per-read cost (httpx and h11) to every contender. The order of the contend
 repetition, and every run starts from a collected heap (``gc.collect()`` before it, untimed: the
 garbage one contender leaves, such as a finished agent's log, is not collected on another's time);
 each figure is the median of ``--reps`` runs after one warm-up run, by the wall clock and by this
-process's CPU time (which a loaded machine's preemptions change least). Targets (issue 3): adapter ≥ 0.5× raw, adapter+loop ≥ 0.25× raw, both ≥ 5×
-the openai SDK. ``openai`` and ``pydantic-ai-slim[openai]`` are benchmark-only dependencies; a
-contender whose package is missing is reported as skipped.
+process's CPU time (which a loaded machine's preemptions change least), with the spread beside it:
+the lowest and highest of the runs' ratios to the same repetition's ``raw``. Targets: adapter ≥
+0.5× raw (issue 3), adapter+loop — the adapter under the agent, its log included — ≥ 0.5× raw
+(issue 31; it was 0.25×), both ≥ 5× the openai SDK. ``openai`` and ``pydantic-ai-slim[openai]`` are
+benchmark-only dependencies; a contender whose package is missing is reported as skipped.
 
 ``--baseline PATH`` compares this tree with another (e.g. a checkout of ``main``) in one run: the
 benchmark runs ``--reps`` times in each tree, alternately, in a fresh process each (with three
 rotations of the contenders), and every contender is reported as the median of its rate as a
-multiple of the same run's ``raw``.
+multiple of the same run's ``raw``, with the lowest and highest of those runs beside it.
 
 Run from the repository root: ``python benchmarks/streaming.py [--chunks 20000] [--reps 5]
 [--baseline PATH]``.
@@ -210,25 +212,47 @@ def rates_of(times: Times, n: int) -> dict[str, float]:
     return {k: n / statistics.median(v) for k, v in times.items() if isinstance(v, list) and v}
 
 
+def spread(values: list[float]) -> str:
+    """``min–max`` of ``values``."""
+    return f"{min(values):.2f}–{max(values):.2f}"
+
+
+def run_ratios(times: Times, name: str) -> list[float]:
+    """Each repetition's rate of ``name`` as a multiple of the same repetition's ``raw``."""
+    mine, raw = times.get(name), times.get("raw")
+    if not isinstance(mine, list) or not isinstance(raw, list):
+        return []
+    return [r / m for m, r in zip(mine, raw, strict=True)]
+
+
 def report(times: Times, cpu: Times, n: int) -> dict[str, float]:
     rates = rates_of(times, n)
     cpu_rates = rates_of(cpu, n)
     raw = rates.get("raw")
     sdk = rates.get("openai-sdk")
     print(
-        f"{n} text chunks, median of {len(next(iter(t for t in times.values() if isinstance(t, list))))} runs"
+        f"{n} text chunks, median of {len(next(iter(t for t in times.values() if isinstance(t, list))))} runs "
+        "(spread: the lowest and highest run, each against its own repetition's raw)"
     )
-    print(f"{'client':<14}{'chunks/s':>12}{'× raw':>9}{'× sdk':>9}{'CPU µs/chunk':>14}{'× raw':>9}")
+    print(
+        f"{'client':<14}{'chunks/s':>12}{'× raw':>9}{'spread':>12}{'× sdk':>9}"
+        f"{'CPU µs/chunk':>14}{'× raw':>9}{'spread':>12}"
+    )
     for name, value in times.items():
         if isinstance(value, str):
             print(f"{name:<14}{value}")
             continue
         rate = rates[name]
         vs_raw = f"{rate / raw:.2f}" if raw else "-"
+        wall_spread = spread(run_ratios(times, name)) if raw else "-"
         vs_sdk = f"{rate / sdk:.2f}" if sdk else "-"
         cpu_us = 1e6 / cpu_rates[name]
         cpu_raw = f"{cpu_rates[name] / cpu_rates['raw']:.2f}" if "raw" in cpu_rates else "-"
-        print(f"{name:<14}{rate:>12,.0f}{vs_raw:>9}{vs_sdk:>9}{cpu_us:>14.1f}{cpu_raw:>9}")
+        cpu_spread = spread(run_ratios(cpu, name)) if "raw" in cpu_rates else "-"
+        print(
+            f"{name:<14}{rate:>12,.0f}{vs_raw:>9}{wall_spread:>12}{vs_sdk:>9}"
+            f"{cpu_us:>14.1f}{cpu_raw:>9}{cpu_spread:>12}"
+        )
     print(
         "(CPU: this process's CPU time, the server's aside — what a loaded machine's preemptions "
         "do not change)"
@@ -263,18 +287,22 @@ def compare(args: argparse.Namespace) -> int:
                     ratios[name].setdefault(contender, []).append(rate / base)
     print(
         f"{args.chunks} text chunks, {args.reps} runs per tree (alternating), "
-        "median of each run's rate as a multiple of that run's raw"
+        "median of each run's rate as a multiple of that run's raw, and the lowest–highest run"
     )
-    print(f"{'client':<16}" + "".join(f"{name + ' × raw':>20}" for name in trees))
+    print(f"{'client':<16}" + "".join(f"{name + ' × raw':>20}{'spread':>12}" for name in trees))
     for contender in ratios["this tree"]:
         cells = [
             f"{statistics.median(ratios[name][contender]):>20.2f}"
+            f"{spread(ratios[name][contender]):>12}"
             if contender in ratios[name]
-            else f"{'-':>20}"
+            else f"{'-':>20}{'':>12}"
             for name in trees
         ]
         print(f"{contender:<16}" + "".join(cells))
-    print(f"{'raw chunks/s':<16}" + "".join(f"{statistics.median(raw[n]):>20,.0f}" for n in trees))
+    print(
+        f"{'raw chunks/s':<16}"
+        + "".join(f"{statistics.median(raw[n]):>20,.0f}{'':>12}" for n in trees)
+    )
     print("(cpu: the same, from this process's CPU time: what a loaded machine changes least)")
     for name, tree in trees.items():
         print(f"  {name}: {tree}")

@@ -1,12 +1,12 @@
 """The model's answer to one request, written to the log as it streams (SPINE §1.4, §3.2).
 
-``stream_response`` logs every chunk as ``assistant/chunk`` the moment it arrives and feeds it to one
-``BlockAssembler``. When the stream is cancelled because the turn was aborted, what the user already
-saw is kept: the assembler's visible blocks become an ``assistant/message`` marked ``interrupted``
-(nothing when nothing was visible), and the cancellation propagates. ``append_response`` logs the
-assembled message of a stream that finished, with its usage; both messages point at their chunks
-(``source_event_seqs``). Neither decides what a finish means (retry, max tokens, tools): the step
-loop does.
+``stream_response`` logs every chunk as ``assistant/chunk`` the moment it arrives (the chunks of one
+network read in one call, each its own event) and feeds it to one ``BlockAssembler``. When the
+stream is cancelled because the turn was aborted, what the user already saw is kept: the assembler's
+visible blocks become an ``assistant/message`` marked ``interrupted`` (nothing when nothing was
+visible), and the cancellation propagates. ``append_response`` logs the assembled message of a
+stream that finished, with its usage; both messages point at their chunks (``source_event_seqs``).
+Neither decides what a finish means (retry, max tokens, tools): the step loop does.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from dsh_kernel.abort import AbortSignal
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import message_to_json, usage_to_json
-from dsh_kernel.llm.provider import Provider, stream_call
+from dsh_kernel.llm.provider import Provider, stream_call_reads
 from dsh_kernel.llm.types import GenerateRequest, Message, ModelSource
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import AssistantMessage
@@ -43,14 +43,22 @@ async def stream_response(
 ) -> Streamed:
     """Stream ``request`` from ``provider`` into the log (module docstring)."""
     out = Streamed()
-    # The hot path (one pass per streamed token): names bound once; the log writes the chunk's
-    # ``assistant/chunk`` event itself (``Session.append_chunk``: a delta's JSON is never built to
-    # be read back).
-    append_chunk, push, seqs = session.append_chunk, out.assembler.push, out.chunk_seqs
+    # The hot path: one pass per network read (``stream_call_reads``), whose chunks the log writes
+    # as one ``assistant/chunk`` event each in one call (``Session.append_chunks``: a delta's JSON
+    # is never built to be read back), then the assembler takes them. A provider that hands its
+    # chunks over one by one takes the one-chunk writer straight.
+    append_chunk, append_chunks = session.append_chunk, session.append_chunks
+    push, seqs = out.assembler.push, out.chunk_seqs
     try:
-        async for chunk in stream_call(provider, request):
-            seqs.append(append_chunk(turn, step, chunk).seq)
-            push(chunk)
+        async for chunks in stream_call_reads(provider, request):
+            if len(chunks) == 1:
+                chunk = chunks[0]
+                seqs.append(append_chunk(turn, step, chunk).seq)
+                push(chunk)
+                continue
+            append_chunks(turn, step, chunks, seqs)
+            for chunk in chunks:
+                push(chunk)
     except asyncio.CancelledError:
         if signal.aborted:
             visible = out.assembler.interrupted_blocks()

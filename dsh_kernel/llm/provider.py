@@ -11,7 +11,7 @@ One call is one attempt: providers never retry; retry is agent policy (``dsh_ker
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Final, Protocol, runtime_checkable
 
@@ -60,6 +60,15 @@ class Provider(Protocol):
 
     def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
         """Stream one attempt. Must end with exactly one ``finish`` chunk or raise ``LlmError``."""
+        ...
+
+
+@runtime_checkable
+class StreamsReads(Protocol):
+    """A provider that can hand its chunks over a network read at a time (``stream_call_reads``)."""
+
+    def stream_reads(self, request: GenerateRequest) -> AsyncIterator[list[StreamChunk]]:
+        """``stream``'s chunks, one non-empty list per read, in order; the same ending and errors."""
         ...
 
 
@@ -121,7 +130,9 @@ def apply_defaults(
     return PreparedCall(config=config, adapter_defaults=frozenset(filled))
 
 
-async def stream_call(provider: Provider, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+async def stream_call(
+    provider: Provider, request: GenerateRequest
+) -> AsyncGenerator[StreamChunk, None]:
     """Run one provider attempt, turning a raised failure into a terminal ``finish{error}`` chunk.
 
     ``CancelledError`` propagates. A provider that ends without a finish chunk gets none added: the
@@ -131,19 +142,54 @@ async def stream_call(provider: Provider, request: GenerateRequest) -> AsyncIter
     try:
         async for chunk in stream:
             yield chunk
-    except LlmError as exc:
-        yield FinishChunk(reason=FinishError(failure=exc.failure))
     except UsageError:
         raise  # a consumer/test bug, not a provider failure
     except Exception as exc:
-        yield FinishChunk(
-            reason=FinishError(
-                failure=LlmFailure(code="UNKNOWN", message=f"provider failed: {error_chain(exc)}")
-            )
-        )
+        yield _folded(exc)
     finally:
         # A consumer that stops early (cancel, error) closes the HTTP stream at once instead of
         # leaving it to async-generator finalisation.
         aclose = getattr(stream, "aclose", None)
         if aclose is not None:
             await aclose()
+
+
+async def stream_call_reads(
+    provider: Provider, request: GenerateRequest
+) -> AsyncGenerator[Sequence[StreamChunk], None]:
+    """``stream_call``'s chunks in order, grouped as they arrived: a ``StreamsReads`` provider's one
+    network read at a time, any other provider's one chunk at a time. The same failures folded the
+    same way (the folded ``finish{error}`` comes alone); the agent's answer loop logs each group in
+    one call."""
+    if isinstance(provider, StreamsReads):
+        stream = provider.stream_reads(request)
+        singles = None
+    else:
+        singles = provider.stream(request)
+        stream = None
+    try:
+        if stream is not None:
+            async for chunks in stream:
+                yield chunks
+        elif singles is not None:  # no extra generator on the way: one chunk is one group
+            async for chunk in singles:
+                yield (chunk,)
+    except UsageError:
+        raise
+    except Exception as exc:
+        yield (_folded(exc),)
+    finally:
+        aclose = getattr(stream if stream is not None else singles, "aclose", None)
+        if aclose is not None:
+            await aclose()
+
+
+def _folded(exc: Exception) -> FinishChunk:
+    """The ``finish{error}`` a provider's raised failure becomes."""
+    if isinstance(exc, LlmError):
+        return FinishChunk(reason=FinishError(failure=exc.failure))
+    return FinishChunk(
+        reason=FinishError(
+            failure=LlmFailure(code="UNKNOWN", message=f"provider failed: {error_chain(exc)}")
+        )
+    )

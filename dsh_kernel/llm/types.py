@@ -282,6 +282,39 @@ class ReasoningDeltaChunk:
     text: str
 
 
+class _DeltaTwin:
+    """``TextDeltaChunk``'s and ``ReasoningDeltaChunk``'s slot layout without the frozen-dataclass
+    ``__init__`` (``session.events._EventTwin`` explains the trick): a delta is built once per
+    streamed token, and a frozen dataclass sets each field through ``object.__setattr__``."""
+
+    __slots__ = ("type", "index", "text")  # noqa: RUF023  # the chunks' field order
+
+    def __init__(self, type: str, index: int, text: str) -> None:
+        self.type = type
+        self.index = index
+        self.text = text
+
+
+if not (
+    _DeltaTwin.__slots__ == TextDeltaChunk.__slots__ == ReasoningDeltaChunk.__slots__
+):  # pragma: no cover - a field was added to one only
+    raise TypeError("_DeltaTwin.__slots__ must list the delta chunks' fields in order")
+
+
+def text_delta(index: int, text: str) -> TextDeltaChunk:
+    """``TextDeltaChunk(index=index, text=text)``, built ~3x faster (an adapter's hot path)."""
+    twin = _DeltaTwin("text-delta", index, text)
+    twin.__class__ = TextDeltaChunk  # type: ignore[assignment]  # same layout, see _DeltaTwin
+    return twin  # type: ignore[return-value]
+
+
+def reasoning_delta(index: int, text: str) -> ReasoningDeltaChunk:
+    """``ReasoningDeltaChunk(index=index, text=text)``, built as ``text_delta`` is."""
+    twin = _DeltaTwin("reasoning-delta", index, text)
+    twin.__class__ = ReasoningDeltaChunk  # type: ignore[assignment]  # same layout
+    return twin  # type: ignore[return-value]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallDeltaChunk:
     type: Literal["tool-call-delta"] = "tool-call-delta"

@@ -45,7 +45,8 @@ MIN_RUN = 2
 but a run of one would rebuild its event on every read for little gain."""
 
 _DICT, _TEXT, _REASONING = 0, 1, 2
-_DELTA_TYPES: dict[str, int] = {"text-delta": _TEXT, "reasoning-delta": _REASONING}
+DELTA_KINDS: dict[str, int] = {"text-delta": _TEXT, "reasoning-delta": _REASONING}
+"""A delta's kind code: a delta at block ``index`` is stored with the code ``index * 4 + kind``."""
 _DATA_KEYS = ["turn", "step", "chunk"]
 _DELTA_KEYS = ["type", "index", "text"]
 """The key orders the log writes (``AssistantChunk``, ``chunk_to_json``), which a rebuilt event
@@ -140,7 +141,7 @@ def _entry(ev: SessionEvent) -> tuple[int, int, int, int, str | JsonObject] | No
         return None
     if list(chunk) == _DELTA_KEYS:
         tag, index, text = chunk["type"], chunk["index"], chunk["text"]
-        kind = _DELTA_TYPES.get(tag) if type(tag) is str else None
+        kind = DELTA_KINDS.get(tag) if type(tag) is str else None
         if (
             kind is not None
             and type(index) is int
@@ -220,7 +221,7 @@ def add_delta(
         if run is not None:
             run.seal()
         run = ChunkRun(seq, turn, step)
-    run.append(time, index * 4 + _DELTA_TYPES[kind], text)
+    run.append(time, index * 4 + DELTA_KINDS[kind], text)
     items.append(run)
     return run
 

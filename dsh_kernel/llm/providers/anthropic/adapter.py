@@ -14,7 +14,7 @@ The httpx client is injected or created on first use and then owned (``aclose()`
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -102,6 +102,19 @@ class MessagesProvider:
         await self._client.aclose()
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        reads = self.stream_reads(request)
+        try:
+            async for chunks in reads:
+                for chunk in chunks:
+                    yield chunk
+        finally:
+            await reads.aclose()
+
+    async def stream_reads(
+        self, request: GenerateRequest
+    ) -> AsyncGenerator[list[StreamChunk], None]:
+        """``stream``'s chunks a network read at a time: every chunk one read completed, in order
+        (never an empty list). The agent's answer loop logs each read's chunks in one call."""
         key = self._api_key()
         body = serialize_request(request, self._defaults, self.model_info(request.model))
         http_request = self._client.get().build_request(
@@ -125,7 +138,6 @@ class MessagesProvider:
         try:
             reader = MessagesEventReader(provider=name, secret=key)
             translator = MessagesTranslator(provider=name, secret=key)
-            out = translator.out
             async for data in iter_body(
                 response,
                 deadline=deadline,
@@ -137,16 +149,15 @@ class MessagesProvider:
                     translator.feed(event)
                     if translator.stopped or translator.failure is not None:
                         break
+                failure = translator.failure
+                if failure is not None:
+                    translator.out.append(FinishChunk(reason=FinishError(failure=failure)))
+                out = translator.out
                 if out:
                     translator.out = []
-                    for chunk in out:
-                        yield chunk
-                    out = translator.out
-                if translator.failure is not None:
-                    yield FinishChunk(reason=FinishError(failure=translator.failure))
+                    yield out
+                if failure is not None or translator.stopped:
                     return
-                if translator.stopped:
-                    return
-            translator.end_of_stream(bytes_seen=reader.bytes_seen)
+            translator.end_of_stream(bytes_seen=reader.bytes_seen)  # raises: a cut stream
         finally:
             await response.aclose()

@@ -2,7 +2,8 @@
 
 One ``stream()`` call is one HTTP attempt: resolve the key (per request, from the ``KeySource``),
 serialise, POST ``{base_url}/chat/completions``, then read the event stream through
-``ChatEventReader`` and ``ChatTranslator``, yielding chunks after each network read. It raises
+``ChatEventReader`` and ``ChatTranslator``, yielding chunks after each network read
+(``stream_reads`` yields them as one list per read: ``llm.provider.stream_call_reads``). It raises
 ``LlmError`` for transport and protocol faults (``transport.py`` has the mapping) and ends with
 ``finish{error}`` for faults the server reports in-band. It never retries.
 
@@ -32,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
 
 import httpx
@@ -155,6 +156,19 @@ class ChatCompletionsProvider:
         await self._client.aclose()
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        reads = self.stream_reads(request)
+        try:
+            async for chunks in reads:
+                for chunk in chunks:
+                    yield chunk
+        finally:
+            await reads.aclose()
+
+    async def stream_reads(
+        self, request: GenerateRequest
+    ) -> AsyncGenerator[list[StreamChunk], None]:
+        """``stream``'s chunks a network read at a time: every chunk one read completed, in order
+        (never an empty list). The agent's answer loop logs each read's chunks in one call."""
         key = self._api_key()
         body = serialize_request(request, self._profile, self._defaults)
         http_request = self._post(body, key, accept="text/event-stream")
@@ -184,11 +198,10 @@ class ChatCompletionsProvider:
                     provider=name,
                     secret=key,
                 )
-                for chunk in _whole_completion(raw, translator, name, key):
-                    yield chunk
+                yield _whole_completion(raw, translator, name, key)
                 return
             reader = ChatEventReader(provider=name, secret=key)
-            out = translator.out
+            feed = translator.feed
             async for data in iter_body(
                 response,
                 deadline=deadline,
@@ -197,30 +210,28 @@ class ChatCompletionsProvider:
                 secret=key,
             ):
                 for obj in reader.feed(data):
-                    translator.feed(obj)
+                    feed(obj)
                     if translator.failure is not None:
                         break
                 failure = translator.failure
-                if reader.done and failure is None:
+                if failure is not None:
+                    translator.out.append(FinishChunk(reason=FinishError(failure=failure)))
+                elif reader.done:
                     translator.finish()
+                out = translator.out
                 if out:
                     translator.out = []
-                    for chunk in out:
-                        yield chunk
-                    out = translator.out
-                if failure is not None:
-                    yield FinishChunk(reason=FinishError(failure=failure))
-                    return
-                if reader.done:
+                    yield out
+                if failure is not None or reader.done:
                     return
             if reader.bytes_seen == 0 and self._profile.probe_empty_stream:
                 await response.aclose()
                 failure = await self._probe(dict(body), key, deadline)
-                yield FinishChunk(reason=FinishError(failure=failure))
+                yield [FinishChunk(reason=FinishError(failure=failure))]
                 return
             translator.end_of_stream(bytes_seen=reader.bytes_seen)
-            for chunk in translator.out:
-                yield chunk
+            if translator.out:
+                yield translator.out
         finally:
             await response.aclose()
 

@@ -68,14 +68,14 @@ from dsh_kernel.llm.types import (
     FinishToolCalls,
     LlmFailure,
     ReasoningBlock,
-    ReasoningDeltaChunk,
     StreamChunk,
     TextBlock,
-    TextDeltaChunk,
     TokenUsage,
     ToolCallBlock,
     ToolCallDeltaChunk,
     UsageChunk,
+    reasoning_delta,
+    text_delta,
 )
 
 
@@ -260,17 +260,24 @@ class ChatTranslator:
                                 else "reasoning"
                             )
                         block.parts.append(reasoning)
-                        self.out.append(ReasoningDeltaChunk(index=block.index, text=reasoning))
+                        self.out.append(reasoning_delta(block.index, reasoning))
                     content = delta.get("content")
                     if content and type(content) is str:
-                        if self._filtered:
+                        calls, think, block = self._calls, self._think, self._text
+                        if block is not None and (
+                            not self._filtered
+                            or (
+                                self._response_id
+                                and (calls is None or calls.passing)
+                                and (think is None or think.plain(content))
+                            )
+                        ):  # more of an answer decided as text (``_content``'s fast path, inlined)
+                            block.parts.append(content)
+                            self.out.append(text_delta(block.index, content))
+                        elif self._filtered:
                             self._content(content, obj)
                         else:
-                            block = self._text
-                            if block is None:
-                                block = self._text = self._open("text")
-                            block.parts.append(content)
-                            self.out.append(TextDeltaChunk(index=block.index, text=content))
+                            self._text_delta(content)
                     calls = delta.get("tool_calls")
                     if calls and type(calls) is list:
                         for call in calls:
@@ -336,14 +343,14 @@ class ChatTranslator:
         if block is None:
             block = self._text = self._open("text")
         block.parts.append(text)
-        self.out.append(TextDeltaChunk(index=block.index, text=text))
+        self.out.append(text_delta(block.index, text))
 
     def _reasoning_delta(self, text: str) -> None:
         block = self._reasoning
         if block is None:
             block = self._reasoning = self._open("reasoning")
         block.parts.append(text)
-        self.out.append(ReasoningDeltaChunk(index=block.index, text=text))
+        self.out.append(reasoning_delta(block.index, text))
 
     def _release_held(self) -> None:
         calls = self._calls
