@@ -232,13 +232,14 @@ class DshKernel(IPythonKernel):
     ) -> None:
         """Keep the kernel *busy* while one of our cells awaits (a chat turn waiting for a click).
 
-        JupyterLab ≥ 4.4 sends widget messages (a click, a key in the steer box, a view drawn) on
-        a kernel subshell, and ipykernel 7 answers each with its own ``busy``/``idle`` pair; Lab's
-        status bar shows the last status whatever its parent, so one click made a running turn
-        read "Idle". Each ``idle`` of another request published while our cell awaits is followed
-        here by a ``busy`` whose parent is that cell's ``execute_request``: the widget message is
-        still handled at once (its own idle is sent, so ipywidgets' message throttle sees it), and
-        the status ends where the kernel really is."""
+        While a turn runs the kernel answers other requests — JupyterLab ≥ 4.4 asks for a comm
+        subshell on the control channel as the view's widgets arrive, and sends widget messages on
+        it — and ipykernel 7 ends each answer with its own ``idle``. Lab's status bar shows the last
+        status whatever its parent, so a turn waiting for approval read "Idle". Each ``idle`` of
+        another request published while our cell awaits is followed here by a ``busy`` whose parent
+        is that cell's ``execute_request``: the other request is still answered at once (with its
+        own idle, which ipywidgets' message throttle waits for), and the status ends where the
+        kernel really is."""
         super()._publish_status(status, channel, parent)  # pyright: ignore[reportUnknownMemberType]
         awaiting = self._awaiting
         if status != "idle" or not awaiting:
