@@ -180,7 +180,8 @@ class Driver:
 
     def _cells(self) -> None:
         for code in self.cells:
-            msg_id = self.k.kc.execute(code)
+            # a cell allowed to fail must not make the kernel abort the requests queued after it
+            msg_id = self.k.kc.execute(code, stop_on_error=not self.allow_errors)
             while not self._stop.is_set():
                 try:
                     reply = self.k.kc.get_shell_msg(timeout=0.1)
