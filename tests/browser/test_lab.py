@@ -90,6 +90,7 @@ def test_chat_cell_streams_shows_a_tool_card_and_allow_continues(tmp_path: Path)
             assert "DSH Agent | Busy" in " ".join(
                 page.locator(".jp-StatusBar-Widget").all_inner_texts()
             )
+            # Empty the box again: the "x" was only a widget message, never meant to be steered.
             page.get_by_placeholder("Tell the agent something now…").fill("")
 
             allow.click()

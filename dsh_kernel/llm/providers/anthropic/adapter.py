@@ -33,7 +33,13 @@ from dsh_kernel.llm.providers.base import (
     Timeouts,
     model_info_for,
 )
-from dsh_kernel.llm.providers.transport import HttpClient, iter_body, open_stream, request_body
+from dsh_kernel.llm.providers.transport import (
+    HttpClient,
+    iter_body,
+    one_by_one,
+    open_stream,
+    request_body,
+)
 from dsh_kernel.llm.types import (
     FinishChunk,
     FinishError,
@@ -102,13 +108,8 @@ class MessagesProvider:
         await self._client.aclose()
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        reads = self.stream_reads(request)
-        try:
-            async for chunks in reads:
-                for chunk in chunks:
-                    yield chunk
-        finally:
-            await reads.aclose()
+        async for chunk in one_by_one(self.stream_reads(request)):
+            yield chunk
 
     async def stream_reads(
         self, request: GenerateRequest

@@ -60,6 +60,7 @@ from dsh_kernel.llm.providers.transport import (
     iter_body,
     json_object,
     malformed,
+    one_by_one,
     open_stream,
     read_all,
     request_body,
@@ -156,13 +157,8 @@ class ChatCompletionsProvider:
         await self._client.aclose()
 
     async def stream(self, request: GenerateRequest) -> AsyncIterator[StreamChunk]:
-        reads = self.stream_reads(request)
-        try:
-            async for chunks in reads:
-                for chunk in chunks:
-                    yield chunk
-        finally:
-            await reads.aclose()
+        async for chunk in one_by_one(self.stream_reads(request)):
+            yield chunk
 
     async def stream_reads(
         self, request: GenerateRequest
