@@ -171,6 +171,7 @@ class AgentHost:
             approval_timeout_s=None,
             context_windows=self.windows,
             compaction=CompactionSettings(auto=self.settings.compaction),
+            repeat_limit=self.settings.repeat_limit,
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
         agent.spend = self.budgets.gate(agent)  # the course's budgets (kernel.budgets)
