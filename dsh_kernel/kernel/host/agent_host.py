@@ -172,6 +172,8 @@ class AgentHost:
             context_windows=self.windows,
             compaction=CompactionSettings(auto=self.settings.compaction),
             repeat_limit=self.settings.repeat_limit,
+            temperature=self.settings.temperature,
+            seed=self.settings.seed,
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
         agent.spend = self.budgets.gate(agent)  # the course's budgets (kernel.budgets)
