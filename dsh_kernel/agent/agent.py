@@ -3,10 +3,12 @@
 The agent owns a ``Session`` (the log) and an ``Inbox`` (a projection of it). Sends put user messages
 in the inbox and, when they wake the agent, start its driver task (``agent.driver``), which runs
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the model
-owes nothing. Beside each step: the request (``agent.request.envelope``), the answer (``agent.response``),
-tools and approvals (``agent.tool_calls``), the context window (``agent.request.window``, ``agent.request.fit``),
-the spending budget (``agent.request.spend``), the passback and retry policies (``agent.passback``,
-``agent.retry``).
+owes nothing. Beside each step: the request (``agent.request.envelope``), the answer
+(``agent.response``), tools and approvals (``agent.tool_calls``), the repeated-call guard
+(``agent.repeats``), the context window (``agent.request.window``, ``agent.request.fit``), the
+spending budget (``agent.request.spend``), the passback and retry policies (``agent.passback``,
+``agent.retry``). A turn that ends without the model's reply still completes: ``note: no-reply``
+(after a tool step the model ended its turn with nothing) or ``note: repeated-call`` (the guard).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
 ``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
