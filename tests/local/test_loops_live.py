@@ -13,8 +13,11 @@ never the model's judgement:
   call, or nothing at all) the turn ends ``completed``, and an empty answer is ``note: no-reply``
   with the result on its card and the server asked once, not retried.
 
-A test whose situation the model never produced (it answered in text at once) is skipped with the
-reason, as the brief allows; the prompts are chosen so that, with the pinned sampling, it does.
+A test whose situation the model never produced is skipped with the reason. With the pinned
+sampling (2026-12-03) Qwen repeats the call four times, so the loop test takes its whole path; after
+the tool step it answers in text however it is asked to stay silent (three wordings tried), so the
+empty-answer branch of the second test is ready for the model that does it, and the kernel tier
+covers it by replaying llama-cpp-python's empty stream (``tests/kernel/test_repeats_and_empty.py``).
 """
 
 from __future__ import annotations
