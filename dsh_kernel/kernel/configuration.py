@@ -138,6 +138,12 @@ def _approval_timeout(raw: str, where: str) -> float | None:
     return parse_approval_timeout(raw, where)
 
 
+def _repeat_limit(raw: str, where: str) -> int:
+    from dsh_kernel.kernel.host.settings import parse_repeat_limit
+
+    return parse_repeat_limit(raw, where)
+
+
 def _temperature(raw: str, where: str) -> float | None:
     from dsh_kernel.kernel.host.settings import parse_temperature
 
@@ -320,6 +326,22 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "still does it by hand). Also `true`/`false`, `1`/`0`; anything else fails the first chat "
         "cell with `USAGE` naming the variable ([Compaction](#compaction))",
         status=StatusLine(label="compaction", text=_compaction_text),
+    ),
+    Setting(
+        name="repeat_limit",
+        what="repeated-call guard",
+        trait=lambda: Integer(2),
+        help="How many identical tool calls (same tool, same arguments) with an identical result "
+        "may run in a row before the next one is not run (0: no limit).",
+        env="DSH_REPEAT_LIMIT",
+        parse=_repeat_limit,
+        check=lambda value, where: _repeat_limit(str(value), where),
+        default="2",
+        doc="how many identical tool calls (same tool, same arguments) with an identical result "
+        "run in a row in one turn; the next is not run — the model is told it already has the "
+        "result — and if it asks once more the turn ends with a notice instead of running to the "
+        "step bound ([Repeated tool calls](#repeated-tool-calls)); `0` or `off`: no limit. "
+        "Anything but a whole number from 0 to 1,000 fails the first chat cell with `USAGE`",
     ),
     Setting(
         name="temperature",

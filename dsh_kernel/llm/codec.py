@@ -292,6 +292,8 @@ def failure_to_json(failure: LlmFailure) -> JsonObject:
         out["providerRetryAfterMs"] = failure.provider_retry_after_ms
     if failure.request_id is not None:
         out["requestId"] = failure.request_id
+    if failure.detail is not None:
+        out["detail"] = failure.detail
     return out
 
 
@@ -303,6 +305,7 @@ def failure_from_json(value: JsonValue) -> LlmFailure:
         status=_opt_int(obj, "status", "failure"),
         provider_retry_after_ms=_opt_int(obj, "providerRetryAfterMs", "failure"),
         request_id=_opt_str(obj, "requestId", "failure"),
+        detail=_opt_str(obj, "detail", "failure"),
     )
 
 

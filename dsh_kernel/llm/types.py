@@ -219,6 +219,28 @@ LLM_FAILURE_CODES: frozenset[str] = frozenset(
 )
 """The stable codes. ``HTTP_<status>`` and an upper-cased unknown finish reason are also valid."""
 
+EMPTY_BODY = "empty-body"
+"""``EMPTY_RESPONSE``'s ``detail`` when the server answered with not one byte (HTTP 200, an empty body
+or stream): a fault of the server (llama-cpp-python refuses an over-long prompt so), never the
+model's choice."""
+MODEL_STOPPED = "model-stopped"
+"""``EMPTY_RESPONSE``'s ``detail`` when the server streamed a well-formed answer that holds nothing: the
+model ended its turn at once (its first token was end-of-turn), with a stop reason and no content."""
+
+
+def empty_body(message: str) -> LlmFailure:
+    """The ``EMPTY_RESPONSE`` of a server that sent not one byte (``EMPTY_BODY``)."""
+    return LlmFailure(code="EMPTY_RESPONSE", message=message, detail=EMPTY_BODY)
+
+
+def model_stopped() -> LlmFailure:
+    """The ``EMPTY_RESPONSE`` of a model that ended its turn with nothing (``MODEL_STOPPED``)."""
+    return LlmFailure(
+        code="EMPTY_RESPONSE",
+        message="the model returned nothing: it ended its turn at once, with no text and no tool call",
+        detail=MODEL_STOPPED,
+    )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinishStop:

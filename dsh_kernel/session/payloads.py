@@ -73,9 +73,13 @@ class TurnStart(TypedDict):
 
 
 class EndCompleted(TypedDict):
-    """The turn ran to its end: the model answered without asking for tools, or its tools ended it."""
+    """The turn ran to its end: the model answered without asking for tools, or its tools ended it;
+    `note` says when it ended without the model's reply: `no-reply` (after a tool step the model
+    ended its turn with nothing; the tool results stand) or `repeated-call` (it kept repeating a
+    call that was no longer run: the repeated-call guard)."""
 
     kind: Literal["completed"]
+    note: NotRequired[str]
 
 
 class EndAborted(TypedDict):
@@ -103,6 +107,9 @@ class EndErrorDetail(TypedDict):
     status: NotRequired[int]
     providerRetryAfterMs: NotRequired[int]
     requestId: NotRequired[str]
+    detail: NotRequired[str]
+    """A finer reason within the code, which picks the advice shown (``LlmFailure.detail``:
+    ``EMPTY_RESPONSE`` has ``empty-body`` and ``model-stopped``)."""
 
 
 class EndError(TypedDict):
@@ -140,7 +147,8 @@ consumed with ``match`` ending in ``assert_never``."""
 
 
 class TurnEnd(TypedDict):
-    """A turn closes; always written. `reason.kind` is completed, aborted (with the cause in
+    """A turn closes; always written. `reason.kind` is completed (with a `note` when it ended without
+    the model's reply: no-reply, repeated-call), aborted (with the cause in
     `reason.reason`), blocked (a hook's `message`), error (the failure in `reason.error`: `message`,
     `code`), max-steps (with the `limit`), max-tokens or interrupted (closed by crash repair)."""
 

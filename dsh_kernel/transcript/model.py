@@ -127,6 +127,8 @@ class TurnError:
     code: str
     message: str
     status: int | None = None
+    detail: str | None = None
+    """The failure's finer reason (``LlmFailure.detail``), which picks the advice."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

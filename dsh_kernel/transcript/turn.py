@@ -22,7 +22,8 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * card status: ``pending`` (streamed, not started) → ``running`` (``tool/call``) or
   ``waiting-approval`` (``approval/asked`` with its ``callId``) → ``running`` / ``denied`` /
   ``aborted`` (``approval/decided``) → ``done`` / ``failed`` / ``denied`` / ``aborted``
-  (``tool/result``: its error code decides). A card still open at ``turn/end`` is ``aborted``;
+  (``tool/result``: its error code decides). A card still open at ``turn/end`` is ``aborted``; a
+  call the repeated-call guard did not run (error code ``REPEATED_CALL``) also adds a notice item;
 * usage: ``session.usage.UsageReader.summary()`` over the turn (the same reading as ``%agent cost``:
   what the servers reported, summed over every attempt), the context window of the last request,
   the route (``request/context``, ``request/header``, else the assistant message's model source) and
@@ -81,6 +82,8 @@ from dsh_kernel.transcript.model import (
 )
 
 _ABORT_CODES: frozenset[str] = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
+_REPEATED_CALL = "REPEATED_CALL"
+"""The code of a call the repeated-call guard did not run (``agent.repeats``)."""
 
 URGENT_TYPES: frozenset[str] = frozenset(
     {
@@ -437,6 +440,8 @@ class TurnFold:
             duration_ms=duration,
             status=status,
         )
+        if code == _REPEATED_CALL and is_error:
+            self._entries.append(NoticeItem(key=f"repeat-{cid}", text=_repeat_notice(card.m.name)))
 
     def _turn_end(self, d: TurnEnd, at: int) -> None:
         self._state = "ended"
@@ -447,6 +452,7 @@ class TurnFold:
                 code=error["code"] or "UNKNOWN",
                 message=error["message"] or "the turn failed",
                 status=error.get("status"),
+                detail=error.get("detail"),
             )
         for card in self._cards.values():
             if not card.m.settled:
@@ -510,6 +516,14 @@ def _pressure(d: ContextWarning) -> str:
         f"This request is ~{tokens:,} tokens ({how}){share} a {window:,}-token context window"
         f"{assumed}: the next messages may not fit — %agent compact summarises the older turns, "
         "%agent new starts afresh"
+    )
+
+
+def _repeat_notice(name: str) -> str:
+    """The notice of a call the repeated-call guard did not run."""
+    return (
+        f"The model repeated its call of {name} with the same arguments and the same result: not "
+        "run again; the model was told to answer with the result it has"
     )
 
 

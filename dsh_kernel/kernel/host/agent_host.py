@@ -171,6 +171,7 @@ class AgentHost:
             approval_timeout_s=None,
             context_windows=self.windows,
             compaction=CompactionSettings(auto=self.settings.compaction),
+            repeat_limit=self.settings.repeat_limit,
             temperature=self.settings.temperature,
             seed=self.settings.seed,
         )

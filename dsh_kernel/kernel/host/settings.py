@@ -8,8 +8,8 @@ table, the environment and ``%agent`` all take it, and refuse anything else with
 whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
 ``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
 ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` (on/off),
-``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout`` and
-``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
+``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout``,
+``parse_repeat_limit`` and ``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
 else ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose
 key is present when none is named), else the clearly labelled offline demo model.
 """
@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from dsh_kernel.agent.repeats import DEFAULT_REPEAT_LIMIT
 from dsh_kernel.errors import UsageError
 from dsh_kernel.kernel.course.config import NO_COURSE, CourseSettings
 from dsh_kernel.llm.config import (
@@ -73,6 +74,9 @@ class HostSettings:
     """The sampling seed sent with every request, for repeatable answers (``None``: none sent)."""
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
+    repeat_limit: int = DEFAULT_REPEAT_LIMIT
+    """Identical tool calls with an identical result in a row before the next is not run
+    (``agent.repeats``; 0: the guard is off)."""
     course: CourseSettings = NO_COURSE
     """The AI policy and budgets in force (``kernel.course.config``: the stricter of the traitlets and
     the environment at kernel start)."""
@@ -141,6 +145,29 @@ def parse_approval_timeout(raw: str, where: str = "") -> float | None:
         return float(text)
     except ValueError as exc:
         raise UsageError(f"{where}{text!r} is not a number of seconds (or 'none')") from exc
+
+
+MAX_REPEAT_LIMIT = 1000
+"""The largest repeat limit accepted (the step bound, 100 a turn, comes long before)."""
+
+
+def parse_repeat_limit(raw: str, where: str = "") -> int:
+    """``raw`` as the repeated-call guard's limit: a whole number from 0 (``off``: no guard) to
+    ``MAX_REPEAT_LIMIT``; a ``UsageError`` starting with ``where`` for anything else."""
+    text = raw.strip().lower()
+    if text == "off":
+        return 0
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = -1
+    if not 0 <= limit <= MAX_REPEAT_LIMIT:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a repeat limit: give how many identical tool calls "
+            f"with an identical result may run in a row, a whole number from 1 to "
+            f"{MAX_REPEAT_LIMIT} (e.g. 2), or 0 / off for no limit"
+        )
+    return limit
 
 
 MAX_TEMPERATURE = 2.0

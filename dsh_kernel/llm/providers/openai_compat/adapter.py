@@ -18,7 +18,7 @@ An empty stream — HTTP 200 and not one byte — is, with ``profile.probe_empty
 error: llama-cpp-python answers an over-long prompt so when streaming, and with a proper 400
 ``context_length_exceeded`` otherwise (it then closes the stream's keep-alive connection, so a probe
 that meets the dead socket is sent once more, on a new one). The attempt then ends with that error (classified as any
-answer is), or with ``EMPTY_RESPONSE`` saying what the probe saw. The probe is a diagnosis, not a
+answer is), or with ``EMPTY_RESPONSE`` (``detail: empty-body``) saying what the probe saw. The probe is a diagnosis, not a
 retry: its answer is never shown.
 
 ``discover_context_window`` (with ``profile.discover_window``) asks the server for a model's window
@@ -74,6 +74,7 @@ from dsh_kernel.llm.types import (
     ModelInfo,
     ReasoningPassback,
     StreamChunk,
+    empty_body,
 )
 
 
@@ -289,10 +290,9 @@ class ChatCompletionsProvider:
             failure = inband_failure(info, provider=name, secret=key)
             detail = failure.message.removeprefix(f"{name} ")
             return replace(failure, message=f"{empty}; asked again without streaming: {detail}")
-        return LlmFailure(
-            code="EMPTY_RESPONSE",
-            message=f"{empty}; the same request without streaming was answered, so the server "
-            "could not stream it — its log says why",
+        return empty_body(
+            f"{empty}; the same request without streaming was answered, so the server "
+            "could not stream it — its log says why"
         )
 
 

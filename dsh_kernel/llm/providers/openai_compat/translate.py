@@ -18,7 +18,8 @@ stream sets ``failure``; the adapter then ends with ``finish{error}`` and reads 
 Finish mapping: ``stop`` → stop; ``tool_calls`` → tool-calls; ``length`` → max-tokens;
 ``insufficient_system_resource`` (DeepSeek cut generation for capacity) → ``error{SERVER}`` so the
 retry policy treats it as the transient server fault it is; anything else → ``error{REASON}``;
-``stop`` or none with no block at all → ``error{EMPTY_RESPONSE}``. Tool calls streamed under
+``stop`` or none with no block at all → ``error{EMPTY_RESPONSE}`` (``detail: model-stopped`` when a
+stop reason came: the model ended its turn at once; an empty body is ``detail: empty-body``). Tool calls streamed under
 ``stop``/none count as ``tool-calls`` (Ollama, Gemini's layer).
 
 Tool-call fragments are keyed by ``index``; without one (old Ollama) by ``id``, else they continue the
@@ -74,6 +75,8 @@ from dsh_kernel.llm.types import (
     ToolCallBlock,
     ToolCallDeltaChunk,
     UsageChunk,
+    empty_body,
+    model_stopped,
     reasoning_delta,
     text_delta,
 )
@@ -122,12 +125,15 @@ class _Open:
 def map_usage(raw: JsonObject) -> TokenUsage | None:
     """Wire usage → disjoint counts (cache reads and writes out of input; reasoning inside output).
 
-    ``None`` when the object is not a usage we can read: usage is then unknown, never zero.
+    ``None`` when the object is not a usage we can read, or says 0 prompt and 0 completion tokens (a
+    proxy's placeholder: no request has an empty prompt): usage is then unknown, never zero.
     """
     try:
         u = WireUsage.model_validate(raw)
     except ValidationError:
         return None
+    if u.prompt_tokens == 0 and u.completion_tokens == 0:
+        return None  # a real request always has prompt tokens: 0/0 is a count nobody made
     prompt = u.prompt_tokens_details
     cache_read = (
         prompt.cached_tokens
@@ -151,9 +157,11 @@ def map_finish(reason: str | None, *, has_blocks: bool, has_tools: bool) -> Fini
         return FinishToolCalls()
     if reason in (None, "stop", "tool_calls"):
         if not has_blocks:
-            return FinishError(
-                failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
-            )
+            if reason is None:  # no stop reason either: nothing says the model chose this
+                return FinishError(
+                    failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
+                )
+            return FinishError(failure=model_stopped())
         return FinishStop()
     if reason == "length":
         return FinishMaxTokens()
@@ -471,9 +479,7 @@ class ChatTranslator:
             self.finish()
             return
         if bytes_seen == 0:
-            raise LlmError(
-                LlmFailure(code="EMPTY_RESPONSE", message=f"{self._provider} sent an empty body")
-            )
+            raise LlmError(empty_body(f"{self._provider} sent an empty body"))
         raise LlmError(
             LlmFailure(
                 code="STREAM_CLOSED",
