@@ -171,6 +171,8 @@ class AgentHost:
             approval_timeout_s=None,
             context_windows=self.windows,
             compaction=CompactionSettings(auto=self.settings.compaction),
+            temperature=self.settings.temperature,
+            seed=self.settings.seed,
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
         agent.spend = self.budgets.gate(agent)  # the course's budgets (kernel.budgets)

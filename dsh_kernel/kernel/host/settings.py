@@ -9,8 +9,8 @@ whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
 ``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
 ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` (on/off),
 ``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout``,
-``parse_redraw_rate`` and ``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
-else ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose
+``parse_redraw_rate``, ``parse_temperature``, ``parse_seed`` and ``parse_seconds``.
+``choose_provider`` turns settings into a provider: ``offline`` when asked for, else ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose
 key is present when none is named), else the clearly labelled offline demo model.
 """
 
@@ -69,6 +69,10 @@ class HostSettings:
     image_max_side: int = DEFAULT_IMAGE_CAPS.max_side
     images_per_call: int = DEFAULT_IMAGE_CAPS.per_call
     image_max_bytes: int = DEFAULT_IMAGE_CAPS.max_bytes
+    temperature: float | None = None
+    """The sampling temperature sent with every request (``None``: the server's default)."""
+    seed: int | None = None
+    """The sampling seed sent with every request, for repeatable answers (``None``: none sent)."""
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
     course: CourseSettings = NO_COURSE
@@ -157,6 +161,42 @@ def parse_redraw_rate(raw: str, where: str = "") -> float:
     if not low <= rate <= high:  # NaN too
         raise UsageError(f"{where}{text!r} is not a redraw rate: a number from {low:g} to {high:g}")
     return rate
+
+
+MAX_TEMPERATURE = 2.0
+"""The highest temperature the OpenAI and Anthropic APIs take (Anthropic's own cap is 1)."""
+
+
+def parse_temperature(raw: str, where: str = "") -> float | None:
+    """``raw`` as a sampling temperature from 0 to ``MAX_TEMPERATURE``; ``default``, ``none`` or
+    nothing: not set. A ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip()
+    if text.lower() in ("", "default", "none"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= MAX_TEMPERATURE:
+        raise UsageError(
+            f"{where}{text!r} is not a temperature: give a number from 0 to {MAX_TEMPERATURE:g} "
+            "(0: the most repeatable), or `default` for the server's"
+        )
+    return value
+
+
+def parse_seed(raw: str, where: str = "") -> int | None:
+    """``raw`` as a sampling seed, a whole number from 0 to 2**63 - 1; ``default``, ``none`` or
+    nothing: not set. A ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip().replace("_", "")
+    if text.lower() in ("", "default", "none"):
+        return None
+    if not text.isdigit() or int(text) >= 2**63:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a seed: give a whole number from 0 to 2**63 - 1, or "
+            "`none`"
+        )
+    return int(text)
 
 
 def parse_seconds(raw: str, where: str = "") -> float:
