@@ -19,7 +19,9 @@ from logging the answer's first text delta to the IOPub message that shows it (`
 the view's part, which a rate limit would lengthen). The runs alternate (each rep runs the three in
 a rotating order) after one warm-up of each; every kernel turn starts a fresh session (``%agent
 new``) so every request is the same prompt, as the direct one is, and a server that caches the
-prompt's prefix (llama.cpp) serves them all warm.
+prompt's prefix (llama.cpp) serves them all warm; temperature 0 and a fixed seed
+(``DSH_TEMPERATURE``, ``DSH_SEED``, in the body both send) make a live model give the same answer
+each time.
 
 The server is, by default, the loopback scenario server (``tests.support.sse_server``) in its own
 process, answering as the live tier's warm llama.cpp did: the headers, the role chunk and the first
@@ -72,7 +74,7 @@ from tests.support.sse_server import (  # noqa: E402
 )
 from tests.support.wire_transcripts import chat_text_stream  # noqa: E402
 
-PROMPT = "Say hello to the benchmark in one short sentence."
+PROMPT = "Greet me in one short sentence of plain text."
 TARGET_MS = 30.0
 PREFILL_MS = 45.0
 WORD_MS = 40.0
@@ -261,8 +263,7 @@ def widget_turn(fe: Frontend, timeout: float) -> Seen:
         return bool(hits)
 
     cell.pump(shown, timeout=timeout, what="the answer's first text")
-    ex = cell.finish(timeout=timeout)
-    assert ex.status == "ok", ex.content
+    cell.finish(timeout=timeout)  # how the turn ended is the model's business, not this figure's
     return Seen(seconds=first[0][0] - started, at=first[0][1], msg_id=cell.msg_id)
 
 
@@ -287,8 +288,7 @@ def text_turn(k: Kernel, timeout: float) -> Seen:
     reply = k.kc.get_shell_msg(timeout=timeout)
     while reply["parent_header"].get("msg_id") != msg_id:
         reply = k.kc.get_shell_msg(timeout=timeout)
-    assert reply["content"]["status"] == "ok", reply["content"]
-    assert first is not None, "the text view wrote no answer"
+    assert first is not None, f"the text view wrote no answer: {reply['content']}"
     return first
 
 
@@ -327,6 +327,9 @@ def run(args: argparse.Namespace, tgt: Target, tmp: Path) -> Series:
         "DSH_MODEL": tgt.model,
         "DSH_APPROVAL": "auto",
         "DSH_DEV_INVARIANTS": "0",  # the per-request log-rebuild check is a test-only cost
+        # the same answer every time (a live model's first words, and whether it answers in text)
+        "DSH_TEMPERATURE": "0",
+        "DSH_SEED": "7",
         # Known, so no session asks the server for it: a new session (``%agent new``) asks a server
         # that said nothing again, in the background, and the turn would race that lookup.
         "DSH_CONTEXT_WINDOW": str(tgt.window),
