@@ -173,6 +173,12 @@ def _seconds(raw: str, where: str) -> float:
     return parse_seconds(raw, where)
 
 
+def _redraw_rate(raw: str, where: str) -> float:
+    from dsh_kernel.kernel.host.settings import parse_redraw_rate
+
+    return parse_redraw_rate(raw, where)
+
+
 def _ai_policy(raw: str, where: str) -> str | None:
     from dsh_kernel.kernel.course.config import parse_ai_policy
 
@@ -425,6 +431,24 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         default="10",
         doc="seconds to wait for a frontend to draw the turn before an approval is denied "
         "(`unavailable`): headless runs fail fast instead of hanging",
+    ),
+    Setting(
+        name="redraw_rate",
+        what="redraw rate",
+        trait=lambda: Float(20.0),
+        help="Redraws per second of a streaming answer (the widget view, a console's text) and "
+        "of a running python call's output (0.01 to 100); an answer's first words, tool calls and "
+        "the turn's end are drawn at once whatever the rate.",
+        env="DSH_REDRAW_RATE",
+        parse=_redraw_rate,
+        check=lambda value, where: _redraw_rate(str(value), where),
+        default="20",
+        doc="how many times a second a streaming answer is redrawn, from 0.01 to 100: the widget "
+        "view, the text a console is written, and a running `python` call's live output. The "
+        "first words of each answer, reasoning or tool-call block, an approval and the turn's end "
+        "are drawn at once whatever the rate; only their growth waits for it. Lower it for a slow "
+        "link (each redraw sends the growing paragraph again). Anything else fails the first chat "
+        "cell with `USAGE` naming the setting",
     ),
     Setting(
         name="store",

@@ -33,7 +33,11 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * times: time to first token (first text or reasoning delta minus the start of the request that
   produced it: the latest ``step/start``, ``request/*`` or ``llm/retry-started``), total time
   (``turn/end`` minus ``turn/start``), per-card durations (``durationMs`` or result minus call time);
-* the end: ``turn/end.reason`` kind, the error (code and message) or the abort cause.
+* the end: ``turn/end.reason`` kind, the error (code and message) or the abort cause;
+* ``appeared``: how many items have come to show something — a text or reasoning block at its
+  first non-empty delta, a tool card when it is first streamed or logged. A live view draws at once
+  an event that raises it (with ``URGENT_TYPES``), so the answer's first words are never held back
+  by the view's rate limit, which then paces only how they grow.
 
 A chunk the codec cannot read (``llm.codec.chunk_from_json`` refuses it) changes nothing: a view
 shows what it can. Events of other turns must not be fed in (``turn_events`` slices them out of a
@@ -99,7 +103,9 @@ URGENT_TYPES: frozenset[str] = frozenset(
         "compaction/end",
     }
 )
-"""Events a live view should show at once rather than at the next streaming tick."""
+"""Events a live view should show at once rather than at the next streaming tick. So is an event
+that makes something appear (``TurnFold.appeared`` grows): a view's rate limit paces how a shown
+item grows, never when it first shows."""
 
 
 class _Attempt:
@@ -201,6 +207,8 @@ class TurnFold:
         self._step = 0
         self._attempt = _Attempt(0, 0)
         self._seen: set[int] = set()  # indices of the current attempt that have an entry
+        self._shown: set[int] = set()  # indices of the current attempt that have shown text
+        self._appeared = 0
         self._usage = UsageReader()
         self._request_at: int | None = None
         self._turn: int | None = None
@@ -280,6 +288,7 @@ class TurnFold:
     def _new_attempt(self, at: int) -> None:
         self._attempt = _Attempt(self._attempt.number + 1, self._step)
         self._seen = set()
+        self._shown = set()
         self._request_at = at
 
     def _route(self, provider: str | None, model: str | None) -> None:
@@ -299,6 +308,9 @@ class TurnFold:
             case "text-delta" | "reasoning-delta":
                 if not chunk.text:
                     return  # an empty delta shows nothing yet
+                if chunk.index not in self._shown:
+                    self._shown.add(chunk.index)
+                    self._appeared += 1
                 if self._ttft_ms is None and self._request_at is not None:
                     self._ttft_ms = at - self._request_at
             case "tool-call-delta":
@@ -334,6 +346,7 @@ class TurnFold:
         if card is None:
             card = self._cards[call_id] = _Card(call_id, name, self._step)
             self._entries.append(card)
+            self._appeared += 1
         elif name != "tool":
             card.m = replace(card.m, name=name)
         return card
@@ -459,6 +472,12 @@ class TurnFold:
                 card.m = replace(card.m, status="aborted")
 
     # -- reading -----------------------------------------------------------------------------------
+
+    @property
+    def appeared(self) -> int:
+        """How many items have come to show something (module docstring): a live view compares it
+        before and after ``apply`` to draw an item's first appearance at once."""
+        return self._appeared
 
     def snapshot(self) -> TurnModel:
         items: list[TurnItem] = []

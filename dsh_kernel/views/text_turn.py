@@ -28,7 +28,8 @@ returns are dropped). Frontends print ``stream`` text as text, so HTML stays ine
 redacts what it writes (``llm.secrets``) as the log does.
 
 Rate: ``TextStream`` writes at most ``max_rate_hz`` times a second from the running loop (structural
-events at once), like the widget view; every write takes everything new, so no text is dropped.
+events and an item's first appearance — the answer's first words — at once), like the widget view;
+every write takes everything new, so no text is dropped.
 """
 
 from __future__ import annotations
@@ -221,6 +222,11 @@ class TextTurn:
     def model(self) -> TurnModel:
         return self._fold.snapshot()
 
+    @property
+    def appeared(self) -> int:
+        """``TurnFold.appeared`` of the bound turn: how many items have come to show something."""
+        return self._fold.appeared
+
     def observe(self, event: SessionEvent) -> None:
         """Feed one session event (bound as ``TurnView.observe`` binds)."""
         if self._ended:
@@ -362,9 +368,11 @@ class TextStream:
         """How many times text was written (tests read it)."""
 
     def observe(self, event: SessionEvent) -> None:
-        self.turn.observe(event)
-        if self.turn.bound and not self._finished:
-            self._schedule(urgent=event.type in URGENT_TYPES)
+        turn = self.turn
+        appeared = turn.appeared
+        turn.observe(event)
+        if turn.bound and not self._finished:
+            self._schedule(urgent=event.type in URGENT_TYPES or turn.appeared != appeared)
 
     def _schedule(self, *, urgent: bool) -> None:
         try:

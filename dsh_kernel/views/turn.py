@@ -11,9 +11,11 @@ is the same on every run.
 Streaming without losing text: events only mark the view dirty. A redraw ("flush") runs from the
 running asyncio loop's ``call_later`` at most ``max_rate_hz`` times a second (default 20 Hz);
 structural events (a tool call starting, an approval asked or decided, a result, the turn ending)
-are drawn at the next loop iteration. Every flush draws the *whole* current model, so nothing
-between two flushes is lost. With no running loop (a replay in plain code) drawing waits for
-``flush()`` or ``finish()``.
+and the first appearance of an item (``TurnFold.appeared``: the answer's first words, a reasoning
+block's, a tool card's) are drawn at the next loop iteration — so the first words of an answer are
+on IOPub as soon as the network read that brought them is logged, and only their growth is paced.
+Every flush draws the *whole* current model, so nothing between two flushes is lost. With no
+running loop (a replay in plain code) drawing waits for ``flush()`` or ``finish()``.
 
 What is sent: the answer is split into Markdown pieces (``views.segments``), each an ``HTML``
 widget holding that piece rendered to sanitised HTML by the kernel (``markup.safe_html``: the
@@ -287,11 +289,13 @@ class TurnView:
             elif event.type == "turn/end":
                 self._buffer = None
             return
-        self._fold.apply(event)
+        fold = self._fold
+        appeared = fold.appeared
+        fold.apply(event)
         self._images.apply(event)
         if event.type == "turn/end":
             self._ended = True
-        self._schedule(urgent=event.type in URGENT_TYPES)
+        self._schedule(urgent=event.type in URGENT_TYPES or fold.appeared != appeared)
 
     def _bind(self) -> None:
         self._bound = True

@@ -9,7 +9,8 @@ whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
 ``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
 ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` (on/off),
 ``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout``,
-``parse_repeat_limit`` and ``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
+``parse_repeat_limit``, ``parse_redraw_rate``, ``parse_temperature``, ``parse_seed`` and
+``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
 else ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose
 key is present when none is named), else the clearly labelled offline demo model.
 """
@@ -53,6 +54,8 @@ class HostSettings:
     approval: str = ""
     approval_timeout: float | None = 300.0
     headless_approval_timeout: float = 10.0
+    redraw_rate: float = 20.0
+    """Redraws per second of a streaming answer (``views.turn``, ``views.text_turn``)."""
     store: str = ""
     shared_store: str = ""
     """The shared store's libpq target (``kernel.shared``; docs/shared-store.md)."""
@@ -168,6 +171,24 @@ def parse_repeat_limit(raw: str, where: str = "") -> int:
             f"{MAX_REPEAT_LIMIT} (e.g. 2), or 0 / off for no limit"
         )
     return limit
+
+
+REDRAW_RATES = (0.01, 100.0)
+"""The redraw rates accepted, per second (``parse_redraw_rate``)."""
+
+
+def parse_redraw_rate(raw: str, where: str = "") -> float:
+    """``raw`` as redraws per second of a streaming answer, from 0.01 to 100 (``REDRAW_RATES``); a
+    ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip()
+    low, high = REDRAW_RATES
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = float("nan")
+    if not low <= rate <= high:  # NaN too
+        raise UsageError(f"{where}{text!r} is not a redraw rate: a number from {low:g} to {high:g}")
+    return rate
 
 
 MAX_TEMPERATURE = 2.0
