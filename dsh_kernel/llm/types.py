@@ -365,7 +365,8 @@ StreamChunk: TypeAlias = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class HeldText:
     """Not a chunk: a network read's note that answer text is being held back (``chars`` of it so
-    far) while it may still be a tool call written as text (``providers.openai_compat.text_tools``).
+    far; 0: nothing is held any more) while it may still be a tool call written as text
+    (``providers.openai_compat.text_tools``).
 
     Only ``stream_reads`` hands it over, alone in place of a read's chunk list (``llm.provider``);
     ``stream`` leaves it out. It is not content: the agent logs it as the informational

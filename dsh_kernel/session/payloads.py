@@ -200,7 +200,8 @@ class AssistantHeld(TypedDict):
     text (`chars` characters so far; an OpenAI-compatible server's generic profile). Informational
     (ignorable) and never sent to the model: the turn shows that a tool call is being written until
     the held text arrives as `assistant/chunk`s — text deltas once released, a recovered tool call
-    once decided. Written at most a few times a second while the count grows."""
+    once decided — or `chars` is 0 (nothing is held any more). Written at most a few times a second
+    while the count grows."""
 
     turn: int
     step: int

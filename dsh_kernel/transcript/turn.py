@@ -20,7 +20,7 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * a card whose call was recovered from answer text (its ``block-end`` block has ``recovered_from``)
   is marked ``recovered``; while answer text is held as a possible call (``assistant/held``), a
   ``HeldItem`` with its length stands where the answer will be, until the attempt's next text or
-  tool-call chunk, its end, a retry or the turn's end;
+  tool-call chunk, a note of 0 characters, its end, a retry or the turn's end;
 * a text block marked ``unclosed_reasoning`` (reasoning never closed, made the answer) gets a
   one-line notice before it; a reasoning block that ended empty (one made the answer) shows
   nothing;
@@ -310,6 +310,9 @@ class TurnFold:
     def _held(self, chars: int) -> None:
         attempt = self._attempt
         held = attempt.held
+        if chars == 0:  # nothing held any more
+            attempt.held = None
+            return
         if held is None:
             key = f"held-{self._step}-{attempt.number}-{len(self._entries)}"
             held = attempt.held = _Held(attempt, key)

@@ -228,7 +228,9 @@ def test_held_text_shows_progress_then_streams_as_text_once_released(live: Live)
 
     events = last_turn(live.fe.events())
     held = [e["data"]["chars"] for e in events if e["type"] == "assistant/held"]
-    assert held and held == sorted(held) and held[-1] <= MAX_HELD_CHARS
+    growing = held[:-1]
+    assert growing and growing == sorted(growing) and 0 < growing[-1] <= MAX_HELD_CHARS
+    assert held[-1] == 0  # released: nothing held any more
     deltas = [
         e["data"]["chunk"]["text"]
         for e in events

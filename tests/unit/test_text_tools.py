@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from dsh_kernel.llm.providers.openai_compat.text_tools import (
     MAX_HELD_CHARS,
     MAX_HELD_SECONDS,
+    SHORT_CALL_CHARS,
     RecoveredCall,
     TextToolCalls,
     call_id,
@@ -184,12 +185,22 @@ def test_a_looping_unclosed_string_is_released_at_the_character_bound_whole_and_
 
 def test_a_looping_unclosed_string_is_released_after_the_time_bound() -> None:
     machine = TextToolCalls(OFFERED)
-    pieces = [LOOP[i : i + 4] for i in range(0, 400, 4)]
+    pieces = [LOOP[i : i + 16] for i in range(0, 1_600, 16)]  # 160 characters a second
     shown = [machine.feed(p, now=0.1 * n) for n, p in enumerate(pieces)]
     released = next(n for n, s in enumerate(shown) if s)
     assert 0.1 * released > MAX_HELD_SECONDS >= 0.1 * (released - 1)  # the first piece past it
+    assert SHORT_CALL_CHARS < 16 * (released + 1) < MAX_HELD_CHARS  # by the clock, not the size
     assert shown[released] == "".join(pieces[: released + 1])  # all that was held, once
     assert shown[released + 1 :] == pieces[released + 1 :]  # then it streams as it comes
+
+
+def test_a_short_call_on_a_slow_server_is_held_past_the_time_bound_until_it_closes() -> None:
+    machine = TextToolCalls(OFFERED)
+    assert len(QWEN) < SHORT_CALL_CHARS
+    # one character a second: ten times the time bound, and still a call
+    assert all(machine.feed(c, now=float(n)) == "" for n, c in enumerate(QWEN))
+    assert machine.held == len(QWEN)
+    assert [c.source for c in machine.finish()[1]] == [QWEN]
 
 
 def test_a_call_that_closes_within_the_bounds_is_a_call_however_slow_or_split() -> None:

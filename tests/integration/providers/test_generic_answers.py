@@ -394,14 +394,17 @@ async def test_held_text_is_reported_as_it_grows_and_released_whole_at_the_bound
     reads = await reads_of(server, client, wt.tokens(LOOP, 256), delay_ms=30)
     notes = [r.chars for r in reads if isinstance(r, HeldText)]
     chunks = [c for r in reads if not isinstance(r, HeldText) for c in r]
-    assert notes and notes == sorted(set(notes))  # at least one, growing
-    assert notes[-1] <= MAX_HELD_CHARS + 256
+    growing = notes[:-1]
+    assert growing and growing == sorted(set(growing)) and 0 not in growing
+    assert growing[-1] <= MAX_HELD_CHARS + 256
+    assert notes[-1] == 0  # released: nothing held any more
     first_text = next(
         n
         for n, r in enumerate(reads)
         if not isinstance(r, HeldText) and any(isinstance(c, TextDeltaChunk) for c in r)
     )
-    assert all(not isinstance(r, HeldText) for r in reads[first_text:])  # no note once released
+    after = [r.chars for r in reads[first_text:] if isinstance(r, HeldText)]
+    assert after == [0]  # once released, only the note that nothing is held
     deltas = [c.text for c in chunks if isinstance(c, TextDeltaChunk)]
     assert MAX_HELD_CHARS < len(deltas[0]) <= MAX_HELD_CHARS + 256  # all held, in one delta
     assert "".join(deltas) == LOOP  # every character once, in order

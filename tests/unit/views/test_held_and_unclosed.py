@@ -117,6 +117,20 @@ def test_held_text_never_outlives_its_attempt_or_the_turn() -> None:
     assert items(fold2) == []
 
 
+def test_a_note_of_nothing_held_ends_the_progress() -> None:
+    # e.g. a bare </think> made the held text reasoning: no text or call follows at once
+    log, fold = Log(), TurnFold()
+    for ev in log:
+        fold.apply(ev)
+    fold.apply(log.held(40))
+    assert items(fold) == ["held 40"]
+    fold.apply(log.held(0))
+    fold.apply(log.chunk(reasoning_delta(1, "so it was thinking")))
+    assert items(fold) == ["reasoning"]
+    fold.apply(log.held(9))  # held again afterwards: a new line, where the answer now goes
+    assert items(fold) == ["reasoning", "held 9"]
+
+
 def test_reasoning_made_the_answer_is_flagged_once_before_it_and_the_empty_fold_is_gone() -> None:
     log, fold = Log(), TurnFold()
     said = "Three spiders have 24 legs."

@@ -9,8 +9,10 @@ serialise, POST ``{base_url}/chat/completions``, then read the event stream thro
 
 Held text: while the translator holds answer text that may be a tool call written as text
 (``text_tools``), ``stream_reads`` hands over a ``HeldText`` note after the read — at once for the
-first, then at most every ``HELD_NOTE_INTERVAL_S`` while the count grows — so that the agent can log
-it and a view can say a call is being written. ``stream`` leaves the notes out.
+first, then at most every ``HELD_NOTE_INTERVAL_S`` while the count grows, and one of 0 characters
+at once when nothing is held any more (released, decided, or turned into reasoning by a bare
+``</think>``) — so that the agent can log it and a view can say a call is being written. ``stream``
+leaves the notes out.
 
 Cancellation: a ``CancelledError`` in the consuming task surfaces at the pending read; ``finally``
 closes the response, which closes the connection at once, so no further tokens are read (or billed).
@@ -238,9 +240,8 @@ class ChatCompletionsProvider:
                 held = translator.held
                 if held != noted and (held == 0 or not noted or clock() >= next_note):
                     noted = held
-                    if held:
-                        next_note = clock() + HELD_NOTE_INTERVAL_S
-                        yield HeldText(chars=held)
+                    next_note = clock() + HELD_NOTE_INTERVAL_S
+                    yield HeldText(chars=held)
             if reader.bytes_seen == 0 and self._profile.probe_empty_stream:
                 await response.aclose()
                 failure = await self._probe(dict(body), key, deadline)

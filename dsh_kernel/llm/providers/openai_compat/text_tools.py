@@ -28,8 +28,9 @@ candidate is held, and released as text the moment it cannot be a call: a first 
 fence in another language, a closed object or block followed by anything but whitespace (or, in a
 fence, its closing backticks), a block whose content is not a valid call — or when it has not
 become calls within the bounds: more than ``MAX_HELD_CHARS`` held, or a piece arriving more than
-``MAX_HELD_SECONDS`` after the first held character of the call being read (``feed``'s ``now``; the
-bound is checked as text arrives, there is no timer). Otherwise ``finish()`` decides at the end of the answer:
+``MAX_HELD_SECONDS`` after the first held character of the call being read when that call is longer
+than ``SHORT_CALL_CHARS`` (``feed``'s ``now``; the bound is checked as text arrives, there is no
+timer). Otherwise ``finish()`` decides at the end of the answer:
 ``(text, calls)`` with exactly one of the two non-empty (or both empty for an empty answer).
 ``release()`` gives up at once and returns what was held (the server sent tool calls of its own, or
 the response did not end with a stop); everything after passes through. Released text is the held
@@ -73,13 +74,20 @@ arguments, a few hundred characters — while a model looping inside an unclosed
 2.5-Coder-0.5B did, for 2,869 tokens) passes 4 kB within about a thousand tokens. A longer genuine
 call is shown as text and not run: the model sees its own text answer, as with any other text."""
 MAX_HELD_SECONDS: Final = 8.0
-"""Seconds after its first character that held text is released as text if no call has closed.
+"""Seconds after its first character that a call being read, once longer than
+``SHORT_CALL_CHARS``, is released as text if it has not closed.
 
 On a slow server the character bound takes minutes (a small model on one CPU thread writes ~50
-characters a second), and until then the view can only count characters. A short call — what
-text calls are — closes within a few seconds even there (``{"name": "python", "arguments":
-{"code": …}}`` with a line or two of code is ~100 characters); a loop does not, and is then shown
-as the text it is, so the user can read it and stop it."""
+characters a second, a shared machine far fewer), and until then the view can only count
+characters. A loop passes ``SHORT_CALL_CHARS`` within seconds and is then shown as the text it is,
+so the user can read it and stop it."""
+SHORT_CALL_CHARS: Final = 512
+"""Characters a call being read may reach and still be held past ``MAX_HELD_SECONDS``.
+
+What small models write as text calls is short — ``{"name": "python", "arguments": {"code": …}}``
+with a line or two of code is ~100 characters — and on a slow server it can take longer than the
+time bound to write (Qwen2.5-Coder-0.5B wrote ~7 characters a second on a loaded 2-core machine):
+such a call is still held, with its progress shown, until it closes."""
 _MAX_OPENING: Final = 512
 """Characters of an object's opening within which its first key (and name) must be readable."""
 _OPEN_TAG: Final = "<tool_call>"
@@ -251,7 +259,7 @@ class TextToolCalls:
             self._held_since = None  # calls closed: the next one, if any, gets its own clock
         elif self._held_since is None:
             self._held_since = now
-        elif now - self._held_since > MAX_HELD_SECONDS:
+        elif now - self._held_since > MAX_HELD_SECONDS and len(self._segment) > SHORT_CALL_CHARS:
             return self.release()
         if self._mode == "json" and not self._opening_ok:
             segment = "".join(self._segment)
