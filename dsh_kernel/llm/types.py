@@ -25,6 +25,10 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 class TextBlock:
     type: Literal["text"] = "text"
     text: str
+    unclosed_reasoning: bool = False
+    """The model opened ``<think>``, never closed it and wrote no answer: this text is that
+    reasoning, made the answer so that it is seen (``providers.openai_compat.think_tags``). Logged
+    (``unclosedReasoning``) and noted in the views; the text goes back to the model as its answer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -378,6 +382,23 @@ StreamChunk: TypeAlias = (
     | UsageChunk
     | FinishChunk
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeldText:
+    """Not a chunk: a network read's note that answer text is being held back (``chars`` of it so
+    far; 0: nothing is held any more) while it may still be a tool call written as text
+    (``providers.openai_compat.text_tools``).
+
+    Only ``stream_reads`` hands it over, alone in place of a read's chunk list (``llm.provider``);
+    ``stream`` leaves it out. It is not content: the agent logs it as the informational
+    ``assistant/held`` event, so a view can say that a tool call is being written, and the held
+    text itself arrives later as ordinary chunks — ``text-delta``s once released, a recovered
+    tool-call block once decided."""
+
+    type: Literal["held"] = "held"
+    chars: int
+
 
 # ---------------------------------------------------------------------------------------------------
 # Requests

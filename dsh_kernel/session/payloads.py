@@ -203,6 +203,19 @@ class AssistantMessage(TypedDict):
     interrupted: NotRequired[bool]
 
 
+class AssistantHeld(TypedDict):
+    """Answer text of the current call is held back while it may be a tool call the model wrote as
+    text (`chars` characters so far; an OpenAI-compatible server's generic profile). Informational
+    (ignorable) and never sent to the model: the turn shows that a tool call is being written until
+    the held text arrives as `assistant/chunk`s — text deltas once released, a recovered tool call
+    once decided — or `chars` is 0 (nothing is held any more). Written at most a few times a second
+    while the count grows."""
+
+    turn: int
+    step: int
+    chars: int
+
+
 # --- tools ----------------------------------------------------------------------------------------
 
 
@@ -500,6 +513,7 @@ EventType = Literal[
     "user/message",
     "assistant/chunk",
     "assistant/message",
+    "assistant/held",
     "tool/call",
     "tool/result",
     "image/data",
@@ -535,6 +549,7 @@ PAYLOADS: dict[str, type] = {
     "user/message": UserMessage,
     "assistant/chunk": AssistantChunk,
     "assistant/message": AssistantMessage,
+    "assistant/held": AssistantHeld,
     "tool/call": ToolCall,
     "tool/result": ToolResult,
     "image/data": ImageData,
@@ -566,6 +581,7 @@ IN_TURN: frozenset[str] = frozenset(
     {
         "assistant/chunk",
         "assistant/message",
+        "assistant/held",
         "tool/call",
         "tool/result",
         "todo/write",
@@ -638,6 +654,8 @@ def payload_of(event: HasData, type_: Literal["todo/write"]) -> TodoWrite: ...
 def payload_of(event: HasData, type_: Literal["request/header"]) -> RequestHeader: ...
 @overload
 def payload_of(event: HasData, type_: Literal["request/context"]) -> RequestContext: ...
+@overload
+def payload_of(event: HasData, type_: Literal["assistant/held"]) -> AssistantHeld: ...
 @overload
 def payload_of(event: HasData, type_: Literal["context/warning"]) -> ContextWarning: ...
 @overload

@@ -18,7 +18,12 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * runtime-context messages (``user/message`` of any other source with text): not items — no view
   draws them — but kept in ``TurnModel.context`` at their place for the transcript export;
 * a card whose call was recovered from answer text (its ``block-end`` block has ``recovered_from``)
-  is marked ``recovered``;
+  is marked ``recovered``; while answer text is held as a possible call (``assistant/held``), a
+  ``HeldItem`` with its length stands where the answer will be, until the attempt's next text or
+  tool-call chunk, a note of 0 characters, its end, a retry or the turn's end;
+* a text block marked ``unclosed_reasoning`` (reasoning never closed, made the answer) gets a
+  one-line notice before it; a reasoning block that ended empty (one made the answer) shows
+  nothing;
 * card status: ``pending`` (streamed, not started) → ``running`` (``tool/call``) or
   ``waiting-approval`` (``approval/asked`` with its ``callId``) → ``running`` / ``denied`` /
   ``aborted`` (``approval/decided``) → ``done`` / ``failed`` / ``denied`` / ``aborted``
@@ -48,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.llm.assembler import BlockAssembler
@@ -73,6 +78,7 @@ from dsh_kernel.transcript.compaction_notes import CompactionNotes
 from dsh_kernel.transcript.model import (
     CardStatus,
     ContextNote,
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -108,10 +114,16 @@ that makes something appear (``TurnFold.appeared`` grows): a view's rate limit p
 item grows, never when it first shows."""
 
 
-class _Attempt:
-    """One model call: its assembler, and whether its message ended it."""
+UNCLOSED_NOTE: Final = (
+    "The model never closed its reasoning (<think> without </think>): it is shown as the answer"
+)
+"""The notice before a text block marked ``unclosed_reasoning``."""
 
-    __slots__ = ("assembler", "ended", "interrupted", "number", "step")
+
+class _Attempt:
+    """One model call: its assembler, whether its message ended it, and its held-text note."""
+
+    __slots__ = ("assembler", "ended", "held", "interrupted", "number", "step")
 
     def __init__(self, number: int, step: int) -> None:
         self.number = number
@@ -119,6 +131,23 @@ class _Attempt:
         self.assembler = BlockAssembler()
         self.ended = False
         self.interrupted = False
+        self.held: _Held | None = None  # shown while not None
+
+
+class _Held:
+    """The held-text progress of an attempt: drawn while it is the attempt's current one."""
+
+    __slots__ = ("attempt", "chars", "key")
+
+    def __init__(self, attempt: _Attempt, key: str) -> None:
+        self.attempt = attempt
+        self.key = key
+        self.chars = 0
+
+    def item(self, turn_ended: bool) -> HeldItem | None:
+        if turn_ended or self.attempt.held is not self or self.attempt.ended:
+            return None
+        return HeldItem(key=self.key, chars=self.chars)
 
 
 class _Block:
@@ -140,6 +169,8 @@ class _Block:
         if isinstance(block, TextBlock):
             return TextItem(key=self.key, text=block.text, done=done)
         if isinstance(block, ReasoningBlock):
+            if closed and not block.text and block.redacted is None:
+                return None  # emptied: it was made the answer (or nothing was said)
             redacted = block.redacted is not None
             return ReasoningItem(key=self.key, text=block.text, done=done, redacted=redacted)
         return None
@@ -187,7 +218,7 @@ class _Context:
         self.before_prompt = before_prompt
 
 
-_Entry: TypeAlias = _Block | _Card | SteerItem | NoticeItem | _Context
+_Entry: TypeAlias = _Block | _Card | _Held | SteerItem | NoticeItem | _Context
 
 
 class TurnFold:
@@ -258,13 +289,8 @@ class TurnFold:
                     self._context_window = window
                     self._window_source = route.get("contextWindowSource")
                 self._request_at = event.time
-            case "context/warning":
-                self._entries.append(
-                    NoticeItem(
-                        key=f"context-{event.seq}",
-                        text=_pressure(payload_of(event, "context/warning")),
-                    )
-                )
+            case "context/warning" | "assistant/held":
+                self._informational(event)
             case "llm/retry-started":
                 self._new_attempt(event.time)
             case "llm/retry":
@@ -285,7 +311,28 @@ class TurnFold:
             case _:  # compaction/* are notices; other events do not change what a turn shows
                 self._compactions.apply(event, self._entries)
 
+    def _informational(self, event: SessionEvent) -> None:
+        if event.type == "assistant/held":
+            self._held(payload_of(event, "assistant/held")["chars"])
+        else:
+            text = _pressure(payload_of(event, "context/warning"))
+            self._entries.append(NoticeItem(key=f"context-{event.seq}", text=text))
+
+    def _held(self, chars: int) -> None:
+        attempt = self._attempt
+        held = attempt.held
+        if chars == 0:  # nothing held any more
+            attempt.held = None
+            return
+        if held is None:
+            key = f"held-{self._step}-{attempt.number}-{len(self._entries)}"
+            held = attempt.held = _Held(attempt, key)
+            self._entries.append(held)
+            self._appeared += 1  # the progress line shows at once, like an answer's first words
+        held.chars = chars
+
     def _new_attempt(self, at: int) -> None:
+        self._attempt.held = None
         self._attempt = _Attempt(self._attempt.number + 1, self._step)
         self._seen = set()
         self._shown = set()
@@ -311,9 +358,12 @@ class TurnFold:
                 if chunk.index not in self._shown:
                     self._shown.add(chunk.index)
                     self._appeared += 1
+                if chunk.type == "text-delta":
+                    attempt.held = None  # the held text, released (or text after the calls)
                 if self._ttft_ms is None and self._request_at is not None:
                     self._ttft_ms = at - self._request_at
             case "tool-call-delta":
+                attempt.held = None
                 self._streamed_card(chunk.index, chunk.id, chunk.name)
                 return
             case "block-end" if isinstance(chunk.block, ToolCallBlock):
@@ -321,9 +371,16 @@ class TurnFold:
                 if chunk.block.recovered_from is not None:
                     card.m = replace(card.m, recovered=True)
                 return
+            case "block-end" if (
+                isinstance(chunk.block, TextBlock) and chunk.block.unclosed_reasoning
+            ):
+                self._unclosed_note(attempt, chunk.index)
             case "block-start" | "block-end":
                 pass
-            case "usage" | "finish":
+            case "finish":
+                attempt.held = None
+                return  # read by the usage reader
+            case "usage":
                 return  # read by the usage reader
         index = chunk.index
         if index in self._seen:
@@ -333,6 +390,20 @@ class TurnFold:
             self._seen.add(index)
             key = f"{read[0].type}-{self._step}-{attempt.number}-{index}"
             self._entries.append(_Block(attempt, index, key))
+
+    def _unclosed_note(self, attempt: _Attempt, index: int) -> None:
+        """The notice before the text block that is reasoning never closed (once)."""
+        at = next(
+            (
+                n
+                for n, e in enumerate(self._entries)
+                if isinstance(e, _Block) and e.attempt is attempt and e.index == index
+            ),
+            len(self._entries),
+        )
+        key = f"unclosed-{self._step}-{attempt.number}-{index}"
+        if not any(isinstance(e, NoticeItem) and e.key == key for e in self._entries):
+            self._entries.insert(at, NoticeItem(key=key, text=UNCLOSED_NOTE))
 
     def _streamed_card(self, index: int, call_id: str, name: str | None) -> _Card:
         card = self._card(call_id, name or "tool")
@@ -374,6 +445,8 @@ class TurnFold:
                 continue
             if isinstance(e, _Card) and e.attempt is failed and e.status == "pending":
                 self._cards.pop(e.m.call_id, None)
+                continue
+            if isinstance(e, _Held) and e.attempt is failed:
                 continue
             kept.append(e)
         self._entries = kept
@@ -496,6 +569,10 @@ class TurnFold:
                         unlogged.add(e.key)
             elif isinstance(e, _Card):
                 items.append(e.item())
+            elif isinstance(e, _Held):
+                held = e.item(ended)
+                if held is not None:
+                    items.append(held)
             elif isinstance(e, _Context):
                 note = ContextNote(before=len(items), text=e.text, before_prompt=e.before_prompt)
                 context.append(note)

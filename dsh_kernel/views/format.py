@@ -42,6 +42,11 @@ def notice_classes(item: NoticeItem) -> tuple[str, ...]:
     return ("dsh-notice", "dsh-info") if item.level == "info" else ("dsh-notice",)
 
 
+def held_note(chars: int) -> str:
+    """The progress line of answer text held as a possible tool call (``HeldItem``)."""
+    return f"writing a tool call… ({chars:,} character{'' if chars == 1 else 's'})"
+
+
 # --- numbers -----------------------------------------------------------------------------------------
 
 

@@ -12,6 +12,9 @@ What is written, in stream order:
   ``✗ python denied: …`` with how to allow it);
 * reasoning as one note of its length (``(reasoning: 1,234 chars)``), never its text;
 * steering messages (``↳ You: …``) and the turn's notices (a retry, a compaction);
+* answer text held as a possible tool call as one line (``✍️ writing a tool call…``) when the hold
+  starts — a terminal cannot redraw a count — followed by the text once released, or the call's
+  line;
 * at the end: how a turn that did not simply complete ended (``format.end_notice``), and the footer
   (``format.footer_parts``, the facts the widget footer shows) as the last line.
 
@@ -46,6 +49,7 @@ from dsh_kernel.runtime.types import read_python_meta
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.transcript.model import (
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -286,6 +290,8 @@ class TextTurn:
                     self._line(out, item.key, f"↳ You: {item.text}")
                 case NoticeItem():
                     self._line(out, item.key, f"{notice_icon(item)} {item.text}")
+                case HeldItem():
+                    self._line(out, item.key, "✍️ writing a tool call…")
         if final:
             self._finished = True
             notice = end_notice(model)

@@ -22,7 +22,8 @@ widget holding that piece rendered to sanitised HTML by the kernel (``markup.saf
 frontend is never asked to interpret outside text); only the last, growing piece is rendered and
 sent again. Reasoning, rendered the same way, sits in a collapsed ``Accordion`` whose title
 carries its length; its text is sent only while the accordion is open and once the block ends.
-Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
+While answer text is held as a possible tool call, one line says so and counts its characters
+(``HeldItem``), redrawn at the streaming rate. Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
 images of the prompt and of steering messages are one small note each (``views.shown_images`` reads them
 from the same events, ``views.image_note`` says them). Below: how the turn ended (error code and what to do), the
 footer, and — while the turn runs — Stop and a steer box with Send.
@@ -64,6 +65,7 @@ from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.tools.questions import Answer, Question
 from dsh_kernel.transcript.model import (
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -79,6 +81,7 @@ from dsh_kernel.views.format import (
     ModelInfoLookup,
     end_notice,
     footer_parts,
+    held_note,
     notice_classes,
     notice_icon,
     tokens,
@@ -456,6 +459,13 @@ class TurnView:
                         f'<div class="{" ".join(notice_classes(item))}">{notice_icon(item)} '
                         f"{escape(item.text)}</div>"
                     )
+                return block
+            case HeldItem():
+                if not isinstance(block, _ipw.HTML):
+                    block = self._blocks[item.key] = _ipw.HTML()
+                block.value = (
+                    f'<div class="dsh-notice dsh-held">✍️ {escape(held_note(item.chars))}</div>'
+                )
                 return block
 
     def live_output(self, call_id: str) -> LiveOutput | None:

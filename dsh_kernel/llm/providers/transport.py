@@ -41,7 +41,7 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.providers.base import Timeouts
 from dsh_kernel.llm.secrets import REDACTED, REDACTOR
-from dsh_kernel.llm.types import LlmFailure, StreamChunk
+from dsh_kernel.llm.types import HeldText, LlmFailure, StreamChunk
 
 ERROR_BODY_LIMIT = 65536
 """Bytes of a non-2xx body we read; proxies can answer with whole HTML pages."""
@@ -83,11 +83,15 @@ def redact(text: str, secret: str | None) -> str:
     return REDACTOR.redact(text)
 
 
-async def one_by_one(reads: AsyncGenerator[list[StreamChunk], None]) -> AsyncIterator[StreamChunk]:
-    """An adapter's ``stream`` from its ``stream_reads``: the chunks of each read in order; the
-    reads are closed however the caller stops."""
+async def one_by_one(
+    reads: AsyncGenerator[list[StreamChunk] | HeldText, None],
+) -> AsyncIterator[StreamChunk]:
+    """An adapter's ``stream`` from its ``stream_reads``: the chunks of each read in order (its
+    ``HeldText`` notes left out); the reads are closed however the caller stops."""
     try:
         async for chunks in reads:
+            if isinstance(chunks, HeldText):
+                continue
             for chunk in chunks:
                 yield chunk
     finally:
