@@ -75,6 +75,7 @@ def test_prints_reach_the_card_while_the_code_runs(live: Live) -> None:
     release.unlink(missing_ok=True)
     code = "print('epoch 1: loss 0.5')\n" + _wait_for(release) + "print('epoch 2: loss 0.25')\n"
     live.server.script(sc.python_call(code), sc.text("Trained."))
+    before = set(live.fe.models)  # the kernel is shared: earlier tests' cards are still open
     cell = live.fe.submit("Train for two epochs.")
     cell.pump(
         # the newline is a write of its own, pushed once the interval has passed (the code is quiet)
@@ -92,8 +93,11 @@ def test_prints_reach_the_card_while_the_code_runs(live: Live) -> None:
     assert _live_outputs(live) == []
     finals = [
         o
-        for m in live.fe.models.values()
-        if m.name == "OutputModel" and m.open and live.fe.visible(m, drawn=False)
+        for key, m in live.fe.models.items()
+        if key not in before
+        and m.name == "OutputModel"
+        and m.open
+        and live.fe.visible(m, drawn=False)
         for o in m.state.get("outputs") or ()
     ]
     whole = "epoch 1: loss 0.5\nepoch 2: loss 0.25\n"
