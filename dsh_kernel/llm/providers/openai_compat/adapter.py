@@ -35,6 +35,7 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
+from typing import cast
 
 import httpx
 
@@ -53,6 +54,7 @@ from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile, passbac
 from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
 from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
 from dsh_kernel.llm.providers.openai_compat.translate import ChatTranslator
+from dsh_kernel.llm.providers.tokenizer import PromptCount, ServerTokenizer, prompt_text
 from dsh_kernel.llm.providers.transport import (
     HttpClient,
     error_info,
@@ -62,6 +64,7 @@ from dsh_kernel.llm.providers.transport import (
     malformed,
     one_by_one,
     open_stream,
+    proxy_of,
     read_all,
     request_body,
 )
@@ -102,6 +105,7 @@ class ChatCompletionsProvider:
         self._defaults = defaults or ProviderDefaults()
         self._timeouts = timeouts or Timeouts()
         self._client = HttpClient(client, self._timeouts)
+        self._tokenizer = ServerTokenizer(base_url)
 
     def __repr__(self) -> str:
         return f"ChatCompletionsProvider(id={self._id!r}, url={self._url!r}, profile={self._profile.name!r})"
@@ -121,6 +125,30 @@ class ChatCompletionsProvider:
     @property
     def discovers_window(self) -> bool:
         return self._profile.discover_window
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the server may count tokens (a local server's profile: the one that discovers
+        its window), and was not found to have no tokenizer."""
+        return self._profile.discover_window and not self._tokenizer.absent
+
+    async def count_request_tokens(self, request: GenerateRequest) -> PromptCount | None:
+        """The text of ``request``'s body counted by the server's tokenizer
+        (``llm.providers.tokenizer``), or ``None``."""
+        if not self.counts_tokens:
+            return None
+        body = serialize_request(request, self._profile, self._defaults)
+        text, messages, tools = prompt_text(cast("JsonObject", body))
+        headers = {"user-agent": USER_AGENT}
+        with contextlib.suppress(LlmError):  # no key: ask without one
+            headers["authorization"] = f"Bearer {self._api_key()}"
+        found = await self._tokenizer.count(
+            self._client.get(), text, model=request.model, headers=headers
+        )
+        if found is None:
+            return None
+        tokens, where = found
+        return PromptCount(tokens=tokens, messages=messages, tools=tools, where=where)
 
     async def discover_context_window(self, model: str) -> DiscoveredWindow | None:
         """The window the server reports for ``model`` (``None`` without ``discover_window``)."""
@@ -185,6 +213,7 @@ class ChatCompletionsProvider:
                 record_reasoning_field=p.passback_dialect,
                 call_seed=str(len(request.messages)),
             )
+            translator.usage_via = proxy_of(response.headers)
             content_type = response.headers.get("content-type", "")
             if content_type.startswith("application/json"):
                 raw = await read_all(
