@@ -164,6 +164,7 @@ class Agent:
         session: Session | None = None,
         reasoning_effort: str | None = None,
         temperature: float | None = None,
+        seed: int | None = None,
         max_tokens: int | None = None,
         retry_policy: RetryPolicy | None = None,
         approval_policy: ApprovalPolicy | None = None,
@@ -188,6 +189,7 @@ class Agent:
         self.model: str = chosen
         self.reasoning_effort = reasoning_effort
         self.temperature = temperature
+        self.seed = seed
         self.max_tokens = max_tokens
         self.windows = context_windows or ContextWindows()  # each route's window (agent.window)
         self.calibrations = token_calibrations or Calibrations()
@@ -485,6 +487,7 @@ class Agent:
             model=self.model,
             reasoning_effort=self.reasoning_effort,
             temperature=self.temperature,
+            seed=self.seed,
             max_tokens=self.max_tokens,
             images=self.images,
             tool_schemas=self.tool_schemas,

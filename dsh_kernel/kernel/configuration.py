@@ -138,6 +138,29 @@ def _approval_timeout(raw: str, where: str) -> float | None:
     return parse_approval_timeout(raw, where)
 
 
+def _temperature(raw: str, where: str) -> float | None:
+    from dsh_kernel.kernel.host.settings import parse_temperature
+
+    return parse_temperature(raw, where)
+
+
+def _seed(raw: str, where: str) -> int | None:
+    from dsh_kernel.kernel.host.settings import parse_seed
+
+    return parse_seed(raw, where)
+
+
+def _sampling_text(host: AgentHost) -> str | None:
+    """The ``%agent status`` line of the sampling settings, when either is set."""
+    agent = host.agent
+    parts = [
+        f"{name} {value}"
+        for name, value in (("temperature", agent.temperature), ("seed", agent.seed))
+        if value is not None
+    ]
+    return ", ".join(parts) or None
+
+
 def _seconds(raw: str, where: str) -> float:
     from dsh_kernel.kernel.host.settings import parse_seconds
 
@@ -297,6 +320,35 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "still does it by hand). Also `true`/`false`, `1`/`0`; anything else fails the first chat "
         "cell with `USAGE` naming the variable ([Compaction](#compaction))",
         status=StatusLine(label="compaction", text=_compaction_text),
+    ),
+    Setting(
+        name="temperature",
+        what="sampling temperature",
+        trait=lambda: Float(None, allow_none=True),
+        help="The sampling temperature sent with every request, 0-2 (None: the server's default).",
+        env="DSH_TEMPERATURE",
+        parse=_temperature,
+        check=lambda value, where: _temperature(_text_of(value), where),
+        default="not set",
+        doc="the sampling temperature sent with every request, from 0 (the most repeatable) to 2, "
+        "or `default` (none sent: the server's own); anything else fails the first chat cell with "
+        "`USAGE` naming the setting",
+        status=StatusLine(label="sampling", text=_sampling_text),
+    ),
+    Setting(
+        name="seed",
+        what="sampling seed",
+        trait=lambda: Integer(None, allow_none=True),
+        help="A seed sent with every request so a server that honours it samples repeatably "
+        "(None: none sent).",
+        env="DSH_SEED",
+        parse=_seed,
+        check=lambda value, where: _seed(_text_of(value), where),
+        default="not set",
+        doc="a whole number sent as `seed` with every request to an OpenAI-compatible route, so a "
+        "server that honours it (llama.cpp, vLLM, OpenAI) samples the same answer to the same "
+        "request; the Anthropic API takes none, so it is not sent there. With temperature `0` it "
+        "makes a local model's answers repeatable (the live tests pin both)",
     ),
     Setting(
         name="vision",

@@ -433,6 +433,8 @@ def config_to_json(config: LlmCallConfig) -> JsonObject:
         out["reasoningEffort"] = config.reasoning_effort
     if config.temperature is not None:
         out["temperature"] = config.temperature
+    if config.seed is not None:
+        out["seed"] = config.seed
     if config.max_tokens is not None:
         out["maxTokens"] = config.max_tokens
     if config.stop is not None:
@@ -455,6 +457,7 @@ def config_from_json(value: JsonValue) -> LlmCallConfig:
         model=_str(obj, "model", "config"),
         reasoning_effort=_opt_str(obj, "reasoningEffort", "config"),
         temperature=float(temp) if temp is not None else None,
+        seed=_opt_int(obj, "seed", "config"),
         max_tokens=_opt_int(obj, "maxTokens", "config"),
         stop=tuple(str(s) for s in _list(stop, "config.stop")) if stop is not None else None,
         reasoning_passback=_passback(obj.get("reasoningPassback")),

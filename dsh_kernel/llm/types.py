@@ -390,6 +390,8 @@ class LlmCallConfig:
     model: str
     reasoning_effort: ReasoningEffort | None = None
     temperature: float | None = None
+    seed: int | None = None
+    """Asks the server for repeatable sampling (OpenAI-compatible routes; Anthropic has none)."""
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     reasoning_passback: ReasoningPassback | None = None
@@ -417,6 +419,7 @@ class GenerateRequest:
     tools: tuple[ToolSchema, ...] = ()
     reasoning_effort: ReasoningEffort | None = None
     temperature: float | None = None
+    seed: int | None = None
     max_tokens: int | None = None
     stop: tuple[str, ...] | None = None
     reasoning_passback: ReasoningPassback | None = None
@@ -432,6 +435,7 @@ class GenerateRequest:
             model=self.model,
             reasoning_effort=self.reasoning_effort,
             temperature=self.temperature,
+            seed=self.seed,
             max_tokens=self.max_tokens,
             stop=self.stop,
             reasoning_passback=self.reasoning_passback,

@@ -3,12 +3,11 @@
 Nothing here is faked: the model server is ``python -m llama_cpp.server`` from the cache venv
 (``tests/local/models.py``), serving SmolLM2-135M-Instruct or Qwen2.5-Coder-0.5B-Instruct on
 127.0.0.1 with one thread and ``n_ctx`` 4096 (``tests/local/server.py``); each test gets its own server, stopped by
-its PID after the test. A fresh server makes a test's sampling repeatable: the kernel sends no
-temperature, so the server samples at 0.8, but its seed sequence starts from the same default in
-every process, so the same requests in the same order get the same answers (one thread, so the
-arithmetic is deterministic too). Each test gets a fresh ``dsh`` kernel
+its PID after the test. Sampling is pinned: every kernel sends ``temperature`` 0 and a fixed
+``seed`` with each request (``DSH_TEMPERATURE``, ``DSH_SEED``), and the server runs one thread, so
+the same requests get the same answers. Each test gets a fresh ``dsh`` kernel
 (``tests/support/kernel.py``) with ``DSH_PROVIDER=openai-compatible``, ``DSH_BASE_URL`` at that
-server, ``DSH_APPROVAL=auto`` and a private ``DSH_STORE``.
+server, ``DSH_APPROVAL=auto``, the pinned sampling and a private ``DSH_STORE``.
 
 Deselected by default (``-m 'not local'`` in the project's pytest options); ``make test-local``
 installs the cache and runs ``pytest -m local tests/local``. A missing cache fails the tests with
@@ -56,6 +55,10 @@ def qwen(cache: CachePaths, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     yield from _serve(cache, "qwen", tmp_path_factory)
 
 
+SEED = 1234
+"""The sampling seed every live kernel sends (with temperature 0)."""
+
+
 @pytest.fixture
 def kernel_at(tmp_path: Path) -> KernelFactory:
     """``with kernel_at(server, **env) as k:`` a fresh ``dsh`` kernel talking to ``server``."""
@@ -66,6 +69,8 @@ def kernel_at(tmp_path: Path) -> KernelFactory:
             "DSH_BASE_URL": server.base_url,
             "DSH_MODEL": server.model,
             "DSH_APPROVAL": "auto",
+            "DSH_TEMPERATURE": "0",
+            "DSH_SEED": str(SEED),
             **extra,
         }
         return start_kernel(tmp_path / "kernel", "dsh", env=env, store=tmp_path / "store")

@@ -121,6 +121,7 @@ def test_the_agent_constructor() -> None:
         "session",
         "reasoning_effort",
         "temperature",
+        "seed",
         "max_tokens",
         "retry_policy",
         "approval_policy",

@@ -196,6 +196,7 @@ def _request(
             tools=tools,
             reasoning_effort=cfg.reasoning_effort,
             temperature=cfg.temperature,
+            seed=cfg.seed,
             max_tokens=budget,
             stop=cfg.stop,
             reasoning_passback=cfg.reasoning_passback,

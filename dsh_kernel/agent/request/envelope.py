@@ -54,6 +54,7 @@ def generate_request(
         tools=header.tools,
         reasoning_effort=cfg.reasoning_effort,
         temperature=cfg.temperature,
+        seed=cfg.seed,
         max_tokens=cfg.max_tokens,
         stop=cfg.stop,
         reasoning_passback=cfg.reasoning_passback,

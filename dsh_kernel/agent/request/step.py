@@ -70,6 +70,7 @@ class StepSettings:
     model: str
     reasoning_effort: str | None
     temperature: float | None
+    seed: int | None
     max_tokens: int | None
     images: bool | None
     tool_schemas: ToolSchemaForm
@@ -280,6 +281,7 @@ class StepRequests:
             model=settings.model,
             reasoning_effort=settings.reasoning_effort,
             temperature=settings.temperature,
+            seed=settings.seed,
             max_tokens=settings.max_tokens,
             reasoning_passback=self._passback.dialect_for(settings.provider.id),
             images=settings.images,

@@ -176,6 +176,8 @@ class AgentHost:
             context_windows=self.windows,
             token_calibrations=self.calibrations,
             compaction=CompactionSettings(auto=self.settings.compaction),
+            temperature=self.settings.temperature,
+            seed=self.settings.seed,
         )
         agent.images = self.settings.vision  # DSH_VISION / c.DshKernel.vision (kernel.vision)
         agent.spend = self.budgets.gate(agent)  # the course's budgets (kernel.budgets)

@@ -67,6 +67,10 @@ class HostSettings:
     image_max_side: int = DEFAULT_IMAGE_CAPS.max_side
     images_per_call: int = DEFAULT_IMAGE_CAPS.per_call
     image_max_bytes: int = DEFAULT_IMAGE_CAPS.max_bytes
+    temperature: float | None = None
+    """The sampling temperature sent with every request (``None``: the server's default)."""
+    seed: int | None = None
+    """The sampling seed sent with every request, for repeatable answers (``None``: none sent)."""
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
     course: CourseSettings = NO_COURSE
@@ -137,6 +141,42 @@ def parse_approval_timeout(raw: str, where: str = "") -> float | None:
         return float(text)
     except ValueError as exc:
         raise UsageError(f"{where}{text!r} is not a number of seconds (or 'none')") from exc
+
+
+MAX_TEMPERATURE = 2.0
+"""The highest temperature the OpenAI and Anthropic APIs take (Anthropic's own cap is 1)."""
+
+
+def parse_temperature(raw: str, where: str = "") -> float | None:
+    """``raw`` as a sampling temperature from 0 to ``MAX_TEMPERATURE``; ``default``, ``none`` or
+    nothing: not set. A ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip()
+    if text.lower() in ("", "default", "none"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0.0 <= value <= MAX_TEMPERATURE:
+        raise UsageError(
+            f"{where}{text!r} is not a temperature: give a number from 0 to {MAX_TEMPERATURE:g} "
+            "(0: the most repeatable), or `default` for the server's"
+        )
+    return value
+
+
+def parse_seed(raw: str, where: str = "") -> int | None:
+    """``raw`` as a sampling seed, a whole number from 0 to 2**63 - 1; ``default``, ``none`` or
+    nothing: not set. A ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip().replace("_", "")
+    if text.lower() in ("", "default", "none"):
+        return None
+    if not text.isdigit() or int(text) >= 2**63:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a seed: give a whole number from 0 to 2**63 - 1, or "
+            "`none`"
+        )
+    return int(text)
 
 
 def parse_seconds(raw: str, where: str = "") -> float:

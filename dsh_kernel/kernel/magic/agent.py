@@ -100,6 +100,7 @@ STATUS_ORDER = (
     "context",
     "compaction",
     "reasoning",
+    "temperature",
     "vision",
     "approval",
     "tools",

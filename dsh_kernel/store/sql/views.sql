@@ -213,7 +213,7 @@ COMMENT ON COLUMN requests.error_code IS 'Failure code of a failed attempt (RATE
 COMMENT ON COLUMN requests.message_count IS 'Messages in the history sent: those with content on the surface when the call was made, compaction replacements folded in (a compaction makes it smaller). A summary call: the messages it summarised, plus its instruction.';
 COMMENT ON COLUMN requests.system_hash IS 'md5 of the system prompt in force (compare requests without reading the prompt).';
 COMMENT ON COLUMN requests.tool_count IS 'Tools offered to the model (NULL for a summary call: it may leave them out when they would not fit).';
-COMMENT ON COLUMN requests.config IS 'The call config (provider, model, reasoningEffort, temperature, maxTokens, stop) as JSON; a summary call: what its compaction/summary records (provider, model, maxTokens).';
+COMMENT ON COLUMN requests.config IS 'The call config (provider, model, reasoningEffort, temperature, seed, maxTokens, stop) as JSON; a summary call: what its compaction/summary records (provider, model, maxTokens).';
 COMMENT ON COLUMN requests.header_seq IS 'seq of the request/header event in force: its data.header is the full envelope.';
 COMMENT ON COLUMN requests.header_reason IS 'Why that header was logged: initial, resume or change.';
 COMMENT ON COLUMN requests.chunks IS 'Stream chunks received (0: the call was cut before its first chunk; NULL for a summary call, which is not logged as chunks).';

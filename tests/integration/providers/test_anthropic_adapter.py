@@ -80,6 +80,7 @@ async def test_request_shape(server: SseServer, client: httpx.AsyncClient) -> No
             system="Be kind.",
             tools=[WEATHER_TOOL],
             temperature=0.5,
+            seed=7,  # the Messages API takes no seed: never sent
             stop=("X",),
         ),
     )

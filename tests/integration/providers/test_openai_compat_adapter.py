@@ -98,6 +98,7 @@ async def test_request_body_shape(server: SseServer, client: httpx.AsyncClient) 
             tools=[WEATHER_TOOL],
             max_tokens=100,
             temperature=0.2,
+            seed=7,
             stop=("END",),
         ),
     )
@@ -124,6 +125,7 @@ async def test_request_body_shape(server: SseServer, client: httpx.AsyncClient) 
             }
         ],
         "temperature": 0.2,
+        "seed": 7,
         "max_completion_tokens": 100,
         "stop": ["END"],
     }

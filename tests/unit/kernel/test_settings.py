@@ -28,6 +28,7 @@ from dsh_kernel.kernel.kernel import DshKernel
 from dsh_kernel.kernel.magic.agent import STATUS_ORDER, AgentMagics
 from dsh_kernel.kernel.magic.compact import compact_command, compaction_text, is_compact_cell
 from dsh_kernel.kernel.magic.vision import vision_text
+from dsh_kernel.llm.codec import config_from_json, config_to_json
 from dsh_kernel.llm.keys import KeyStore
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.providers import (
@@ -85,6 +86,13 @@ READ = [
     ("image_max_bytes", "256KiB", 256 * 1024),
     ("image_max_bytes", "2M", 2 * 1024 * 1024),
     ("image_max_bytes", "2 MB", 2 * 1024 * 1024),
+    ("temperature", "0", 0.0),
+    ("temperature", " 0.7 ", 0.7),
+    ("temperature", "2", 2.0),
+    ("temperature", "default", None),
+    ("seed", "1234", 1234),
+    ("seed", " 1_000 ", 1000),
+    ("seed", "none", None),
 ]
 
 
@@ -120,6 +128,14 @@ REFUSED = (
     + [
         ("DSH_APPROVAL_TIMEOUT", "soon", "is not a number of seconds (or 'none')"),
         ("DSH_HEADLESS_APPROVAL_TIMEOUT", "soon", "is not a number"),
+    ]
+    + [
+        ("DSH_TEMPERATURE", raw, "is not a temperature: give a number from 0 to 2")
+        for raw in ("hot", "-0.1", "2.5", "nan")
+    ]
+    + [
+        ("DSH_SEED", raw, "is not a seed: give a whole number from 0 to 2**63 - 1")
+        for raw in ("-1", "1.5", "lucky", str(2**63))
     ]
 )
 
@@ -279,6 +295,7 @@ def test_every_status_line_of_a_setting_is_shown_in_order(tmp_path: Path) -> Non
     assert lines["approval"] == "approval: ask for tools that change things; read-only tools run"
     assert lines["store"].startswith(f"store:    {Store.at(tmp_path).root}")
     assert "budget_tokens" not in lines and "shared_store" not in lines  # nothing to say
+    assert "temperature" not in lines  # neither temperature nor seed set
     status = AgentMagics(None, host=lambda: host)._cmd_status([]).splitlines()
     labels = [line.split(":", 1)[0] for line in status]
     assert labels == [
@@ -313,6 +330,23 @@ def test_check_mode_fails_on_a_stale_table_and_passes_after_writing(tmp_path: Pa
 
 
 # --- the store: opened once ------------------------------------------------------------------------
+
+
+def test_temperature_and_seed_go_with_every_request_and_are_logged(tmp_path: Path) -> None:
+    host = AgentHost(
+        from_env(
+            DSH_PROVIDER="offline", DSH_STORE=str(tmp_path), DSH_TEMPERATURE="0", DSH_SEED="7"
+        ),
+        namespace={},
+        keys=KeyStore(),
+    )
+    assert (host.agent.temperature, host.agent.seed) == (0.0, 7)
+    assert status_lines(host)["temperature"] == "sampling: temperature 0.0, seed 7"
+    settings = host.agent._step_settings()
+    assert (settings.temperature, settings.seed) == (0.0, 7)
+    config = LlmCallConfig(provider="p", model="m", temperature=0.0, seed=7)
+    assert config_from_json(config_to_json(config)) == config
+    assert config_to_json(config)["seed"] == 7
 
 
 def test_the_host_runs_with_the_store_the_kernel_opened(tmp_path: Path) -> None:

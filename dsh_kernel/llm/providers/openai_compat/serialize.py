@@ -252,6 +252,8 @@ def serialize_request(
     temperature = request.temperature if request.temperature is not None else defaults.temperature
     if temperature is not None:
         body["temperature"] = temperature
+    if request.seed is not None:
+        body["seed"] = request.seed
     if request.max_tokens is not None:
         if profile.max_tokens_field == "max_completion_tokens":
             body["max_completion_tokens"] = request.max_tokens

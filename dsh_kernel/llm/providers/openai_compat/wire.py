@@ -108,6 +108,7 @@ class ChatRequestBody(TypedDict):
     thinking: NotRequired[WireThinking]
     reasoning_effort: NotRequired[str]
     temperature: NotRequired[float]
+    seed: NotRequired[int]
     max_tokens: NotRequired[int]
     max_completion_tokens: NotRequired[int]
     stop: NotRequired[list[str]]
