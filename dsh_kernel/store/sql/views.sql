@@ -489,7 +489,7 @@ COMMENT ON COLUMN usage.reasoning_tokens IS 'Reasoning tokens (already inside ou
 COMMENT ON COLUMN usage.total_tokens IS 'input + cached input + cache write + output.';
 COMMENT ON COLUMN usage.cost IS 'Cost at the user''s price (prices, set_price) if any, else the catalogue''s list price (list_prices); NULL when the model has neither, or when the counts are estimated (unless every price of the model is zero).';
 COMMENT ON COLUMN usage.finish IS 'How the request ended (error attempts that reported usage are billed too).';
-COMMENT ON COLUMN usage.estimated IS 'The server sent no usage for this request: the counts are the token meter''s estimate (chars / 4) and the cost is unknown.';
+COMMENT ON COLUMN usage.estimated IS 'The server sent no usage for this request: the counts are the token meter''s estimate (chars / 4; the input calibrated to the server, as its request/context records) and the cost is unknown.';
 COMMENT ON COLUMN usage.price_source IS 'Where the price came from: user (set_price), catalogue (list price), or NULL (unknown).';
 COMMENT ON COLUMN usage.purpose IS 'agent or compaction (a summary call): a session''s and a turn''s cost include their compactions.';
 
