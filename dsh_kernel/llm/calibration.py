@@ -20,10 +20,14 @@ from the best source there is:
 2. **tokenizer** — a local server that can count (llama.cpp's ``/tokenize``, llama-cpp-python's
    ``/extras/tokenize``; ``llm.providers.tokenizer``), for a server that reports no usage (llama-cpp-python
    never does on a stream): the request's own text counted by the server's tokenizer, plus the
-   template's share, which no tokenizer endpoint tells — a *measured constant* for a llama.cpp-family
-   server (``TEMPLATE_MESSAGE_TOKENS`` per message, ``TEMPLATE_TOOL_TOKENS`` for the tool preamble
-   when tools are offered), measured against llama-cpp-python with Qwen2.5's template. A template
-   that leaves the tools out (SmolLM2's) makes this count high; only a server's usage can say so.
+   template's share, which no tokenizer endpoint tells. That share is *learned* once per server
+   and model (``llm.providers.tokenizer.probe_template``): the same two short messages answered
+   with one token, not streamed (the server then reports its prompt count), without and with one
+   small tool — the difference, less the tool's own text, is the template's tool preamble (the
+   *allowance*), or shows that the template leaves the tools out (SmolLM2's does: its tools' text
+   is then not counted at all). ``TEMPLATE_MESSAGE_TOKENS`` a message is a measured constant
+   (ChatML's wrapping); when the probe cannot be made, the preamble and the per-request share are
+   the constants measured against llama-cpp-python with Qwen2.5's template.
 3. **none** — the estimate as it is (``IDENTITY``).
 
 **Proxy-made usage.** A proxy may make a usage up when the server behind it sent none: LiteLLM
@@ -185,18 +189,31 @@ def made_up(usage: JsonObject, raw: int) -> bool:
 
 
 def tokenizer_calibration(
-    *, raw: int, text_tokens: int, messages: int, tools: bool, samples: int = 1
+    *,
+    raw: int,
+    text_tokens: int,
+    tool_tokens: int,
+    messages: int,
+    prompt: int = TEMPLATE_PROMPT_TOKENS,
+    tools_rendered: bool = True,
+    tool_preamble: int = TEMPLATE_TOOL_TOKENS,
+    samples: int = 1,
 ) -> Calibration:
-    """The calibration of a request of raw estimate ``raw`` whose text the server's tokenizer
-    counted as ``text_tokens`` over ``messages`` messages (the system prompt among them), with or
-    without ``tools``: the text and the template's per-message share in the ratio, the tool
-    preamble as the allowance (module docstring)."""
+    """The calibration of a request of raw estimate ``raw`` whose messages' text the server's
+    tokenizer counted as ``text_tokens`` over ``messages`` messages (the system prompt among them)
+    and its tools' text as ``tool_tokens`` (``0``: none offered): the text and the template's
+    share per message (``TEMPLATE_MESSAGE_TOKENS``) and per request (``prompt``) in the ratio,
+    the tool preamble as the allowance; a template that leaves the tools out
+    (``tools_rendered=False``) counts neither the tools nor a preamble. The template's figures are
+    what ``llm.providers.tokenizer.probe_template`` measured, else the constants (module docstring)."""
     if raw <= 0 or text_tokens <= 0:
         return IDENTITY
-    counted = text_tokens + TEMPLATE_MESSAGE_TOKENS * messages + TEMPLATE_PROMPT_TOKENS
+    counted = text_tokens + TEMPLATE_MESSAGE_TOKENS * messages + prompt
+    if tools_rendered:
+        counted += tool_tokens
     return Calibration(
         ratio=round(counted / raw, 4),
-        allowance=TEMPLATE_TOOL_TOKENS if tools else 0,
+        allowance=tool_preamble if tool_tokens and tools_rendered else 0,
         source="tokenizer",
         samples=samples,
     )

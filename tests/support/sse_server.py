@@ -35,8 +35,8 @@ Lookups are not model calls: a ``GET`` (``/props``, ``/models``) or a ``POST`` t
 a provider asks a server about its models — is answered from ``routes`` (path → ``Reply``, never
 consumed), else with a 404, and never takes a reply from the script. They are recorded apart, in
 ``lookups``, so ``requests`` stays the model calls a test scripted. A tokenizer's count (``POST``
-to ``/tokenize`` or ``/extras/tokenize/count``) is answered the same way (a 404 without a route:
-the server has no tokenizer) and recorded in ``counts``.
+to ``/tokenize`` or ``/extras/tokenize/count``) is answered by ``respond`` when it answers, else the
+same way (a 404 without a route: the server has no tokenizer), and recorded in ``counts``.
 
 Control endpoints for other processes: ``POST /_dsh/script`` (``{"replies": [...], "checks": [...],
 "routes": {path: reply}}`` replaces the script and forgets requests, lookups and passback state),
@@ -625,7 +625,8 @@ class SseServer:
         with self._lock:
             if rec.path.endswith(("/tokenize", "/tokenize/count")):
                 self._counts.append(rec)
-                route = self._routes.get(rec.path.split("?", 1)[0])
+                answer = self._respond(rec) if self._respond is not None else None
+                route = answer or self._routes.get(rec.path.split("?", 1)[0])
                 return route or json_reply(404, {"detail": "Not Found"})
             if rec.method == "GET" or rec.path.endswith("/api/show"):
                 self._lookups.append(rec)

@@ -98,7 +98,7 @@ def test_a_proxy_made_usage_never_calibrates() -> None:
 
 def test_usage_wins_over_the_tokenizer_and_routes_are_apart() -> None:
     cals = Calibrations()
-    counted = tokenizer_calibration(raw=1000, text_tokens=900, messages=3, tools=True)
+    counted = tokenizer_calibration(raw=1000, text_tokens=900, tool_tokens=300, messages=3)
     cals.counted(ROUTE, counted)
     assert cals.current(ROUTE) == counted
     cals.observe(ROUTE, 1000, {"inputTokens": 1250, "outputTokens": 9})
@@ -110,13 +110,33 @@ def test_usage_wins_over_the_tokenizer_and_routes_are_apart() -> None:
 
 
 def test_the_tokenizer_calibration_adds_the_template_share() -> None:
-    cal = tokenizer_calibration(raw=1000, text_tokens=1100, messages=4, tools=True)
-    counted = 1100 + 4 * TEMPLATE_MESSAGE_TOKENS + TEMPLATE_PROMPT_TOKENS
+    cal = tokenizer_calibration(raw=1000, text_tokens=800, tool_tokens=300, messages=4)
+    counted = 800 + 300 + 4 * TEMPLATE_MESSAGE_TOKENS + TEMPLATE_PROMPT_TOKENS
     assert cal.ratio == round(counted / 1000, 4)
     assert cal.allowance == TEMPLATE_TOOL_TOKENS and cal.source == "tokenizer"
     assert cal.tokens(1000) == counted + TEMPLATE_TOOL_TOKENS
-    assert tokenizer_calibration(raw=1000, text_tokens=1100, messages=4, tools=False).allowance == 0
-    assert tokenizer_calibration(raw=0, text_tokens=10, messages=1, tools=False) is IDENTITY
+    no_tools = tokenizer_calibration(raw=1000, text_tokens=800, tool_tokens=0, messages=4)
+    assert no_tools.allowance == 0
+    assert tokenizer_calibration(raw=0, text_tokens=10, tool_tokens=0, messages=1) is IDENTITY
+
+
+def test_a_measured_template_share_and_one_that_drops_the_tools() -> None:
+    probed = tokenizer_calibration(
+        raw=1000, text_tokens=800, tool_tokens=300, messages=4, prompt=1, tool_preamble=87
+    )
+    assert probed.tokens(1000) == 800 + 300 + 4 * TEMPLATE_MESSAGE_TOKENS + 1 + 87
+    # a template that leaves the tools out (SmolLM2's): neither their text nor a preamble counts
+    dropped = tokenizer_calibration(
+        raw=1000,
+        text_tokens=800,
+        tool_tokens=300,
+        messages=4,
+        prompt=1,
+        tools_rendered=False,
+        tool_preamble=0,
+    )
+    assert dropped.allowance == 0
+    assert dropped.tokens(1000) == 800 + 4 * TEMPLATE_MESSAGE_TOKENS + 1
 
 
 def test_a_request_context_round_trips_and_bad_fields_are_none() -> None:

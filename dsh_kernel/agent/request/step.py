@@ -52,7 +52,7 @@ from dsh_kernel.llm.calibration import (
 )
 from dsh_kernel.llm.calibration import Route as CalibrationRoute
 from dsh_kernel.llm.provider import PreparedCall, Provider
-from dsh_kernel.llm.providers.tokenizer import TokenCounting
+from dsh_kernel.llm.providers.tokenizer import TokenCounting, template_share
 from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, LlmFailure, ToolSchema
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.log_images import attach_image_data
@@ -195,8 +195,9 @@ class StepRequests:
                     tokenizer_calibration(
                         raw=raw,
                         text_tokens=counted.tokens,
+                        tool_tokens=counted.tool_tokens,
                         messages=counted.messages,
-                        tools=counted.tools,
+                        **template_share(counted.template),
                     ),
                 )
         return calibrations.current(key)

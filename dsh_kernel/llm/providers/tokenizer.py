@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Final, Literal, Protocol, TypeAlias, runtime_checkable
+from typing import Final, Literal, Protocol, TypeAlias, TypedDict, runtime_checkable
 
 import httpx
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.calibration import TEMPLATE_MESSAGE_TOKENS
 from dsh_kernel.llm.providers.transport import json_object
 from dsh_kernel.llm.types import GenerateRequest
 
@@ -40,8 +41,40 @@ PROBE_ATTEMPTS: Final = 3
 """Probes that ran out of time before a server is taken to have no tokenizer."""
 BODY_LIMIT: Final = 8 * 1024 * 1024
 
+TEMPLATE_PROBE_TIMEOUT_S: Final = 20.0
+"""Seconds the template's probe (two one-token answers) may take, once per server and model."""
+PROBE_MESSAGES: Final[list[JsonValue]] = [
+    {"role": "system", "content": "You answer briefly."},
+    {"role": "user", "content": "Say yes."},
+]
+PROBE_TOOL: Final[JsonObject] = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "description": "Look a word up in the dictionary.",
+        "parameters": {
+            "type": "object",
+            "properties": {"word": {"type": "string", "description": "The word."}},
+            "required": ["word"],
+        },
+    },
+}
+
 Kind: TypeAlias = Literal["extras", "tokenize"]
 _FAULTS = (httpx.HTTPError, httpx.StreamError, httpx.InvalidURL, OSError, ValueError)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TemplateShare:
+    """What the server's chat template adds, measured by ``probe_template``."""
+
+    prompt: int
+    """Tokens a two-message request holds beyond its text and ``TEMPLATE_MESSAGE_TOKENS`` a
+    message (the generation prompt, a BOS token)."""
+    tools_rendered: bool
+    """Whether the template puts the tools in the prompt at all (SmolLM2's does not)."""
+    tool_preamble: int
+    """Tokens the template adds around the tool list (``0`` when it drops the tools)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -49,10 +82,13 @@ class PromptCount:
     """A request's text as the server's tokenizer counted it."""
 
     tokens: int
+    """The messages' text."""
+    tool_tokens: int
+    """The tools' text (``0``: none offered)."""
     messages: int
     """Messages of the request, the system prompt among them (the template wraps each one)."""
-    tools: bool
-    """Whether tools were offered (the template adds its tool preamble)."""
+    template: TemplateShare | None
+    """What the chat template adds, when it was measured."""
     where: str
     """The endpoint that counted: ``/extras/tokenize/count`` or ``/tokenize``."""
 
@@ -75,8 +111,9 @@ def _tool_json(tool: JsonValue) -> str:
     return json.dumps(tool, sort_keys=True)
 
 
-def prompt_text(body: JsonObject) -> tuple[str, int, bool]:
-    """``(text, messages, tools offered)`` of a Chat Completions body (module docstring)."""
+def prompt_text(body: JsonObject) -> tuple[str, str, int]:
+    """``(the messages' text, the tools' text, messages)`` of a Chat Completions body (module
+    docstring); the tools' text is ``""`` when none are offered."""
     pieces: list[str] = []
     messages = body.get("messages")
     count = 0
@@ -100,10 +137,8 @@ def prompt_text(body: JsonObject) -> tuple[str, int, bool]:
                     _tool_json({"name": fn.get("name"), "arguments": fn.get("arguments")})
                 )
     tools = body.get("tools")
-    offered = isinstance(tools, list) and bool(tools)
-    if isinstance(tools, list):
-        pieces.extend(_tool_json(t) for t in tools)
-    return "\n".join(pieces), count, offered
+    tool_text = "\n".join(_tool_json(t) for t in tools) if isinstance(tools, list) else ""
+    return "\n".join(pieces), tool_text, count
 
 
 def _root(base_url: str) -> httpx.URL:
@@ -150,6 +185,71 @@ def _count(body: JsonObject | None) -> int | None:
 _PATHS: Final[dict[Kind, str]] = {"extras": "extras/tokenize/count", "tokenize": "tokenize"}
 
 
+def _prompt_tokens(body: JsonObject | None) -> int | None:
+    usage = body.get("usage") if body is not None else None
+    value = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+async def _completion_prompt(
+    client: httpx.AsyncClient, url: str, body: JsonObject, headers: Mapping[str, str]
+) -> int | None:
+    """The prompt tokens a non-streamed one-token answer to ``body`` reports, or ``None``."""
+    try:
+        response = await client.post(
+            url,
+            json=body,
+            headers={**headers, "accept": "application/json"},
+            timeout=httpx.Timeout(TEMPLATE_PROBE_TIMEOUT_S),
+            follow_redirects=False,
+        )
+    except _FAULTS:
+        return None
+    if response.status_code != 200 or len(response.content) > BODY_LIMIT:
+        return None
+    return _prompt_tokens(json_object(response.content))
+
+
+async def probe_template(
+    client: httpx.AsyncClient,
+    chat_url: str,
+    model: str,
+    headers: Mapping[str, str],
+    count: Callable[[str], Awaitable[int | None]],
+) -> TemplateShare | None:
+    """Measure what the server's chat template adds: the same two messages answered (one token,
+    not streamed: a llama.cpp-family server reports usage then) without and with one small tool;
+    their prompt counts against the tokenizer's count of their text say the template's share per
+    request and around the tools, or that it leaves the tools out. ``None`` when the server does
+    not answer so (never raises)."""
+    base: JsonObject = {
+        "model": model,
+        "messages": PROBE_MESSAGES,
+        "max_tokens": 1,
+        "temperature": 0,
+        "stream": False,
+    }
+    try:
+        async with asyncio.timeout(TEMPLATE_PROBE_TIMEOUT_S):
+            plain = await _completion_prompt(client, chat_url, base, headers)
+            with_tool = await _completion_prompt(
+                client, chat_url, {**base, "tools": [PROBE_TOOL]}, headers
+            )
+            text = await count("You answer briefly.\nSay yes.")
+            tool = await count(_tool_json(PROBE_TOOL))
+    except TimeoutError:
+        return None
+    if plain is None or with_tool is None or text is None or tool is None:
+        return None
+    added = with_tool - plain
+    rendered = added > tool // 2
+    return TemplateShare(
+        prompt=max(0, plain - text - 2 * TEMPLATE_MESSAGE_TOKENS),
+        tools_rendered=rendered,
+        tool_preamble=max(0, added - tool) if rendered else 0,
+    )
+
+
 class ServerTokenizer:
     """One server's tokenizer endpoint, found once (module docstring)."""
 
@@ -159,6 +259,11 @@ class ServerTokenizer:
         """The endpoint found; ``None`` while unknown or absent (``absent``)."""
         self.absent = False
         self._timeouts = 0
+        self.templates: dict[str, TemplateShare | None] = {}
+        """What each model's chat template adds (``probe_template``), once probed; ``None``: the
+        probe failed (the measured constants are used)."""
+        self._counted: tuple[str, int] | None = None
+        """The latest tool list's text and its count (it rarely changes)."""
 
     def _request(
         self,
@@ -219,3 +324,65 @@ class ServerTokenizer:
             self._timeouts += 1
             if self._timeouts >= PROBE_ATTEMPTS:
                 self.absent = True
+
+    async def count_prompt(
+        self,
+        client: httpx.AsyncClient,
+        body: JsonObject,
+        *,
+        chat_url: str,
+        model: str,
+        headers: Mapping[str, str],
+    ) -> PromptCount | None:
+        """The count of a Chat Completions ``body``: its messages' text, its tools' text (kept
+        while the tool list stays the same), and, the first time for ``model``, what the chat
+        template adds (``probe_template``). ``None`` when the server cannot count (never raises)."""
+        text, tool_text, messages = prompt_text(body)
+        found = await self.count(client, text, model=model, headers=headers)
+        if found is None:
+            return None
+        tokens, where = found
+        tool_tokens = 0
+        if tool_text:
+            if self._counted is not None and self._counted[0] == tool_text:
+                tool_tokens = self._counted[1]
+            else:
+                counted = await self.count(client, tool_text, model=model, headers=headers)
+                if counted is None:
+                    return None
+                tool_tokens = counted[0]
+                self._counted = (tool_text, tool_tokens)
+        if model not in self.templates:
+
+            async def count(piece: str) -> int | None:
+                answer = await self.count(client, piece, model=model, headers=headers)
+                return answer[0] if answer is not None else None
+
+            self.templates[model] = await probe_template(client, chat_url, model, headers, count)
+        return PromptCount(
+            tokens=tokens,
+            tool_tokens=tool_tokens,
+            messages=messages,
+            template=self.templates[model],
+            where=where,
+        )
+
+
+class TemplateFigures(TypedDict, total=False):
+    """``tokenizer_calibration``'s template keywords."""
+
+    prompt: int
+    tools_rendered: bool
+    tool_preamble: int
+
+
+def template_share(share: TemplateShare | None) -> TemplateFigures:
+    """The template keywords of ``llm.calibration.tokenizer_calibration`` for ``share`` (none: the
+    constants)."""
+    if share is None:
+        return {}
+    return {
+        "prompt": share.prompt,
+        "tools_rendered": share.tools_rendered,
+        "tool_preamble": share.tool_preamble,
+    }

@@ -54,7 +54,7 @@ from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile, passbac
 from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
 from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
 from dsh_kernel.llm.providers.openai_compat.translate import ChatTranslator
-from dsh_kernel.llm.providers.tokenizer import PromptCount, ServerTokenizer, prompt_text
+from dsh_kernel.llm.providers.tokenizer import PromptCount, ServerTokenizer
 from dsh_kernel.llm.providers.transport import (
     HttpClient,
     error_info,
@@ -133,22 +133,21 @@ class ChatCompletionsProvider:
         return self._profile.discover_window and not self._tokenizer.absent
 
     async def count_request_tokens(self, request: GenerateRequest) -> PromptCount | None:
-        """The text of ``request``'s body counted by the server's tokenizer
-        (``llm.providers.tokenizer``), or ``None``."""
+        """The text of ``request``'s body counted by the server's tokenizer, with what its chat
+        template adds measured once per model (``llm.providers.tokenizer``), or ``None``."""
         if not self.counts_tokens:
             return None
         body = serialize_request(request, self._profile, self._defaults)
-        text, messages, tools = prompt_text(cast("JsonObject", body))
         headers = {"user-agent": USER_AGENT}
         with contextlib.suppress(LlmError):  # no key: ask without one
             headers["authorization"] = f"Bearer {self._api_key()}"
-        found = await self._tokenizer.count(
-            self._client.get(), text, model=request.model, headers=headers
+        return await self._tokenizer.count_prompt(
+            self._client.get(),
+            cast("JsonObject", body),
+            chat_url=self._url,
+            model=request.model,
+            headers=headers,
         )
-        if found is None:
-            return None
-        tokens, where = found
-        return PromptCount(tokens=tokens, messages=messages, tools=tools, where=where)
 
     async def discover_context_window(self, model: str) -> DiscoveredWindow | None:
         """The window the server reports for ``model`` (``None`` without ``discover_window``)."""
