@@ -129,7 +129,7 @@ class Calibration:
         """``"×1.17 +96, from 3 reported requests"`` (``%agent status``); ``""`` for none."""
         if not self.calibrated:
             return ""
-        extra = f" {self.allowance:+,}" if self.allowance else ""
+        extra = f" {self.allowance:+,}" if self.allowance else ""  # negative: tools left out
         if self.source == "usage":
             n = self.samples
             origin = f"from {n} request{'s' if n != 1 else ''} the server counted"
@@ -191,6 +191,7 @@ def made_up(usage: JsonObject, raw: int) -> bool:
 def tokenizer_calibration(
     *,
     raw: int,
+    raw_tools: int = 0,
     text_tokens: int,
     tool_tokens: int,
     messages: int,
@@ -199,21 +200,24 @@ def tokenizer_calibration(
     tool_preamble: int = TEMPLATE_TOOL_TOKENS,
     samples: int = 1,
 ) -> Calibration:
-    """The calibration of a request of raw estimate ``raw`` whose messages' text the server's
-    tokenizer counted as ``text_tokens`` over ``messages`` messages (the system prompt among them)
-    and its tools' text as ``tool_tokens`` (``0``: none offered): the text and the template's
-    share per message (``TEMPLATE_MESSAGE_TOKENS``) and per request (``prompt``) in the ratio,
-    the tool preamble as the allowance; a template that leaves the tools out
-    (``tools_rendered=False``) counts neither the tools nor a preamble. The template's figures are
-    what ``llm.providers.tokenizer.probe_template`` measured, else the constants (module docstring)."""
-    if raw <= 0 or text_tokens <= 0:
+    """The calibration of a request of raw estimate ``raw`` (``raw_tools`` of it the tool list's)
+    whose messages' text the server's tokenizer counted as ``text_tokens`` over ``messages``
+    messages (the system prompt among them) and its tools' text as ``tool_tokens`` (``0``: none
+    offered). The ratio is the messages' — their text, the template's share per message
+    (``TEMPLATE_MESSAGE_TOKENS``) and per request (``prompt``) against their raw estimate — since
+    it is the messages that grow; the tool list is fixed, so its difference from what the ratio
+    makes of it is the allowance: the tools' text and the template's ``tool_preamble`` when the
+    template renders them, nothing when it leaves them out (``tools_rendered=False``: the
+    allowance is then negative). The template's figures are what
+    ``llm.providers.tokenizer.probe_template`` measured, else the constants (module docstring)."""
+    content = raw - raw_tools
+    if content <= 0 or text_tokens <= 0:
         return IDENTITY
-    counted = text_tokens + TEMPLATE_MESSAGE_TOKENS * messages + prompt
-    if tools_rendered:
-        counted += tool_tokens
+    ratio = round((text_tokens + TEMPLATE_MESSAGE_TOKENS * messages + prompt) / content, 4)
+    tools = tool_tokens + tool_preamble if tool_tokens and tools_rendered else 0
     return Calibration(
-        ratio=round(counted / raw, 4),
-        allowance=tool_preamble if tool_tokens and tools_rendered else 0,
+        ratio=ratio,
+        allowance=tools - math.ceil(raw_tools * ratio),
         source="tokenizer",
         samples=samples,
     )

@@ -109,25 +109,44 @@ def test_usage_wins_over_the_tokenizer_and_routes_are_apart() -> None:
     assert cals.current(ROUTE) is IDENTITY
 
 
-def test_the_tokenizer_calibration_adds_the_template_share() -> None:
-    cal = tokenizer_calibration(raw=1000, text_tokens=800, tool_tokens=300, messages=4)
-    counted = 800 + 300 + 4 * TEMPLATE_MESSAGE_TOKENS + TEMPLATE_PROMPT_TOKENS
-    assert cal.ratio == round(counted / 1000, 4)
-    assert cal.allowance == TEMPLATE_TOOL_TOKENS and cal.source == "tokenizer"
-    assert cal.tokens(1000) == counted + TEMPLATE_TOOL_TOKENS
-    no_tools = tokenizer_calibration(raw=1000, text_tokens=800, tool_tokens=0, messages=4)
-    assert no_tools.allowance == 0
-    assert tokenizer_calibration(raw=0, text_tokens=10, tool_tokens=0, messages=1) is IDENTITY
+def test_the_tokenizer_calibration_scales_the_messages_and_adds_the_tools() -> None:
+    # raw 1000, 250 of it the tool list; the messages' 750 are counted 800 tokens over 4 messages
+    cal = tokenizer_calibration(
+        raw=1000, raw_tools=250, text_tokens=800, tool_tokens=300, messages=4
+    )
+    messages = 800 + 4 * TEMPLATE_MESSAGE_TOKENS + TEMPLATE_PROMPT_TOKENS
+    assert cal.ratio == round(messages / 750, 4) and cal.source == "tokenizer"
+    assert cal.allowance == 300 + TEMPLATE_TOOL_TOKENS - math.ceil(250 * cal.ratio)
+    assert abs(cal.tokens(1000) - (messages + 300 + TEMPLATE_TOOL_TOKENS)) <= 1
+    # the history grows at the messages' ratio; the tool list stays what the server counts
+    assert (
+        abs(cal.tokens(1300) - (messages + round(300 * cal.ratio) + 300 + TEMPLATE_TOOL_TOKENS))
+        <= 2
+    )
+    no_tools = tokenizer_calibration(raw=750, text_tokens=800, tool_tokens=0, messages=4)
+    assert no_tools.allowance == 0 and no_tools.tokens(750) == messages
+    assert (
+        tokenizer_calibration(raw=100, raw_tools=100, text_tokens=10, tool_tokens=0, messages=1)
+        is IDENTITY
+    )
 
 
 def test_a_measured_template_share_and_one_that_drops_the_tools() -> None:
     probed = tokenizer_calibration(
-        raw=1000, text_tokens=800, tool_tokens=300, messages=4, prompt=1, tool_preamble=87
+        raw=1000,
+        raw_tools=250,
+        text_tokens=800,
+        tool_tokens=300,
+        messages=4,
+        prompt=1,
+        tool_preamble=87,
     )
-    assert probed.tokens(1000) == 800 + 300 + 4 * TEMPLATE_MESSAGE_TOKENS + 1 + 87
-    # a template that leaves the tools out (SmolLM2's): neither their text nor a preamble counts
+    assert abs(probed.tokens(1000) - (800 + 300 + 4 * TEMPLATE_MESSAGE_TOKENS + 1 + 87)) <= 1
+    # a template that leaves the tools out (SmolLM2's): neither their text nor a preamble counts,
+    # and the allowance takes the tool list's estimate back out
     dropped = tokenizer_calibration(
         raw=1000,
+        raw_tools=250,
         text_tokens=800,
         tool_tokens=300,
         messages=4,
@@ -135,8 +154,9 @@ def test_a_measured_template_share_and_one_that_drops_the_tools() -> None:
         tools_rendered=False,
         tool_preamble=0,
     )
-    assert dropped.allowance == 0
-    assert dropped.tokens(1000) == 800 + 4 * TEMPLATE_MESSAGE_TOKENS + 1
+    assert dropped.allowance < 0
+    assert abs(dropped.tokens(1000) - (800 + 4 * TEMPLATE_MESSAGE_TOKENS + 1)) <= 1
+    assert "-" in dropped.describe()
 
 
 def test_a_request_context_round_trips_and_bad_fields_are_none() -> None:

@@ -51,6 +51,7 @@ from dsh_kernel.llm.calibration import (
     tokenizer_calibration,
 )
 from dsh_kernel.llm.calibration import Route as CalibrationRoute
+from dsh_kernel.llm.estimate import request_header_tokens
 from dsh_kernel.llm.provider import PreparedCall, Provider
 from dsh_kernel.llm.providers.tokenizer import TokenCounting, template_share
 from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, LlmFailure, ToolSchema
@@ -194,6 +195,7 @@ class StepRequests:
                     key,
                     tokenizer_calibration(
                         raw=raw,
+                        raw_tools=request_header_tokens(None, tools),
                         text_tokens=counted.tokens,
                         tool_tokens=counted.tool_tokens,
                         messages=counted.messages,

@@ -41,8 +41,12 @@ PROBE_ATTEMPTS: Final = 3
 """Probes that ran out of time before a server is taken to have no tokenizer."""
 BODY_LIMIT: Final = 8 * 1024 * 1024
 
-TEMPLATE_PROBE_TIMEOUT_S: Final = 20.0
-"""Seconds the template's probe (two one-token answers) may take, once per server and model."""
+TEMPLATE_PROBE_TIMEOUT_S: Final = 60.0
+"""Seconds the template's probe (two one-token answers) may take, once per server and model: a
+one-thread CPU server loading its model answers the first request slowly (Qwen2.5-0.5B's ~155-token
+probe took 17.7 s on a shared, loaded 2-core machine), and the turn's own request would wait behind
+it anyway. A probe that ran out of time is made again at the next request, once."""
+TEMPLATE_PROBE_ATTEMPTS: Final = 2
 PROBE_MESSAGES: Final[list[JsonValue]] = [
     {"role": "system", "content": "You answer briefly."},
     {"role": "user", "content": "Say yes."},
@@ -262,6 +266,7 @@ class ServerTokenizer:
         self.templates: dict[str, TemplateShare | None] = {}
         """What each model's chat template adds (``probe_template``), once probed; ``None``: the
         probe failed (the measured constants are used)."""
+        self._template_tries: dict[str, int] = {}
         self._counted: tuple[str, int] | None = None
         """The latest tool list's text and its count (it rarely changes)."""
 
@@ -358,12 +363,15 @@ class ServerTokenizer:
                 answer = await self.count(client, piece, model=model, headers=headers)
                 return answer[0] if answer is not None else None
 
-            self.templates[model] = await probe_template(client, chat_url, model, headers, count)
+            share = await probe_template(client, chat_url, model, headers, count)
+            tries = self._template_tries[model] = self._template_tries.get(model, 0) + 1
+            if share is not None or tries >= TEMPLATE_PROBE_ATTEMPTS:
+                self.templates[model] = share
         return PromptCount(
             tokens=tokens,
             tool_tokens=tool_tokens,
             messages=messages,
-            template=self.templates[model],
+            template=self.templates.get(model),
             where=where,
         )
 
