@@ -225,7 +225,8 @@ async def probe_template(
     not streamed: a llama.cpp-family server reports usage then) without and with one small tool;
     their prompt counts against the tokenizer's count of their text say the template's share per
     request and around the tools, or that it leaves the tools out. ``None`` when the server does
-    not answer so (never raises)."""
+    not answer so. It never raises, and has no timeout of its own: the caller bounds it
+    (``TEMPLATE_PROBE_TIMEOUT_S``)."""
     base: JsonObject = {
         "model": model,
         "messages": PROBE_MESSAGES,
@@ -233,16 +234,10 @@ async def probe_template(
         "temperature": 0,
         "stream": False,
     }
-    try:
-        async with asyncio.timeout(TEMPLATE_PROBE_TIMEOUT_S):
-            plain = await _completion_prompt(client, chat_url, base, headers)
-            with_tool = await _completion_prompt(
-                client, chat_url, {**base, "tools": [PROBE_TOOL]}, headers
-            )
-            text = await count("You answer briefly.\nSay yes.")
-            tool = await count(_tool_json(PROBE_TOOL))
-    except TimeoutError:
-        return None
+    plain = await _completion_prompt(client, chat_url, base, headers)
+    with_tool = await _completion_prompt(client, chat_url, {**base, "tools": [PROBE_TOOL]}, headers)
+    text = await count("You answer briefly.\nSay yes.")
+    tool = await count(_tool_json(PROBE_TOOL))
     if plain is None or with_tool is None or text is None or tool is None:
         return None
     added = with_tool - plain
@@ -363,10 +358,15 @@ class ServerTokenizer:
                 answer = await self.count(client, piece, model=model, headers=headers)
                 return answer[0] if answer is not None else None
 
-            share = await probe_template(client, chat_url, model, headers, count)
-            tries = self._template_tries[model] = self._template_tries.get(model, 0) + 1
-            if share is not None or tries >= TEMPLATE_PROBE_ATTEMPTS:
-                self.templates[model] = share
+            try:
+                async with asyncio.timeout(TEMPLATE_PROBE_TIMEOUT_S):
+                    self.templates[model] = await probe_template(
+                        client, chat_url, model, headers, count
+                    )
+            except TimeoutError:
+                tries = self._template_tries[model] = self._template_tries.get(model, 0) + 1
+                if tries >= TEMPLATE_PROBE_ATTEMPTS:
+                    self.templates[model] = None
         return PromptCount(
             tokens=tokens,
             tool_tokens=tool_tokens,
