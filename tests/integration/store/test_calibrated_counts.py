@@ -96,7 +96,7 @@ async def test_the_meter_the_usage_reader_and_the_views_give_one_calibrated_coun
         "SELECT input_tokens, estimated FROM requests WHERE session_id = ? ORDER BY request",
         [second.session.id],
     ).rows
-    assert [(int(r[0]), bool(r[1])) for r in rows] == [(t, True) for t, _ in readings]
+    assert [(r[0], r[1]) for r in rows] == [(t, True) for t, _ in readings]
     totals = usage_totals(second.session.events)
     assert totals.estimated_requests == len(PROMPTS)
     assert totals.input_tokens == sum(t for t, _ in readings)
