@@ -241,7 +241,7 @@ def test_the_template_probe_makes_the_count_the_servers(
         start_kernel(tmp_path, "dsh", env=provider_env(server, tmp_path, DSH_MODEL="qwen")) as k,
     ):
         for text in ("Say hi.", "def f(x):\n    return {i: i ** 2 for i in range(x)}\n" * 5):
-            server.script(no_usage("Noted."), respond=respond)
+            server.script(no_usage("Noted."), respond=respond, tokenizer=respond)
             chat(k, text)
         (sent,) = [r.json for r in server.requests if r.json["stream"] is True]
         real = fake_prompt(sent, preamble=preamble)

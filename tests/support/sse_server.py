@@ -35,8 +35,9 @@ Lookups are not model calls: a ``GET`` (``/props``, ``/models``) or a ``POST`` t
 a provider asks a server about its models — is answered from ``routes`` (path → ``Reply``, never
 consumed), else with a 404, and never takes a reply from the script. They are recorded apart, in
 ``lookups``, so ``requests`` stays the model calls a test scripted. A tokenizer's count (``POST``
-to ``/tokenize`` or ``/extras/tokenize/count``) is answered by ``respond`` when it answers, else the
-same way (a 404 without a route: the server has no tokenizer), and recorded in ``counts``.
+to ``/tokenize`` or ``/extras/tokenize/count``) is answered by the script's ``tokenizer`` function
+when it answers, else the same way (a 404 without a route: the server has no tokenizer), and
+recorded in ``counts``.
 
 Control endpoints for other processes: ``POST /_dsh/script`` (``{"replies": [...], "checks": [...],
 "routes": {path: reply}}`` replaces the script and forgets requests, lookups and passback state),
@@ -463,6 +464,7 @@ class SseServer:
         self._lookups: list[Recorded] = []
         self._counts: list[Recorded] = []
         self._respond: Callable[[Recorded], Reply | None] | None = None
+        self._tokenizer: Callable[[Recorded], Reply | None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -478,12 +480,14 @@ class SseServer:
         checks: Iterable[str] | None = None,
         routes: dict[str, Reply] | None = None,
         respond: Callable[[Recorded], Reply | None] | None = None,
+        tokenizer: Callable[[Recorded], Reply | None] | None = None,
     ) -> None:
-        """Replace the script (and ``routes``, when given; ``respond``, always: see the module
+        """Replace the script (and ``routes``, when given; ``respond`` and ``tokenizer``, always: see the module
         docstring); forget recorded requests, lookups and passback state."""
         with self._lock:
             self._queue = list(replies)
             self._respond = respond
+            self._tokenizer = tokenizer
             if checks is not None:
                 self._checks = tuple(checks)
             if routes is not None:
@@ -625,7 +629,7 @@ class SseServer:
         with self._lock:
             if rec.path.endswith(("/tokenize", "/tokenize/count")):
                 self._counts.append(rec)
-                answer = self._respond(rec) if self._respond is not None else None
+                answer = self._tokenizer(rec) if self._tokenizer is not None else None
                 route = answer or self._routes.get(rec.path.split("?", 1)[0])
                 return route or json_reply(404, {"detail": "Not Found"})
             if rec.method == "GET" or rec.path.endswith("/api/show"):

@@ -22,7 +22,11 @@ answer is), or with ``EMPTY_RESPONSE`` saying what the probe saw. The probe is a
 retry: its answer is never shown.
 
 ``discover_context_window`` (with ``profile.discover_window``) asks the server for a model's window
-(``llm.providers.discovery``), with this provider's key, on its own host only.
+(``llm.providers.discovery``), with this provider's key, on its own host only; with the same profile
+``count_request_tokens`` has the server's tokenizer count a request's text and, once per model, its
+chat template's share measured (``llm.providers.tokenizer``; ``llm.calibration`` turns it into the
+token meter's calibration). A usage that came through a proxy naming itself in its headers
+(``transport.proxy_of``: LiteLLM) is marked with it (``TokenUsage.via``).
 
 The httpx client is injected (tests, connection sharing) or created on first use and then owned:
 ``aclose()`` closes an owned client and leaves an injected one alone.
