@@ -122,6 +122,10 @@ class LlmFailure:
     status: int | None = None
     provider_retry_after_ms: int | None = None
     request_id: str | None = None
+    detail: str | None = None
+    """A finer, stable reason within ``code``, for advice (``failures.advice``), never for routing:
+    ``EMPTY_RESPONSE`` has ``empty-body`` (the server sent not one byte) and ``model-stopped`` (the
+    model ended its turn at once, with nothing); ``None`` when nothing finer is known."""
 
     def __post_init__(self) -> None:
         if not self.message:

@@ -69,9 +69,26 @@ ADVICE: Final[Mapping[str, str]] = MappingProxyType(
 )
 """Advice by code: a lowercase clause saying what to do (``advice_sentence`` makes it a sentence)."""
 
+DETAILED_ADVICE: Final[Mapping[tuple[str, str], str]] = MappingProxyType(
+    {
+        ("EMPTY_RESPONSE", "empty-body"): "the server answered with an empty body (HTTP 200, not "
+        "one byte) even after a retry: a local server does that when it refuses a request, often "
+        "one longer than its context — see the server's log; `%agent compact` or `%agent new` if "
+        "the conversation is long",
+        ("EMPTY_RESPONSE", "model-stopped"): "the request went through: the model chose to end its "
+        "turn at once, with no text (its first token was end-of-turn), even after a retry; "
+        "rephrase the prompt or run the cell again — small models do this more often",
+    }
+)
+"""Advice for a failure whose ``detail`` (``LlmFailure.detail``) says more than its code, by
+``(code, detail)``; a detail not listed falls back to the code's advice."""
 
-def advice(code: str) -> str:
-    """What to do about ``code``: its entry, else general advice (``HTTP_<status>`` has its own)."""
+
+def advice(code: str, detail: str | None = None) -> str:
+    """What to do about ``code`` (with its ``detail``, when the failure had one): the detailed
+    entry, else the code's, else general advice (``HTTP_<status>`` has its own)."""
+    if detail is not None and (code, detail) in DETAILED_ADVICE:
+        return DETAILED_ADVICE[(code, detail)]
     if code in ADVICE:
         return ADVICE[code]
     if code.startswith("HTTP_"):
@@ -81,15 +98,16 @@ def advice(code: str) -> str:
     return "see `%%sql SELECT * FROM errors ORDER BY time DESC` for details"
 
 
-def describe_failure(code: str, message: str) -> str:
+def describe_failure(code: str, message: str, detail: str | None = None) -> str:
     """``"<message> — <advice>"``, the evalue of a failed cell. The code is not repeated: the reply
     carries it as ``ename`` and the traceback line prefixes it; a message that already starts with
     ``"<code>: "`` loses that prefix, and an empty one leaves the advice alone."""
     message = message.strip().removeprefix(f"{code}: ").strip()
-    return f"{message} — {advice(code)}" if message else advice(code)
+    hint = advice(code, detail)
+    return f"{message} — {hint}" if message else hint
 
 
-def advice_sentence(code: str) -> str:
-    """``advice(code)`` as a sentence: capitalised, with a full stop."""
-    text = advice(code)
+def advice_sentence(code: str, detail: str | None = None) -> str:
+    """``advice(code, detail)`` as a sentence: capitalised, with a full stop."""
+    text = advice(code, detail)
     return text[:1].upper() + text[1:] + ("" if text.endswith((".", "!", "?")) else ".")

@@ -3,10 +3,12 @@
 The agent owns a ``Session`` (the log) and an ``Inbox`` (a projection of it). Sends put user messages
 in the inbox and, when they wake the agent, start its driver task (``agent.driver``), which runs
 turns until the inbox is empty; each turn runs steps (one model call plus its tools) until the model
-owes nothing. Beside each step: the request (``agent.request.envelope``), the answer (``agent.response``),
-tools and approvals (``agent.tool_calls``), the context window (``agent.request.window``, ``agent.request.fit``),
-the spending budget (``agent.request.spend``), the passback and retry policies (``agent.passback``,
-``agent.retry``).
+owes nothing. Beside each step: the request (``agent.request.envelope``), the answer
+(``agent.response``), tools and approvals (``agent.tool_calls``), the repeated-call guard
+(``agent.repeats``), the context window (``agent.request.window``, ``agent.request.fit``), the
+spending budget (``agent.request.spend``), the passback and retry policies (``agent.passback``,
+``agent.retry``). A turn that ends without the model's reply still completes: ``note: no-reply``
+(after a tool step the model ended its turn with nothing) or ``note: repeated-call`` (the guard).
 
 Event order of a turn (exact): ``turn/start`` · [claim splices] · ``step/start`` · ``user/message``* ·
 ``context/warning``? · ``request/header``? · ``request/context``? · ``assistant/chunk``* · ``assistant/message`` ·
@@ -51,6 +53,7 @@ from dsh_kernel.agent.hooks import (
 )
 from dsh_kernel.agent.inbox import Inbox, Target
 from dsh_kernel.agent.passback import PassbackRetry
+from dsh_kernel.agent.repeats import DEFAULT_REPEAT_LIMIT, RepeatGuard
 from dsh_kernel.agent.request.fit import drop_overflowed_turn
 from dsh_kernel.agent.request.spend import SpendGate
 from dsh_kernel.agent.request.step import StepRequests, StepSettings
@@ -65,6 +68,7 @@ from dsh_kernel.llm.calibration import Calibration, Calibrations
 from dsh_kernel.llm.codec import message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.types import (
+    MODEL_STOPPED,
     FinishAborted,
     FinishError,
     FinishMaxTokens,
@@ -105,19 +109,25 @@ from dsh_kernel.tools.pipeline import PreDecision, PreExecuteInput, ToolHooks, T
 from dsh_kernel.tools.registry import ToolRegistry
 from dsh_kernel.tools.types import ToolLike
 
-StepOutcome = Literal["completed", "max-tokens"] | None
+StepEnding = Literal["completed", "max-tokens", "no-reply", "repeated-call"]
+"""How a step ended the turn: the model answered (or a tool concluded the turn), its answer was cut
+off, it ended without a reply after a tool step, or it kept repeating a call (``agent.repeats``)."""
+StepOutcome = StepEnding | None
+"""``None``: tools ran, the model is asked again."""
 
 
 # --- how a turn ends (the `turn/end` reason) ------------------------------------------------------
 
 
-def ended_by(outcome: Literal["completed", "max-tokens"]) -> TurnEndReason:
+def ended_by(outcome: StepEnding) -> TurnEndReason:
     """The end reason of a step that ended the turn by itself."""
     match outcome:
         case "completed":
             return EndCompleted(kind="completed")
         case "max-tokens":
             return EndMaxTokens(kind="max-tokens")
+        case "no-reply" | "repeated-call":
+            return EndCompleted(kind="completed", note=outcome)
 
 
 def blocked(message: str | None) -> EndBlocked:
@@ -139,6 +149,8 @@ def failed_llm(failure: LlmFailure) -> EndError:
         detail["providerRetryAfterMs"] = failure.provider_retry_after_ms
     if failure.request_id is not None:
         detail["requestId"] = failure.request_id
+    if failure.detail is not None:
+        detail["detail"] = failure.detail
     return EndError(kind="error", error=detail)
 
 
@@ -173,6 +185,7 @@ class Agent:
         registry: ToolRegistry | None = None,
         max_parallel_tool_calls: int = 10,
         max_steps_per_turn: int = 100,
+        repeat_limit: int = DEFAULT_REPEAT_LIMIT,
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         check_invariants: bool | None = None,
@@ -239,6 +252,10 @@ class Agent:
         if max_steps_per_turn < 1:
             raise UsageError("max_steps_per_turn must be at least 1")
         self.max_steps_per_turn = max_steps_per_turn
+        if repeat_limit < 0:
+            raise UsageError("repeat_limit must be 0 (off) or more")
+        self.repeats = RepeatGuard(repeat_limit)
+        """The repeated-call guard (``agent.repeats``); ``.limit`` may change between turns."""
         self.passback = PassbackRetry(self.session, self.providers)
         self.hooks.request_error.on(self.passback)
         self.retry = RetryHandler(self.session, retry_policy, sleep=sleep or asyncio.sleep)
@@ -401,6 +418,8 @@ class Agent:
         self.session.append("turn/start", TurnStart(turn=turn))
         target: Target = "next-turn"
         ends: TurnEndReason | None = None
+        self.repeats.begin_turn()
+        after_tools = False  # the previous step of this turn ran tools
         try:
             while True:
                 step = self._phase_step + 1
@@ -436,7 +455,8 @@ class Agent:
                     for m in decision.messages:
                         record_images(self.session, m.content)
                         self.session.append("user/message", message_to_json(m), surface_op="append")
-                    outcome = await self._step(turn, step, system, signal)
+                    outcome = await self._step(turn, step, system, signal, after_tools)
+                    after_tools = outcome is None
                     if ends is None or ends["kind"] != "max-tokens":
                         ends = ended_by(outcome) if outcome is not None else None
                 finally:
@@ -502,7 +522,14 @@ class Agent:
 
     # --- step --------------------------------------------------------------------------------------
 
-    async def _step(self, turn: int, step: int, system: str, signal: AbortSignal) -> StepOutcome:
+    async def _step(
+        self, turn: int, step: int, system: str, signal: AbortSignal, after_tools: bool
+    ) -> StepOutcome:
+        """One step (SPINE §1.4). Beyond the spec: after a step that ran tools (``after_tools``),
+        an answer in which the model chose to stop with nothing (``EMPTY_RESPONSE`` with ``detail:
+        model-stopped``) ends the turn as completed without a reply (``note: no-reply``) — the tool
+        results stand — rather than failing it; and the repeated-call guard (``agent.repeats``)
+        may refuse calls, or end the turn (``note: repeated-call``)."""
         self._requests.new_step()
         while True:
             request = await self._requests.build(self._step_settings(), turn, step, system, signal)
@@ -516,6 +543,14 @@ class Agent:
                 finish.failure, turn
             ):
                 continue
+            if (
+                after_tools
+                and isinstance(finish, FinishError)
+                and finish.failure.detail == MODEL_STOPPED
+            ):
+                # Nothing to retry: the request went through and the model chose to stop. Its
+                # chunks (the finish says why) are the attempt's record; it logs no message.
+                return "no-reply"
             if isinstance(finish, FinishError | FinishAborted):
                 payload = RequestErrorPayload(
                     turn=turn,
@@ -547,7 +582,8 @@ class Agent:
             calls = [b for b in message.content if isinstance(b, ToolCallBlock)]
             if not calls:
                 return "completed"
-            concluded = await run_step_tools(
+            plan = self.repeats.plan(calls)
+            tools = await run_step_tools(
                 self.session,
                 self.inbox,
                 self.tool_runtime,
@@ -556,8 +592,12 @@ class Agent:
                 calls=calls,
                 signal=signal,
                 max_parallel=self.max_parallel_tool_calls,
+                refusals=plan.refusals,
             )
-            return "completed" if concluded else None
+            self.repeats.record(calls, tools.results, plan)
+            if tools.concludes_turn:
+                return "completed"
+            return "repeated-call" if plan.ends_turn else None
 
     def _provider(self, provider_id: str) -> Provider:
         return self._requests.provider(provider_id)

@@ -7,6 +7,10 @@ visible blocks become an ``assistant/message`` marked ``interrupted`` (nothing w
 visible), and the cancellation propagates. ``append_response`` logs the assembled message of a
 stream that finished, with its usage; both messages point at their chunks (``source_event_seqs``).
 Neither decides what a finish means (retry, max tokens, tools): the step loop does.
+
+A ``HeldText`` note from the provider (answer text held back while it may be a tool call written as
+text) is logged as the informational ``assistant/held`` event: not a chunk, not assembled, never in
+a message. Held text is not shown, so a stream cancelled while text is held keeps none of it.
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider, stream_call_reads
-from dsh_kernel.llm.types import GenerateRequest, Message, ModelSource
+from dsh_kernel.llm.types import GenerateRequest, HeldText, Message, ModelSource
 from dsh_kernel.session.log import Session
-from dsh_kernel.session.payloads import AssistantMessage
+from dsh_kernel.session.payloads import AssistantHeld, AssistantMessage
 
 
 @dataclass(slots=True)
@@ -53,6 +57,10 @@ async def stream_response(
     push, seqs = out.assembler.push, out.chunk_seqs
     try:
         async for chunks in stream_call_reads(provider, request):
+            if isinstance(chunks, HeldText):
+                held = AssistantHeld(turn=turn, step=step, chars=chunks.chars)
+                session.append("assistant/held", held, ignorable=True)
+                continue
             if len(chunks) == 1:
                 chunk = chunks[0]
                 seqs.append(append_chunk(turn, step, chunk).seq)

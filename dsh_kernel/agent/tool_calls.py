@@ -4,9 +4,11 @@
 goes: ``tool/call`` when the call starts, ``tool/result`` (a ``user`` message with one
 ``ToolResultBlock``, its ``error`` name and code, its presentation ``meta``) when it settles, whose
 ``source_event_seqs`` point at the call. A result's additional contexts are queued for the next
-step. When the tools fail internally (the log could not be written, …) every call left without a
-result is closed as crash repair would close it, so no later request carries an unanswered call;
-the original error is what propagates. It returns whether a tool concluded the turn.
+step. Calls the caller refuses (``refusals``: the repeated-call guard's, ``agent.repeats``) are
+logged the same way but never run: their result is the refusal. When the tools fail internally (the
+log could not be written, …) every call left without a result is closed as crash repair would close
+it, so no later request carries an unanswered call; the original error is what propagates. It
+returns the step's results, in model order, and whether a tool concluded the turn.
 
 ``ApprovalLog`` is the ``ApprovalRecorder`` of one session: ``approval/asked``,
 ``approval/decided`` and ``approval/policy`` (with where the change came from). Its failures
@@ -16,7 +18,7 @@ propagate: a log that cannot record the question must not let the call proceed.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.agent.inbox import Inbox
@@ -34,7 +36,7 @@ from dsh_kernel.tools.approval import (
     ApprovalRequest,
 )
 from dsh_kernel.tools.pipeline import ToolRuntime
-from dsh_kernel.tools.scheduler import run_tool_calls
+from dsh_kernel.tools.scheduler import Refusal, StepToolOutcome, run_tool_calls
 from dsh_kernel.tools.types import ToolCall, ToolResult
 
 
@@ -48,8 +50,9 @@ async def run_step_tools(
     calls: Sequence[ToolCallBlock],
     signal: AbortSignal,
     max_parallel: int,
-) -> bool:
-    """Run and log one step's tool calls (module docstring); ``True`` when one concluded the turn."""
+    refusals: Mapping[int, Refusal] | None = None,
+) -> StepToolOutcome:
+    """Run and log one step's tool calls (module docstring)."""
     call_seqs: dict[str, int] = {}
 
     def on_start(call: ToolCall) -> None:
@@ -71,6 +74,7 @@ async def run_step_tools(
             on_start=on_start,
             on_result=on_result,
             max_parallel=max_parallel,
+            refusals=refusals,
         )
     except BaseException:
         with contextlib.suppress(Exception):  # best effort: the original error propagates
@@ -83,7 +87,7 @@ async def run_step_tools(
                         source_event_seqs=p.source_event_seqs,
                     )
         raise
-    return outcome.concludes_turn
+    return outcome
 
 
 def append_tool_result(

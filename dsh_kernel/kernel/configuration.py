@@ -138,6 +138,12 @@ def _approval_timeout(raw: str, where: str) -> float | None:
     return parse_approval_timeout(raw, where)
 
 
+def _repeat_limit(raw: str, where: str) -> int:
+    from dsh_kernel.kernel.host.settings import parse_repeat_limit
+
+    return parse_repeat_limit(raw, where)
+
+
 def _temperature(raw: str, where: str) -> float | None:
     from dsh_kernel.kernel.host.settings import parse_temperature
 
@@ -165,6 +171,12 @@ def _seconds(raw: str, where: str) -> float:
     from dsh_kernel.kernel.host.settings import parse_seconds
 
     return parse_seconds(raw, where)
+
+
+def _redraw_rate(raw: str, where: str) -> float:
+    from dsh_kernel.kernel.host.settings import parse_redraw_rate
+
+    return parse_redraw_rate(raw, where)
 
 
 def _ai_policy(raw: str, where: str) -> str | None:
@@ -322,6 +334,22 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         status=StatusLine(label="compaction", text=_compaction_text),
     ),
     Setting(
+        name="repeat_limit",
+        what="repeated-call guard",
+        trait=lambda: Integer(2),
+        help="How many identical tool calls (same tool, same arguments) with an identical result "
+        "may run in a row before the next one is not run (0: no limit).",
+        env="DSH_REPEAT_LIMIT",
+        parse=_repeat_limit,
+        check=lambda value, where: _repeat_limit(str(value), where),
+        default="2",
+        doc="how many identical tool calls (same tool, same arguments) with an identical result "
+        "run in a row in one turn; the next is not run — the model is told it already has the "
+        "result — and if it asks once more the turn ends with a notice instead of running to the "
+        "step bound ([Repeated tool calls](#repeated-tool-calls)); `0` or `off`: no limit. "
+        "Anything but a whole number from 0 to 1,000 fails the first chat cell with `USAGE`",
+    ),
+    Setting(
         name="temperature",
         what="sampling temperature",
         trait=lambda: Float(None, allow_none=True),
@@ -403,6 +431,24 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         default="10",
         doc="seconds to wait for a frontend to draw the turn before an approval is denied "
         "(`unavailable`): headless runs fail fast instead of hanging",
+    ),
+    Setting(
+        name="redraw_rate",
+        what="redraw rate",
+        trait=lambda: Float(20.0),
+        help="Redraws per second of a streaming answer (the widget view, a console's text) and "
+        "of a running python call's output (0.01 to 100); an answer's first words, tool calls and "
+        "the turn's end are drawn at once whatever the rate.",
+        env="DSH_REDRAW_RATE",
+        parse=_redraw_rate,
+        check=lambda value, where: _redraw_rate(str(value), where),
+        default="20",
+        doc="how many times a second a streaming answer is redrawn, from 0.01 to 100: the widget "
+        "view, the text a console is written, and a running `python` call's live output. The "
+        "first words of each answer, reasoning or tool-call block, an approval and the turn's end "
+        "are drawn at once whatever the rate; only their growth waits for it. Lower it for a slow "
+        "link (each redraw sends the growing paragraph again). Anything else fails the first chat "
+        "cell with `USAGE` naming the setting",
     ),
     Setting(
         name="store",

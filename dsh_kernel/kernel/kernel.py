@@ -356,7 +356,9 @@ class DshKernel(IPythonKernel):
                 err = end.get("error")
                 code = (err["code"] if err is not None else "") or "UNKNOWN"
                 message = err["message"] if err is not None else ""
-                return self.error_reply(count, code, describe_failure(code, message), payload)
+                detail = err.get("detail") if err is not None else None
+                evalue = describe_failure(code, message, detail)
+                return self.error_reply(count, code, evalue, payload)
             case "aborted":
                 return self.error_reply(
                     count, "ABORTED", "the turn was stopped; what streamed so far is kept", payload

@@ -94,6 +94,8 @@ def _list(value: JsonValue, what: str) -> list[JsonValue]:
 def block_to_json(block: ContentBlock) -> JsonObject:
     match block:
         case TextBlock():
+            if block.unclosed_reasoning:
+                return {"type": "text", "text": block.text, "unclosedReasoning": True}
             return {"type": "text", "text": block.text}
         case ReasoningBlock():
             out: JsonObject = {"type": "reasoning", "text": block.text}
@@ -139,7 +141,10 @@ def block_from_json(value: JsonValue) -> ContentBlock:
     tag = obj.get("type")
     match tag:
         case "text":
-            return TextBlock(text=_str(obj, "text", "text block"))
+            return TextBlock(
+                text=_str(obj, "text", "text block"),
+                unclosed_reasoning=obj.get("unclosedReasoning") is True,
+            )
         case "reasoning":
             return ReasoningBlock(
                 text=_str(obj, "text", "reasoning block"),
@@ -295,6 +300,8 @@ def failure_to_json(failure: LlmFailure) -> JsonObject:
         out["providerRetryAfterMs"] = failure.provider_retry_after_ms
     if failure.request_id is not None:
         out["requestId"] = failure.request_id
+    if failure.detail is not None:
+        out["detail"] = failure.detail
     return out
 
 
@@ -306,6 +313,7 @@ def failure_from_json(value: JsonValue) -> LlmFailure:
         status=_opt_int(obj, "status", "failure"),
         provider_retry_after_ms=_opt_int(obj, "providerRetryAfterMs", "failure"),
         request_id=_opt_str(obj, "requestId", "failure"),
+        detail=_opt_str(obj, "detail", "failure"),
     )
 
 

@@ -20,6 +20,7 @@ from dsh_kernel.llm.types import (
     FinishChunk,
     FinishError,
     GenerateRequest,
+    HeldText,
     LlmCallConfig,
     LlmFailure,
     ModelInfo,
@@ -67,8 +68,9 @@ class Provider(Protocol):
 class StreamsReads(Protocol):
     """A provider that can hand its chunks over a network read at a time (``stream_call_reads``)."""
 
-    def stream_reads(self, request: GenerateRequest) -> AsyncIterator[list[StreamChunk]]:
-        """``stream``'s chunks, one non-empty list per read, in order; the same ending and errors."""
+    def stream_reads(self, request: GenerateRequest) -> AsyncIterator[list[StreamChunk] | HeldText]:
+        """``stream``'s chunks, one non-empty list per read, in order; the same ending and errors.
+        A ``HeldText`` note may come between reads (answer text held back: ``llm.types.HeldText``)."""
         ...
 
 
@@ -156,11 +158,11 @@ async def stream_call(
 
 async def stream_call_reads(
     provider: Provider, request: GenerateRequest
-) -> AsyncGenerator[Sequence[StreamChunk], None]:
+) -> AsyncGenerator[Sequence[StreamChunk] | HeldText, None]:
     """``stream_call``'s chunks in order, grouped as they arrived: a ``StreamsReads`` provider's one
-    network read at a time, any other provider's one chunk at a time. The same failures folded the
-    same way (the folded ``finish{error}`` comes alone); the agent's answer loop logs each group in
-    one call."""
+    network read at a time (with its ``HeldText`` notes), any other provider's one chunk at a time.
+    The same failures folded the same way (the folded ``finish{error}`` comes alone); the agent's
+    answer loop logs each group in one call."""
     if isinstance(provider, StreamsReads):
         stream = provider.stream_reads(request)
         singles = None

@@ -25,6 +25,10 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 class TextBlock:
     type: Literal["text"] = "text"
     text: str
+    unclosed_reasoning: bool = False
+    """The model opened ``<think>``, never closed it and wrote no answer: this text is that
+    reasoning, made the answer so that it is seen (``providers.openai_compat.think_tags``). Logged
+    (``unclosedReasoning``) and noted in the views; the text goes back to the model as its answer."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -222,6 +226,28 @@ LLM_FAILURE_CODES: frozenset[str] = frozenset(
 )
 """The stable codes. ``HTTP_<status>`` and an upper-cased unknown finish reason are also valid."""
 
+EMPTY_BODY = "empty-body"
+"""``EMPTY_RESPONSE``'s ``detail`` when the server answered with not one byte (HTTP 200, an empty body
+or stream): a fault of the server (llama-cpp-python refuses an over-long prompt so), never the
+model's choice."""
+MODEL_STOPPED = "model-stopped"
+"""``EMPTY_RESPONSE``'s ``detail`` when the server streamed a well-formed answer that holds nothing: the
+model ended its turn at once (its first token was end-of-turn), with a stop reason and no content."""
+
+
+def empty_body(message: str) -> LlmFailure:
+    """The ``EMPTY_RESPONSE`` of a server that sent not one byte (``EMPTY_BODY``)."""
+    return LlmFailure(code="EMPTY_RESPONSE", message=message, detail=EMPTY_BODY)
+
+
+def model_stopped() -> LlmFailure:
+    """The ``EMPTY_RESPONSE`` of a model that ended its turn with nothing (``MODEL_STOPPED``)."""
+    return LlmFailure(
+        code="EMPTY_RESPONSE",
+        message="the model returned nothing: it ended its turn at once, with no text and no tool call",
+        detail=MODEL_STOPPED,
+    )
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FinishStop:
@@ -359,6 +385,23 @@ StreamChunk: TypeAlias = (
     | UsageChunk
     | FinishChunk
 )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HeldText:
+    """Not a chunk: a network read's note that answer text is being held back (``chars`` of it so
+    far; 0: nothing is held any more) while it may still be a tool call written as text
+    (``providers.openai_compat.text_tools``).
+
+    Only ``stream_reads`` hands it over, alone in place of a read's chunk list (``llm.provider``);
+    ``stream`` leaves it out. It is not content: the agent logs it as the informational
+    ``assistant/held`` event, so a view can say that a tool call is being written, and the held
+    text itself arrives later as ordinary chunks — ``text-delta``s once released, a recovered
+    tool-call block once decided."""
+
+    type: Literal["held"] = "held"
+    chars: int
+
 
 # ---------------------------------------------------------------------------------------------------
 # Requests

@@ -161,6 +161,10 @@ RULES: Final[dict[str, tuple[Declaration, ...]]] = {
     "dsh-error": (("border-left-color", "#c62828", "--jp-error-color1"),),
     "dsh-warning": (("border-left-color", "#e65100", "--jp-warn-color1"),),
     "dsh-info": (("border-left-color", "#0288d1", "--jp-info-color1"),),
+    "dsh-held": (
+        ("border-left-color", "#90a4ae", "--jp-border-color1"),
+        ("color", "#616161", "--jp-ui-font-color2"),
+    ),
 }
 
 

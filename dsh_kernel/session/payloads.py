@@ -73,9 +73,13 @@ class TurnStart(TypedDict):
 
 
 class EndCompleted(TypedDict):
-    """The turn ran to its end: the model answered without asking for tools, or its tools ended it."""
+    """The turn ran to its end: the model answered without asking for tools, or its tools ended it;
+    `note` says when it ended without the model's reply: `no-reply` (after a tool step the model
+    ended its turn with nothing; the tool results stand) or `repeated-call` (it kept repeating a
+    call that was no longer run: the repeated-call guard)."""
 
     kind: Literal["completed"]
+    note: NotRequired[str]
 
 
 class EndAborted(TypedDict):
@@ -103,6 +107,9 @@ class EndErrorDetail(TypedDict):
     status: NotRequired[int]
     providerRetryAfterMs: NotRequired[int]
     requestId: NotRequired[str]
+    detail: NotRequired[str]
+    """A finer reason within the code, which picks the advice shown (``LlmFailure.detail``:
+    ``EMPTY_RESPONSE`` has ``empty-body`` and ``model-stopped``)."""
 
 
 class EndError(TypedDict):
@@ -140,7 +147,8 @@ consumed with ``match`` ending in ``assert_never``."""
 
 
 class TurnEnd(TypedDict):
-    """A turn closes; always written. `reason.kind` is completed, aborted (with the cause in
+    """A turn closes; always written. `reason.kind` is completed (with a `note` when it ended without
+    the model's reply: no-reply, repeated-call), aborted (with the cause in
     `reason.reason`), blocked (a hook's `message`), error (the failure in `reason.error`: `message`,
     `code`), max-steps (with the `limit`), max-tokens or interrupted (closed by crash repair)."""
 
@@ -197,6 +205,19 @@ class AssistantMessage(TypedDict):
     """``proxy``: the usage came through a proxy and is implausibly low against the request's
     estimate, so it is taken as the proxy's own count (``llm.calibration``): no anchor of
     the token meter, no sample of the calibration. Absent: the server's."""
+
+
+class AssistantHeld(TypedDict):
+    """Answer text of the current call is held back while it may be a tool call the model wrote as
+    text (`chars` characters so far; an OpenAI-compatible server's generic profile). Informational
+    (ignorable) and never sent to the model: the turn shows that a tool call is being written until
+    the held text arrives as `assistant/chunk`s — text deltas once released, a recovered tool call
+    once decided — or `chars` is 0 (nothing is held any more). Written at most a few times a second
+    while the count grows."""
+
+    turn: int
+    step: int
+    chars: int
 
 
 # --- tools ----------------------------------------------------------------------------------------
@@ -507,6 +528,7 @@ EventType = Literal[
     "user/message",
     "assistant/chunk",
     "assistant/message",
+    "assistant/held",
     "tool/call",
     "tool/result",
     "image/data",
@@ -542,6 +564,7 @@ PAYLOADS: dict[str, type] = {
     "user/message": UserMessage,
     "assistant/chunk": AssistantChunk,
     "assistant/message": AssistantMessage,
+    "assistant/held": AssistantHeld,
     "tool/call": ToolCall,
     "tool/result": ToolResult,
     "image/data": ImageData,
@@ -573,6 +596,7 @@ IN_TURN: frozenset[str] = frozenset(
     {
         "assistant/chunk",
         "assistant/message",
+        "assistant/held",
         "tool/call",
         "tool/result",
         "todo/write",
@@ -645,6 +669,8 @@ def payload_of(event: HasData, type_: Literal["todo/write"]) -> TodoWrite: ...
 def payload_of(event: HasData, type_: Literal["request/header"]) -> RequestHeader: ...
 @overload
 def payload_of(event: HasData, type_: Literal["request/context"]) -> RequestContext: ...
+@overload
+def payload_of(event: HasData, type_: Literal["assistant/held"]) -> AssistantHeld: ...
 @overload
 def payload_of(event: HasData, type_: Literal["context/warning"]) -> ContextWarning: ...
 @overload

@@ -132,7 +132,8 @@ class UsageSummary:
     output_tokens: int = 0
     reasoning_tokens: int = 0
     context_tokens: int | None = None
-    """Prompt plus answer of the last call: roughly what the next request starts from."""
+    """Prompt plus answer of the last call that reported a count (a usage of 0 in all is passed
+    over: no request has an empty prompt): roughly what the next request starts from."""
 
     @property
     def total_input_tokens(self) -> int:
@@ -356,7 +357,8 @@ class UsageReader:
         if a.usage is not None:
             self._reported.req += 1
             self._reported.add(a.usage)
-            self._last = a.usage
+            if any(_counts(a.usage)[:4]):  # 0/0 measures no context (a proxy's placeholder)
+                self._last = a.usage
 
     def _open(self) -> _Attempt | None:
         """The call still being read, when it counts."""
@@ -395,7 +397,8 @@ class UsageReader:
         if a is not None and a.usage is not None:
             req += 1
             sums = [s + n for s, n in zip(sums, _counts(a.usage), strict=True)]
-            last = a.usage
+            if any(_counts(a.usage)[:4]):
+                last = a.usage
         return UsageSummary(
             requests=req,
             input_tokens=sums[0],

@@ -18,7 +18,7 @@ lexicographically, so the tool list stays byte-stable for the provider's prompt 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from dsh_kernel.errors import UsageError
@@ -143,10 +143,16 @@ class ToolRegistry:
             out.append(defn)
         return tuple(out)
 
-    def schemas(self, *, lean: bool = False) -> tuple[ToolSchema, ...]:
+    def schemas(self, *, lean: bool = False, named: Collection[str] = ()) -> tuple[ToolSchema, ...]:
         """What the model is told: name, description and parameters of each visible tool — their
-        lean form (``ToolDefinition.lean_schema``) when ``lean``."""
-        return tuple(d.lean_schema if lean else d.schema for d in self.definitions())
+        lean form (``ToolDefinition.lean_schema``) when ``lean``, where a tool that is offered lean
+        only when named (``ToolDefinition.lean_when_named``) is left out unless it is in ``named``
+        (the tools the turn's user message names: ``agent.request.step.tools_named``)."""
+        if not lean:
+            return tuple(d.schema for d in self.definitions())
+        return tuple(
+            d.lean_schema for d in self.definitions() if not d.lean_when_named or d.name in named
+        )
 
     def check_guards(self, call: ToolCall, args: JsonValue) -> str | None:
         """The first denial reason of the guards in scope (ancestors first), or ``None``."""

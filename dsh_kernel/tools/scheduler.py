@@ -10,6 +10,9 @@
   pool to drain, runs alone, and is a barrier for the calls after it.
 * ``on_start(call)`` fires when a call *starts* (the agent appends ``tool/call`` then); ``on_result``
   fires strictly in model order, each result after its own ``on_start``.
+* **Refusals**: a call the caller refuses (``refusals``, by its position in ``calls``) never runs:
+  when its turn to start comes it gets ``on_start`` and the error result of its ``Refusal`` (code and
+  message), committed in model order like any other; it is no barrier to the calls around it.
 * **Cap**: calls beyond ``max_calls`` never run; each gets ``on_start`` and a
   ``TOO_MANY_TOOL_CALLS`` result, after the others.
 * **Abort** (``signal`` aborted): nothing new starts; running calls are cancelled (through the
@@ -29,7 +32,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from dsh_kernel.abort import AbortCause, AbortSignal
@@ -52,6 +55,14 @@ class StepToolOutcome:
     """A successful result asked to conclude the turn (SPINE §3.7)."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Refusal:
+    """Why the caller will not run a call: the error result's ``code`` and ``message``."""
+
+    code: str
+    message: str
+
+
 def _args(call: ToolCall) -> JsonValue:
     try:
         return parse_arguments(call.arguments)
@@ -69,8 +80,10 @@ class _Step:
         on_result: Callable[[ToolCall, ToolResult], None],
         max_parallel: int,
         max_calls: int,
+        refusals: Mapping[int, Refusal],
     ) -> None:
         self.calls = list(calls)
+        self.refusals = refusals
         self.runtime = runtime
         self.signal = signal
         self.on_start = on_start
@@ -145,6 +158,16 @@ class _Step:
         i = 0
         while i < self.runnable and not self.signal.aborted:
             call = self.calls[i]
+            refusal = self.refusals.get(i)
+            if refusal is not None:
+                self.on_start(call)
+                self.started = i + 1
+                self.results[i] = self.runtime.refuse(
+                    call, self.signal, refusal.message, refusal.code
+                )
+                self.commit()
+                i += 1
+                continue
             if self.runtime.is_concurrency_safe(call, self.args(i)):
                 if len(self.running) >= self.max_parallel:
                     await self.wait_some()
@@ -207,11 +230,14 @@ async def run_tool_calls(
     on_result: Callable[[ToolCall, ToolResult], None],
     max_parallel: int = DEFAULT_MAX_PARALLEL,
     max_calls: int = DEFAULT_MAX_CALLS,
+    refusals: Mapping[int, Refusal] | None = None,
 ) -> StepToolOutcome:
     """Run one step's calls; see the module docstring for the ordering and abort contract."""
     if max_parallel < 1 or max_calls < 1:
         raise ValueError("max_parallel and max_calls must be at least 1")
-    step = _Step(calls, runtime, signal, on_start, on_result, max_parallel, max_calls)
+    step = _Step(
+        calls, runtime, signal, on_start, on_result, max_parallel, max_calls, refusals or {}
+    )
     unlink = signal.add_callback(step.cancel_running)
     try:
         try:

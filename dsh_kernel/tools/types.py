@@ -221,6 +221,10 @@ class ToolDefinition:
     lean_parameters: JsonObject | None = None
     """The parameters in the lean tool set; default: ``parameters`` without their prose. Calls are
     always validated against ``parameters``."""
+    lean_when_named: bool = False
+    """In the lean tool set only in a turn whose user message names the tool (``ask_user``: a
+    small model reaches for it instead of the tool the user asked for). The full set always has it,
+    and a call to it runs either way."""
 
     def __post_init__(self) -> None:
         if not TOOL_NAME_PATTERN.match(self.name):

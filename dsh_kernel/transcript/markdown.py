@@ -51,6 +51,7 @@ from dsh_kernel.session.log_images import image_blocks
 from dsh_kernel.session.payloads import UserMessage, payload_of
 from dsh_kernel.transcript.compaction_notes import CompactionNotes
 from dsh_kernel.transcript.model import (
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -291,6 +292,8 @@ def _turn_md(events: list[SessionEvent], images: _Images) -> list[str]:
                 if item.level == "info":  # a compaction's line, as the cell shows it
                     out.append(f"*{item.text}*")
                 # a retry notice: the retried call is what the transcript shows
+            case HeldItem():
+                pass  # progress while text was held: the text or the call itself follows
     out += [_context_md(n.text) for n in notes if n.before >= len(model.items)]
     if model.end_kind not in (None, "completed"):
         out.append(f"*Turn ended: {model.end_kind}*")

@@ -5,7 +5,8 @@ session events and consumed by the live widgets (``views.turn``, ``views.tool_ca
 rendering (``views.render``), the footer (``views.format``) and the Markdown export
 (``store.sessions.export_markdown``); it lives below ``store/`` and ``views/`` so that all of them
 read a turn the same way. Items are in stream order:
-reasoning and text blocks, tool cards, steering messages, retry and compaction notices; runtime-context messages
+reasoning and text blocks, tool cards, steering messages, retry and compaction notices, and — while
+answer text is held as a possible tool call — a progress item; runtime-context messages
 are not items (no view draws them) but ``context`` notes at their place, for the transcript. Card statuses are ``pending`` (the model is still writing the call) →
 ``running`` or ``waiting-approval`` → ``done`` / ``failed`` / ``denied`` / ``aborted``.
 """
@@ -107,6 +108,16 @@ class NoticeItem:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class HeldItem:
+    """Answer text held back while it may be a tool call written as text (``assistant/held``):
+    shown as progress until the text or the call arrives, then gone."""
+
+    type: Literal["held"] = "held"
+    key: str
+    chars: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ContextNote:
     """A runtime-context message of the turn (sent to the model, not drawn by the views)."""
 
@@ -117,7 +128,7 @@ class ContextNote:
     """It came before the turn's prompt (context queued ahead of the message)."""
 
 
-TurnItem: TypeAlias = ReasoningItem | TextItem | ToolItem | SteerItem | NoticeItem
+TurnItem: TypeAlias = ReasoningItem | TextItem | ToolItem | SteerItem | NoticeItem | HeldItem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +138,8 @@ class TurnError:
     code: str
     message: str
     status: int | None = None
+    detail: str | None = None
+    """The failure's finer reason (``LlmFailure.detail``), which picks the advice."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

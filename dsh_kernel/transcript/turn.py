@@ -18,11 +18,17 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * runtime-context messages (``user/message`` of any other source with text): not items — no view
   draws them — but kept in ``TurnModel.context`` at their place for the transcript export;
 * a card whose call was recovered from answer text (its ``block-end`` block has ``recovered_from``)
-  is marked ``recovered``;
+  is marked ``recovered``; while answer text is held as a possible call (``assistant/held``), a
+  ``HeldItem`` with its length stands where the answer will be, until the attempt's next text or
+  tool-call chunk, a note of 0 characters, its end, a retry or the turn's end;
+* a text block marked ``unclosed_reasoning`` (reasoning never closed, made the answer) gets a
+  one-line notice before it; a reasoning block that ended empty (one made the answer) shows
+  nothing;
 * card status: ``pending`` (streamed, not started) → ``running`` (``tool/call``) or
   ``waiting-approval`` (``approval/asked`` with its ``callId``) → ``running`` / ``denied`` /
   ``aborted`` (``approval/decided``) → ``done`` / ``failed`` / ``denied`` / ``aborted``
-  (``tool/result``: its error code decides). A card still open at ``turn/end`` is ``aborted``;
+  (``tool/result``: its error code decides). A card still open at ``turn/end`` is ``aborted``; a
+  call the repeated-call guard did not run (error code ``REPEATED_CALL``) also adds a notice item;
 * usage: ``session.usage.UsageReader.summary()`` over the turn (the same reading as ``%agent cost``:
   what the servers reported, summed over every attempt), the context window of the last request,
   the route (``request/context``, ``request/header``, else the assistant message's model source) and
@@ -32,7 +38,11 @@ below ``store/`` and ``views/`` and imports only ``llm`` and ``session``.
 * times: time to first token (first text or reasoning delta minus the start of the request that
   produced it: the latest ``step/start``, ``request/*`` or ``llm/retry-started``), total time
   (``turn/end`` minus ``turn/start``), per-card durations (``durationMs`` or result minus call time);
-* the end: ``turn/end.reason`` kind, the error (code and message) or the abort cause.
+* the end: ``turn/end.reason`` kind, the error (code and message) or the abort cause;
+* ``appeared``: how many items have come to show something — a text or reasoning block at its
+  first non-empty delta, a tool card when it is first streamed or logged. A live view draws at once
+  an event that raises it (with ``URGENT_TYPES``), so the answer's first words are never held back
+  by the view's rate limit, which then paces only how they grow.
 
 A chunk the codec cannot read (``llm.codec.chunk_from_json`` refuses it) changes nothing: a view
 shows what it can. Events of other turns must not be fed in (``turn_events`` slices them out of a
@@ -43,7 +53,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
-from typing import TypeAlias
+from typing import Final, TypeAlias
 
 from dsh_kernel.jsonvalue import JsonValue
 from dsh_kernel.llm.assembler import BlockAssembler
@@ -68,6 +78,7 @@ from dsh_kernel.transcript.compaction_notes import CompactionNotes
 from dsh_kernel.transcript.model import (
     CardStatus,
     ContextNote,
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -81,6 +92,8 @@ from dsh_kernel.transcript.model import (
 )
 
 _ABORT_CODES: frozenset[str] = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
+_REPEATED_CALL = "REPEATED_CALL"
+"""The code of a call the repeated-call guard did not run (``agent.repeats``)."""
 
 URGENT_TYPES: frozenset[str] = frozenset(
     {
@@ -96,13 +109,21 @@ URGENT_TYPES: frozenset[str] = frozenset(
         "compaction/end",
     }
 )
-"""Events a live view should show at once rather than at the next streaming tick."""
+"""Events a live view should show at once rather than at the next streaming tick. So is an event
+that makes something appear (``TurnFold.appeared`` grows): a view's rate limit paces how a shown
+item grows, never when it first shows."""
+
+
+UNCLOSED_NOTE: Final = (
+    "The model never closed its reasoning (<think> without </think>): it is shown as the answer"
+)
+"""The notice before a text block marked ``unclosed_reasoning``."""
 
 
 class _Attempt:
-    """One model call: its assembler, and whether its message ended it."""
+    """One model call: its assembler, whether its message ended it, and its held-text note."""
 
-    __slots__ = ("assembler", "ended", "interrupted", "number", "step")
+    __slots__ = ("assembler", "ended", "held", "interrupted", "number", "step")
 
     def __init__(self, number: int, step: int) -> None:
         self.number = number
@@ -110,6 +131,23 @@ class _Attempt:
         self.assembler = BlockAssembler()
         self.ended = False
         self.interrupted = False
+        self.held: _Held | None = None  # shown while not None
+
+
+class _Held:
+    """The held-text progress of an attempt: drawn while it is the attempt's current one."""
+
+    __slots__ = ("attempt", "chars", "key")
+
+    def __init__(self, attempt: _Attempt, key: str) -> None:
+        self.attempt = attempt
+        self.key = key
+        self.chars = 0
+
+    def item(self, turn_ended: bool) -> HeldItem | None:
+        if turn_ended or self.attempt.held is not self or self.attempt.ended:
+            return None
+        return HeldItem(key=self.key, chars=self.chars)
 
 
 class _Block:
@@ -131,6 +169,8 @@ class _Block:
         if isinstance(block, TextBlock):
             return TextItem(key=self.key, text=block.text, done=done)
         if isinstance(block, ReasoningBlock):
+            if closed and not block.text and block.redacted is None:
+                return None  # emptied: it was made the answer (or nothing was said)
             redacted = block.redacted is not None
             return ReasoningItem(key=self.key, text=block.text, done=done, redacted=redacted)
         return None
@@ -178,7 +218,7 @@ class _Context:
         self.before_prompt = before_prompt
 
 
-_Entry: TypeAlias = _Block | _Card | SteerItem | NoticeItem | _Context
+_Entry: TypeAlias = _Block | _Card | _Held | SteerItem | NoticeItem | _Context
 
 
 class TurnFold:
@@ -198,6 +238,8 @@ class TurnFold:
         self._step = 0
         self._attempt = _Attempt(0, 0)
         self._seen: set[int] = set()  # indices of the current attempt that have an entry
+        self._shown: set[int] = set()  # indices of the current attempt that have shown text
+        self._appeared = 0
         self._usage = UsageReader()
         self._request_at: int | None = None
         self._turn: int | None = None
@@ -247,13 +289,8 @@ class TurnFold:
                     self._context_window = window
                     self._window_source = route.get("contextWindowSource")
                 self._request_at = event.time
-            case "context/warning":
-                self._entries.append(
-                    NoticeItem(
-                        key=f"context-{event.seq}",
-                        text=_pressure(payload_of(event, "context/warning")),
-                    )
-                )
+            case "context/warning" | "assistant/held":
+                self._informational(event)
             case "llm/retry-started":
                 self._new_attempt(event.time)
             case "llm/retry":
@@ -274,9 +311,31 @@ class TurnFold:
             case _:  # compaction/* are notices; other events do not change what a turn shows
                 self._compactions.apply(event, self._entries)
 
+    def _informational(self, event: SessionEvent) -> None:
+        if event.type == "assistant/held":
+            self._held(payload_of(event, "assistant/held")["chars"])
+        else:
+            text = _pressure(payload_of(event, "context/warning"))
+            self._entries.append(NoticeItem(key=f"context-{event.seq}", text=text))
+
+    def _held(self, chars: int) -> None:
+        attempt = self._attempt
+        held = attempt.held
+        if chars == 0:  # nothing held any more
+            attempt.held = None
+            return
+        if held is None:
+            key = f"held-{self._step}-{attempt.number}-{len(self._entries)}"
+            held = attempt.held = _Held(attempt, key)
+            self._entries.append(held)
+            self._appeared += 1  # the progress line shows at once, like an answer's first words
+        held.chars = chars
+
     def _new_attempt(self, at: int) -> None:
+        self._attempt.held = None
         self._attempt = _Attempt(self._attempt.number + 1, self._step)
         self._seen = set()
+        self._shown = set()
         self._request_at = at
 
     def _route(self, provider: str | None, model: str | None) -> None:
@@ -296,9 +355,15 @@ class TurnFold:
             case "text-delta" | "reasoning-delta":
                 if not chunk.text:
                     return  # an empty delta shows nothing yet
+                if chunk.index not in self._shown:
+                    self._shown.add(chunk.index)
+                    self._appeared += 1
+                if chunk.type == "text-delta":
+                    attempt.held = None  # the held text, released (or text after the calls)
                 if self._ttft_ms is None and self._request_at is not None:
                     self._ttft_ms = at - self._request_at
             case "tool-call-delta":
+                attempt.held = None
                 self._streamed_card(chunk.index, chunk.id, chunk.name)
                 return
             case "block-end" if isinstance(chunk.block, ToolCallBlock):
@@ -306,9 +371,16 @@ class TurnFold:
                 if chunk.block.recovered_from is not None:
                     card.m = replace(card.m, recovered=True)
                 return
+            case "block-end" if (
+                isinstance(chunk.block, TextBlock) and chunk.block.unclosed_reasoning
+            ):
+                self._unclosed_note(attempt, chunk.index)
             case "block-start" | "block-end":
                 pass
-            case "usage" | "finish":
+            case "finish":
+                attempt.held = None
+                return  # read by the usage reader
+            case "usage":
                 return  # read by the usage reader
         index = chunk.index
         if index in self._seen:
@@ -318,6 +390,20 @@ class TurnFold:
             self._seen.add(index)
             key = f"{read[0].type}-{self._step}-{attempt.number}-{index}"
             self._entries.append(_Block(attempt, index, key))
+
+    def _unclosed_note(self, attempt: _Attempt, index: int) -> None:
+        """The notice before the text block that is reasoning never closed (once)."""
+        at = next(
+            (
+                n
+                for n, e in enumerate(self._entries)
+                if isinstance(e, _Block) and e.attempt is attempt and e.index == index
+            ),
+            len(self._entries),
+        )
+        key = f"unclosed-{self._step}-{attempt.number}-{index}"
+        if not any(isinstance(e, NoticeItem) and e.key == key for e in self._entries):
+            self._entries.insert(at, NoticeItem(key=key, text=UNCLOSED_NOTE))
 
     def _streamed_card(self, index: int, call_id: str, name: str | None) -> _Card:
         card = self._card(call_id, name or "tool")
@@ -331,6 +417,7 @@ class TurnFold:
         if card is None:
             card = self._cards[call_id] = _Card(call_id, name, self._step)
             self._entries.append(card)
+            self._appeared += 1
         elif name != "tool":
             card.m = replace(card.m, name=name)
         return card
@@ -358,6 +445,8 @@ class TurnFold:
                 continue
             if isinstance(e, _Card) and e.attempt is failed and e.status == "pending":
                 self._cards.pop(e.m.call_id, None)
+                continue
+            if isinstance(e, _Held) and e.attempt is failed:
                 continue
             kept.append(e)
         self._entries = kept
@@ -437,6 +526,8 @@ class TurnFold:
             duration_ms=duration,
             status=status,
         )
+        if code == _REPEATED_CALL and is_error:
+            self._entries.append(NoticeItem(key=f"repeat-{cid}", text=_repeat_notice(card.m.name)))
 
     def _turn_end(self, d: TurnEnd, at: int) -> None:
         self._state = "ended"
@@ -447,12 +538,19 @@ class TurnFold:
                 code=error["code"] or "UNKNOWN",
                 message=error["message"] or "the turn failed",
                 status=error.get("status"),
+                detail=error.get("detail"),
             )
         for card in self._cards.values():
             if not card.m.settled:
                 card.m = replace(card.m, status="aborted")
 
     # -- reading -----------------------------------------------------------------------------------
+
+    @property
+    def appeared(self) -> int:
+        """How many items have come to show something (module docstring): a live view compares it
+        before and after ``apply`` to draw an item's first appearance at once."""
+        return self._appeared
 
     def snapshot(self) -> TurnModel:
         items: list[TurnItem] = []
@@ -471,6 +569,10 @@ class TurnFold:
                         unlogged.add(e.key)
             elif isinstance(e, _Card):
                 items.append(e.item())
+            elif isinstance(e, _Held):
+                held = e.item(ended)
+                if held is not None:
+                    items.append(held)
             elif isinstance(e, _Context):
                 note = ContextNote(before=len(items), text=e.text, before_prompt=e.before_prompt)
                 context.append(note)
@@ -510,6 +612,14 @@ def _pressure(d: ContextWarning) -> str:
         f"This request is ~{tokens:,} tokens ({how}){share} a {window:,}-token context window"
         f"{assumed}: the next messages may not fit — %agent compact summarises the older turns, "
         "%agent new starts afresh"
+    )
+
+
+def _repeat_notice(name: str) -> str:
+    """The notice of a call the repeated-call guard did not run."""
+    return (
+        f"The model repeated its call of {name} with the same arguments and the same result: not "
+        "run again; the model was told to answer with the result it has"
     )
 
 

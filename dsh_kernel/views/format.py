@@ -42,6 +42,11 @@ def notice_classes(item: NoticeItem) -> tuple[str, ...]:
     return ("dsh-notice", "dsh-info") if item.level == "info" else ("dsh-notice",)
 
 
+def held_note(chars: int) -> str:
+    """The progress line of answer text held as a possible tool call (``HeldItem``)."""
+    return f"writing a tool call… ({chars:,} character{'' if chars == 1 else 's'})"
+
+
 # --- numbers -----------------------------------------------------------------------------------------
 
 
@@ -161,13 +166,29 @@ def end_notice(model: TurnModel) -> EndNotice | None:
         return None
     match reason["kind"]:
         case "completed":
-            return None
+            match reason.get("note"):
+                case "no-reply":
+                    return EndNotice(
+                        level="info",
+                        title="The model ended without a reply; the tool results above stand.",
+                    )
+                case "repeated-call":
+                    return EndNotice(
+                        level="warning",
+                        title="Stopped: the model kept repeating a tool call with the same "
+                        "result; the results above stand.",
+                        hint="Ask again more precisely, or try a larger model.",
+                    )
+                case _:
+                    return None
         case "error":
             err = model.error
             code = err.code if err is not None else "UNKNOWN"
             message = err.message if err is not None else "the turn failed"
             message = message.removeprefix(f"{code}: ")  # the code shows once
-            return EndNotice(level="error", title=f"{code}: {message}", hint=advice_sentence(code))
+            detail = err.detail if err is not None else None
+            hint = advice_sentence(code, detail)
+            return EndNotice(level="error", title=f"{code}: {message}", hint=hint)
         case "aborted":
             cause = reason.get("reason") or {}
             kind = cause.get("kind")

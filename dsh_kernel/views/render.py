@@ -50,6 +50,7 @@ from dsh_kernel.markup.safe_html import (
 )
 from dsh_kernel.markup.static_style import attrs
 from dsh_kernel.transcript.model import (
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -70,6 +71,7 @@ from dsh_kernel.views.card_content import (
 from dsh_kernel.views.format import (
     end_notice,
     footer_parts,
+    held_note,
     notice_classes,
     notice_icon,
     tokens,
@@ -198,6 +200,8 @@ def render_markdown(
                     blocks.append(attached)
             case NoticeItem():
                 blocks.append(f"> {notice_icon(item)} " + inline_markdown_text(item.text))
+            case HeldItem():
+                blocks.append("> ✍️ " + inline_markdown_text(held_note(item.chars)))
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")
@@ -314,6 +318,9 @@ def render_html(
             case NoticeItem():
                 cls = attrs(*notice_classes(item))
                 blocks.append(f"<div{cls}>{notice_icon(item)} {escape(item.text)}</div>")
+            case HeldItem():
+                cls = attrs("dsh-notice", "dsh-held")
+                blocks.append(f"<div{cls}>✍️ {escape(held_note(item.chars))}</div>")
     notice = end_notice(model)
     if notice is not None:
         icon = {"error": "❌", "warning": "⚠️"}.get(notice.level, "ℹ️")

@@ -12,6 +12,9 @@ What is written, in stream order:
   ``✗ python denied: …`` with how to allow it);
 * reasoning as one note of its length (``(reasoning: 1,234 chars)``), never its text;
 * steering messages (``↳ You: …``) and the turn's notices (a retry, a compaction);
+* answer text held as a possible tool call as one line (``✍️ writing a tool call…``) when the hold
+  starts — a terminal cannot redraw a count — followed by the text once released, or the call's
+  line;
 * at the end: how a turn that did not simply complete ended (``format.end_notice``), and the footer
   (``format.footer_parts``, the facts the widget footer shows) as the last line.
 
@@ -28,7 +31,8 @@ returns are dropped). Frontends print ``stream`` text as text, so HTML stays ine
 redacts what it writes (``llm.secrets``) as the log does.
 
 Rate: ``TextStream`` writes at most ``max_rate_hz`` times a second from the running loop (structural
-events at once), like the widget view; every write takes everything new, so no text is dropped.
+events and an item's first appearance — the answer's first words — at once), like the widget view;
+every write takes everything new, so no text is dropped.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from dsh_kernel.runtime.types import read_python_meta
 from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.transcript.model import (
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -221,6 +226,11 @@ class TextTurn:
     def model(self) -> TurnModel:
         return self._fold.snapshot()
 
+    @property
+    def appeared(self) -> int:
+        """``TurnFold.appeared`` of the bound turn: how many items have come to show something."""
+        return self._fold.appeared
+
     def observe(self, event: SessionEvent) -> None:
         """Feed one session event (bound as ``TurnView.observe`` binds)."""
         if self._ended:
@@ -280,6 +290,8 @@ class TextTurn:
                     self._line(out, item.key, f"↳ You: {item.text}")
                 case NoticeItem():
                     self._line(out, item.key, f"{notice_icon(item)} {item.text}")
+                case HeldItem():
+                    self._line(out, item.key, "✍️ writing a tool call…")
         if final:
             self._finished = True
             notice = end_notice(model)
@@ -362,9 +374,11 @@ class TextStream:
         """How many times text was written (tests read it)."""
 
     def observe(self, event: SessionEvent) -> None:
-        self.turn.observe(event)
-        if self.turn.bound and not self._finished:
-            self._schedule(urgent=event.type in URGENT_TYPES)
+        turn = self.turn
+        appeared = turn.appeared
+        turn.observe(event)
+        if turn.bound and not self._finished:
+            self._schedule(urgent=event.type in URGENT_TYPES or turn.appeared != appeared)
 
     def _schedule(self, *, urgent: bool) -> None:
         try:

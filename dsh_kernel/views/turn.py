@@ -11,16 +11,19 @@ is the same on every run.
 Streaming without losing text: events only mark the view dirty. A redraw ("flush") runs from the
 running asyncio loop's ``call_later`` at most ``max_rate_hz`` times a second (default 20 Hz);
 structural events (a tool call starting, an approval asked or decided, a result, the turn ending)
-are drawn at the next loop iteration. Every flush draws the *whole* current model, so nothing
-between two flushes is lost. With no running loop (a replay in plain code) drawing waits for
-``flush()`` or ``finish()``.
+and the first appearance of an item (``TurnFold.appeared``: the answer's first words, a reasoning
+block's, a tool card's) are drawn at the next loop iteration — so the first words of an answer are
+on IOPub as soon as the network read that brought them is logged, and only their growth is paced.
+Every flush draws the *whole* current model, so nothing between two flushes is lost. With no
+running loop (a replay in plain code) drawing waits for ``flush()`` or ``finish()``.
 
 What is sent: the answer is split into Markdown pieces (``views.segments``), each an ``HTML``
 widget holding that piece rendered to sanitised HTML by the kernel (``markup.safe_html``: the
 frontend is never asked to interpret outside text); only the last, growing piece is rendered and
 sent again. Reasoning, rendered the same way, sits in a collapsed ``Accordion`` whose title
 carries its length; its text is sent only while the accordion is open and once the block ends.
-Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
+While answer text is held as a possible tool call, one line says so and counts its characters
+(``HeldItem``), redrawn at the streaming rate. Tool cards are ``ToolCardWidget``s, each with the images its result carried to the model; the
 images of the prompt and of steering messages are one small note each (``views.shown_images`` reads them
 from the same events, ``views.image_note`` says them). Below: how the turn ended (error code and what to do), the
 footer, and — while the turn runs — Stop and a steer box with Send.
@@ -62,6 +65,7 @@ from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.session.payloads import payload_of
 from dsh_kernel.tools.questions import Answer, Question
 from dsh_kernel.transcript.model import (
+    HeldItem,
     NoticeItem,
     ReasoningItem,
     SteerItem,
@@ -77,6 +81,7 @@ from dsh_kernel.views.format import (
     ModelInfoLookup,
     end_notice,
     footer_parts,
+    held_note,
     notice_classes,
     notice_icon,
     tokens,
@@ -287,11 +292,13 @@ class TurnView:
             elif event.type == "turn/end":
                 self._buffer = None
             return
-        self._fold.apply(event)
+        fold = self._fold
+        appeared = fold.appeared
+        fold.apply(event)
         self._images.apply(event)
         if event.type == "turn/end":
             self._ended = True
-        self._schedule(urgent=event.type in URGENT_TYPES)
+        self._schedule(urgent=event.type in URGENT_TYPES or fold.appeared != appeared)
 
     def _bind(self) -> None:
         self._bound = True
@@ -452,6 +459,13 @@ class TurnView:
                         f'<div class="{" ".join(notice_classes(item))}">{notice_icon(item)} '
                         f"{escape(item.text)}</div>"
                     )
+                return block
+            case HeldItem():
+                if not isinstance(block, _ipw.HTML):
+                    block = self._blocks[item.key] = _ipw.HTML()
+                block.value = (
+                    f'<div class="dsh-notice dsh-held">✍️ {escape(held_note(item.chars))}</div>'
+                )
                 return block
 
     def live_output(self, call_id: str) -> LiveOutput | None:

@@ -107,7 +107,10 @@ def test_explain_sends_read_only_tools_and_a_guide_and_runs_no_code(
         sc.python_call("hacked = True"),  # a model that tries anyway
         sc.text("Look at the mean of each column first."),
     )
-    env = provider_env(server, tmp_path, DSH_AI_POLICY="explain", JUPYTERHUB_USER="ana")
+    # A window past the lean threshold: the full tool set, every read-only tool offered.
+    env = provider_env(
+        server, tmp_path, DSH_AI_POLICY="explain", JUPYTERHUB_USER="ana", DSH_CONTEXT_WINDOW="32768"
+    )
     with start_kernel(tmp_path, "dsh", env=env) as kernel:
         fe = Frontend(kernel)
         ex = fe.run("How do I find outliers in my data?")

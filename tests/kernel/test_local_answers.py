@@ -12,18 +12,21 @@ assistant message gets it after one retry, and from then on at once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from dsh_kernel.llm.providers.openai_compat.text_tools import MAX_HELD_CHARS
 from tests.kernel.conftest import Live, provider_env
 from tests.support import llamacpp
 from tests.support import wire_transcripts as wt
 from tests.support.frontend import Frontend, html_text, saved_bundle
 from tests.support.kernel import Kernel, start_kernel
-from tests.support.sse_server import SseServer, sse_reply
+from tests.support.sse_server import Reply, SseServer, frames_from_sse, sse_reply
 
 
 def last_turn(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -171,6 +174,84 @@ def test_think_folds_away_as_reasoning_and_is_not_sent_back(live: Live) -> None:
     assert live.fe.run("Sure?").status == "ok"
     sent = [m for m in live.server.requests[1].json["messages"] if m["role"] == "assistant"][-1]
     assert sent == {"role": "assistant", "content": "The answer is 4."}
+
+
+def test_reasoning_never_closed_is_the_answer_with_a_note_and_goes_back_as_text(
+    live: Live,
+) -> None:
+    said = "Three spiders have eight legs each, so 24 legs."
+    live.server.script(
+        sse_reply(wt.local_stream(wt.tokens(f"<think>\n{said}"))),
+        sse_reply(wt.local_stream(["Yes."])),
+    )
+    ex = live.fe.run("How many legs do three spiders have?")
+    assert ex.status == "ok", ex.content
+    saved = saved_bundle(ex)["text/markdown"]
+    assert "never closed its reasoning" in saved
+    assert said in saved and "<details>" not in saved  # the answer, not a fold
+    message = next(
+        e["data"]["message"]
+        for e in last_turn(live.fe.events())
+        if e["type"] == "assistant/message"
+    )
+    assert message["content"] == [
+        {"type": "reasoning", "text": ""},
+        {"type": "text", "text": said, "unclosedReasoning": True},
+    ]
+    assert live.fe.run("Sure?").status == "ok"
+    sent = [m for m in live.server.requests[1].json["messages"] if m["role"] == "assistant"][-1]
+    assert sent == {"role": "assistant", "content": said}
+
+
+LOOP = '{"name": "python", "arguments": {"code": "' + "print(1)\\n" * 600
+"""A model looping inside an unclosed JSON string (as Qwen2.5-Coder-0.5B did): never a call."""
+
+
+def test_held_text_shows_progress_then_streams_as_text_once_released(live: Live) -> None:
+    pieces = wt.tokens(LOOP, 256)
+    frames = list(frames_from_sse(wt.local_stream(pieces), delay_ms=20))
+    # a pause before the piece that passes the character bound, so the progress is drawn while
+    # the text is held (frame 0 is the role-only delta)
+    crossing = MAX_HELD_CHARS // 256 + 1
+    frames[crossing] = replace(frames[crossing], delay_ms=2_000)
+    live.server.script(Reply(frames=tuple(frames)))
+    before = {m.comm_id: len(m.updates) for m in live.fe.models.values()}
+
+    def drawn(fragment: str) -> list[str]:
+        """This cell's HTML updates holding ``fragment`` (the kernel is shared with other tests)."""
+        return [
+            text
+            for m in list(live.fe.models.values())
+            if m.name == "HTMLModel"
+            for d in m.updates[before.get(m.comm_id, 0) :]
+            if fragment in (text := html_text(d.get("value")))
+        ]
+
+    cell = live.fe.submit("Write some code.")
+    cell.pump(lambda: bool(drawn("writing a tool call…")), what="the held progress")
+    assert not drawn('{"name": "python"')  # held: not drawn as the answer yet
+    ex = cell.finish()
+    assert ex.status == "ok", ex.content
+    progress = drawn("writing a tool call…")
+    assert all(re.search(r"\(\d[\d,]* characters?\)", p) for p in progress), progress
+    assert drawn('{"name": "python"')  # released: drawn as text
+    saved = saved_bundle(ex)["text/markdown"]
+    assert "writing a tool call" not in saved and "print(1)" in saved
+
+    events = last_turn(live.fe.events())
+    held = [e["data"]["chars"] for e in events if e["type"] == "assistant/held"]
+    growing = held[:-1]
+    assert growing and growing == sorted(growing) and 0 < growing[-1] <= MAX_HELD_CHARS
+    assert held[-1] == 0  # released: nothing held any more
+    deltas = [
+        e["data"]["chunk"]["text"]
+        for e in events
+        if e["type"] == "assistant/chunk" and e["data"]["chunk"]["type"] == "text-delta"
+    ]
+    assert "".join(deltas) == LOOP  # what was shown is every character, once
+    message = next(e["data"]["message"] for e in events if e["type"] == "assistant/message")
+    assert message["content"] == [{"type": "text", "text": LOOP}]
+    assert not [e for e in events if e["type"] == "tool/call"]
 
 
 # --- DeepSeek behind a proxy: a kernel of its own (the dialect is the session's) --------------------

@@ -42,10 +42,14 @@ def rig(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Kernel, SseS
             yield k, server
 
 
-def offered(k: Kernel, server: SseServer) -> list[dict[str, Any]]:
-    """The tool list of the request one chat turn sends."""
+NAMING = "Say hello; you may use sql or ask_user."
+"""A message that names the two tools the lean set offers only when named."""
+
+
+def offered(k: Kernel, server: SseServer, message: str = NAMING) -> list[dict[str, Any]]:
+    """The tool list of the request one chat turn with ``message`` sends."""
     server.script(hello())
-    ex = k.execute("Say hello.")
+    ex = k.execute(message)
     assert ex.status == "ok", ex.content
     assert len(server.requests) == 1
     return server.requests[0].json.get("tools", [])
@@ -84,6 +88,23 @@ def test_a_tool_switched_off_is_not_offered_and_stays_off_in_a_new_session(
     assert "python" in command(k, "%agent status").split("tools:")[1]
     command(k, "%agent tools on sql")
     assert "sql" in names(offered(k, server))
+
+
+def test_the_lean_set_offers_ask_user_and_sql_only_in_a_turn_that_names_them(
+    rig: tuple[Kernel, SseServer],
+) -> None:
+    k, server = rig
+    # The window is assumed small (4,096), so the set is lean under auto.
+    assert names(offered(k, server, "Say hello.")) == ["inspect", "notebook_insert", "python"]
+    assert names(offered(k, server, "Count my turns with sql.")) == [
+        "inspect", "notebook_insert", "python", "sql",
+    ]  # fmt: skip
+    assert "ask_user" in names(offered(k, server, "Use ask_user, then answer."))
+    listing = command(k, "%agent tools")
+    assert "lean set: ask_user, sql only in a turn whose message names them" in listing
+    command(k, "%agent tools full")
+    assert "sql" in names(offered(k, server, "Say hello."))  # the full set has every tool
+    command(k, "%agent tools auto")
 
 
 def test_the_lean_form_is_a_fraction_of_the_full_one_on_the_wire(

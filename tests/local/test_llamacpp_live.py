@@ -5,20 +5,24 @@ runs the ``python`` tool in the notebook namespace from a chat cell (it writes t
 the server has no tool-call parser — which the kernel must recover) and answers; an over-long
 message fails at once with ``CONTEXT_WINDOW_EXCEEDED`` after at most one probe, and the next short
 message works; an interrupt mid-answer keeps the streamed text and the kernel goes on; a
-``<think>…</think>`` answer folds away as reasoning. The model's wording is never asserted — only
+``<think>…</think>`` answer folds away as reasoning; an answer held as a possible call is never a
+blank cell for more than a few seconds. The model's wording is never asserted — only
 what the kernel must make of it, and that the tool's result (391) reaches the answer.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from typing import Any
 
 import pytest
 
+from dsh_kernel.llm.providers.openai_compat.text_tools import MAX_HELD_SECONDS, SHORT_CALL_CHARS
 from tests.local.conftest import KernelFactory, answer, chat_posts, sql
 from tests.local.record import LONG_TEXT, THINK_PROMPT, TOOL_PROMPT
 from tests.local.server import LlamaServer
-from tests.support.frontend import Frontend
+from tests.support.frontend import Frontend, html_text
 
 pytestmark = [pytest.mark.local, pytest.mark.timeout(900)]
 
@@ -115,3 +119,84 @@ def test_think_block_folds_away_as_reasoning(kernel_at: KernelFactory, qwen: Lla
         assert reasoning.strip(), "the <think> block became reasoning"
         assert "<think>" not in text and "</think>" not in text, text
         assert "<think>" not in answer(ex)
+
+
+VISIBLE_WITHIN_S = 3.0
+"""Seconds from the first answer content reaching the kernel to the notebook showing something of
+it — the answer's text or the held-call progress. The view redraws at 20 Hz; the rest is slack for
+a shared machine."""
+
+
+def test_an_answer_is_never_a_held_blank(kernel_at: KernelFactory, qwen: LlamaServer) -> None:
+    """Qwen writes its call as text, which the kernel holds while it may be a call: the notebook
+    shows progress (or text) within seconds of the first content, and past the time bound only a
+    short call is still held. Timed on the kernel's own log (epoch ms) and on iopub arrivals (the
+    same clock), never on what the model says."""
+    with kernel_at(qwen) as k:
+        fe = Frontend(k)
+        k.python("x = 17")
+        shown: list[tuple[float, str]] = []  # (epoch s, text) of each HTML update, as it arrived
+        counted: dict[str, int] = {}
+
+        def record() -> None:
+            now = time.time()
+            for m in list(fe.models.values()):
+                if m.name != "HTMLModel":
+                    continue
+                new = m.updates[counted.get(m.comm_id, 0) :]
+                counted[m.comm_id] = len(m.updates)
+                shown.extend((now, html_text(d.get("value"))) for d in new if "value" in d)
+
+        cell = fe.submit(TOOL_PROMPT)
+        while not cell.done:
+            fe.poll(0.02)
+            record()
+        ex = cell.finish(timeout=60)
+        assert ex.status == "ok", ex.content
+
+        events = json.loads(
+            k.python(
+                "import json as _j\n"
+                "_h = get_ipython().kernel.host\n"
+                "print(_j.dumps([{'type': e.type, 'time': e.time, 'data': e.data}"
+                " for e in _h.agent.session.events]))"
+            )
+        )
+
+        def content(e: dict[str, Any]) -> str | None:
+            """What of the answer an event carries: held progress, or answer text / a call."""
+            if e["type"] == "assistant/held":
+                return "held" if e["data"]["chars"] else "unheld"
+            if e["type"] == "assistant/chunk":
+                chunk = e["data"]["chunk"]
+                if chunk["type"] == "text-delta" and chunk["text"].strip():
+                    return "text"
+                if chunk["type"] == "tool-call-delta":
+                    return "call"
+            return None
+
+        first = next(e for e in events if content(e) is not None)
+        texts = [
+            e["data"]["chunk"]["text"] for e in events if content(e) == "text" and e is not first
+        ]
+        marks = ["writing a tool call…"]
+        if content(first) == "text":
+            marks.append(first["data"]["chunk"]["text"].strip()[:12])
+        elif texts:
+            marks.append(texts[0].strip()[:12])
+        visible = next(t for t, text in shown if any(m in text for m in marks))
+        assert visible - first["time"] / 1000 <= VISIBLE_WITHIN_S, (first, visible)
+
+        # Past the time bound (and a token's slack), only a short call may still be held.
+        held_since: float | None = None
+        for e in events:
+            kind = content(e)
+            if kind == "held":
+                if held_since is None:
+                    held_since = e["time"] / 1000
+                elif e["time"] / 1000 - held_since > MAX_HELD_SECONDS + 5:
+                    assert e["data"]["chars"] <= SHORT_CALL_CHARS + 64, e
+            elif kind is not None or e["type"] == "assistant/message":
+                held_since = None
+        if any(content(e) == "held" for e in events):
+            assert any("writing a tool call…" in text for _, text in shown)

@@ -39,9 +39,12 @@ to ``/tokenize`` or ``/extras/tokenize/count``) is answered by the script's ``to
 when it answers, else the same way (a 404 without a route: the server has no tokenizer), and
 recorded in ``counts``.
 
+A frame may wait on a named gate (``Frame.gate``) until the test calls ``release(name)``: a test
+holds the rest of a stream until it has seen what the client did with the part before.
+
 Control endpoints for other processes: ``POST /_dsh/script`` (``{"replies": [...], "checks": [...],
 "routes": {path: reply}}`` replaces the script and forgets requests, lookups and passback state),
-``GET /_dsh/requests`` and ``GET /_dsh/lookups``.
+``POST /_dsh/release`` (``{"gate": name}``), ``GET /_dsh/requests`` and ``GET /_dsh/lookups``.
 """
 
 from __future__ import annotations
@@ -125,6 +128,9 @@ def anthropic_signature_error(where: str) -> dict[str, Any]:
 class Frame:
     raw: bytes
     delay_ms: float = 0.0
+    gate: str | None = None
+    """A gate name: the frame is written only once the test has ``release``d that gate (after its
+    ``delay_ms``), so a test can hold the rest of a stream until it has seen what came before."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,11 +204,12 @@ def reply_from_json(obj: dict[str, Any]) -> Reply:
     for f in obj.get("frames", []):
         delay = float(f.get("delay_ms", 0))
         if "raw" in f:
-            frames.append(Frame(raw=f["raw"].encode(), delay_ms=delay))
+            frame = Frame(raw=f["raw"].encode(), delay_ms=delay)
         elif "comment" in f:
-            frames.append(comment_frame(f["comment"], delay_ms=delay))
+            frame = comment_frame(f["comment"], delay_ms=delay)
         else:
-            frames.append(data_frame(f["data"], event=f.get("event"), delay_ms=delay))
+            frame = data_frame(f["data"], event=f.get("event"), delay_ms=delay)
+        frames.append(replace(frame, gate=f.get("gate")))
     body = obj.get("body")
     raw_body = (
         None
@@ -234,7 +241,11 @@ def reply_to_json(reply: Reply) -> dict[str, Any]:
     out: dict[str, Any] = {
         "status": reply.status,
         "headers": reply.headers,
-        "frames": [{"raw": f.raw.decode(), "delay_ms": f.delay_ms} for f in reply.frames],
+        "frames": [
+            {"raw": f.raw.decode(), "delay_ms": f.delay_ms}
+            | ({"gate": f.gate} if f.gate is not None else {})
+            for f in reply.frames
+        ],
         "close": reply.close,
         "first_byte_delay_ms": reply.first_byte_delay_ms,
         "framing": {k: getattr(reply.framing, k) for k in Framing.__dataclass_fields__},
@@ -433,16 +444,16 @@ def _split(raw: bytes, rng: random.Random) -> list[bytes]:
 
 
 def _coalesce(frames: list[Frame], limit: int = 65536) -> list[Frame]:
-    groups: list[tuple[float, list[bytes]]] = []
+    groups: list[tuple[Frame, list[bytes]]] = []
     size = 0
     for frame in frames:
-        if groups and not frame.delay_ms and size + len(frame.raw) <= limit:
+        if groups and not frame.delay_ms and frame.gate is None and size + len(frame.raw) <= limit:
             groups[-1][1].append(frame.raw)
             size += len(frame.raw)
         else:
-            groups.append((frame.delay_ms, [frame.raw]))
+            groups.append((frame, [frame.raw]))
             size = len(frame.raw)
-    return [Frame(raw=b"".join(parts), delay_ms=delay) for delay, parts in groups]
+    return [replace(first, raw=b"".join(parts)) for first, parts in groups]
 
 
 class SseServer:
@@ -470,6 +481,7 @@ class SseServer:
         self._thread: threading.Thread | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping: asyncio.Event | None = None
+        self._gates: dict[str, asyncio.Event] = {}
         self.port = 0
 
     # -- script -----------------------------------------------------------------------------------
@@ -500,6 +512,20 @@ class SseServer:
     def push(self, *replies: Reply) -> None:
         with self._lock:
             self._queue.extend(replies)
+
+    def release(self, gate: str) -> None:
+        """Let the frames waiting on ``gate`` be written (and any later one on it, at once)."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError("the server is not running")
+        loop.call_soon_threadsafe(lambda: self._gate(gate).set())
+
+    def _gate(self, name: str) -> asyncio.Event:
+        """The event of gate ``name`` (the server's loop only)."""
+        event = self._gates.get(name)
+        if event is None:
+            event = self._gates[name] = asyncio.Event()
+        return event
 
     @property
     def requests(self) -> list[Recorded]:
@@ -679,6 +705,9 @@ class SseServer:
                 routes={k: reply_from_json(v) for k, v in obj.get("routes", {}).items()},
             )
             out = b'{"ok":true}'
+        elif method == "POST" and path == "/_dsh/release":
+            self._gate(json.loads(body)["gate"]).set()
+            out = b'{"ok":true}'
         elif method == "GET" and path == "/_dsh/requests":
             out = json.dumps([r.to_json() for r in self.requests]).encode()
         elif method == "GET" and path == "/_dsh/lookups":
@@ -728,6 +757,8 @@ class SseServer:
             for n, frame in enumerate(frames):
                 if frame.delay_ms:
                     await asyncio.sleep(frame.delay_ms / 1000)
+                if frame.gate is not None:
+                    await self._gate(frame.gate).wait()
                 last = n == len(frames) - 1
                 if reply.close == "abort" and last:
                     put(frame.raw[: max(1, len(frame.raw) // 2)])

@@ -529,3 +529,52 @@ QWEN_TEXT_CALL = (
 )
 """Qwen2.5-Coder-0.5B's answer to "Compute 17*23 with python" through llama-cpp-python's default
 template (the research notes' trial table): the call as ``content``, ``finish_reason: stop``."""
+
+
+# -- issue 37: empty answers ---------------------------------------------------------------------------
+
+ANTHROPIC_EMPTY_TEXT_BLOCK = "".join(
+    f"event: {name}\ndata: {json.dumps(obj)}\n\n"
+    for name, obj in (
+        (
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_empty",
+                    "type": "message",
+                    "role": "assistant",
+                    "content": [],
+                    "model": "claude-x",
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {"input_tokens": 0, "output_tokens": 0},
+                },
+            },
+        ),
+        (
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        ),
+        ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 0},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    )
+)
+"""An empty answer on the ``anthropic`` route as LiteLLM's Messages endpoint sends it in front of a
+local model that ended its turn at once: one empty text block, ``end_turn``, and usage 0 in, 0 out."""
+
+LOCAL_EMPTY_ANSWER = local_stream([])
+"""llama-cpp-python's stream when the model's first token is end-of-turn: the role-only first delta,
+then ``finish_reason: stop`` with nothing in between, ``[DONE]``, no usage."""

@@ -68,3 +68,26 @@ def test_the_exception_tree_in_errors_names_every_error_class() -> None:
             assert f"── {cls.__name__} " in doc, (
                 f"{cls.__module__}.{cls.__name__} is not in the tree"
             )
+
+
+@pytest.mark.parametrize("detail", ["empty-body", "model-stopped"])
+def test_empty_response_advice_follows_what_was_empty(detail: str) -> None:
+    hint = advice("EMPTY_RESPONSE", detail)
+    assert hint != advice("EMPTY_RESPONSE")
+    if detail == "empty-body":  # a server's refusal: its log, the context
+        assert "empty body" in hint and "server's log" in hint and "context" in hint
+    else:  # the model's choice: nothing about an over-long request
+        assert "chose to end its turn" in hint and "context" not in hint and "log" not in hint
+    # The cell's line and the turn's notice say the same, from the turn's logged detail.
+    model = TurnModel(
+        end_reason={"kind": "error"},
+        error=TurnError(code="EMPTY_RESPONSE", message="nothing", detail=detail),
+    )
+    notice = end_notice(model)
+    assert notice is not None and notice.hint == advice_sentence("EMPTY_RESPONSE", detail)
+    assert describe_failure("EMPTY_RESPONSE", "nothing", detail) == f"nothing — {hint}"
+
+
+def test_an_unknown_detail_falls_back_to_the_codes_advice() -> None:
+    assert advice("EMPTY_RESPONSE", "something-else") == ADVICE["EMPTY_RESPONSE"]
+    assert advice("AUTH", "model-stopped") == ADVICE["AUTH"]

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from dsh_kernel.llm.providers.openai_compat.text_tools import (
     MAX_HELD_CHARS,
+    MAX_HELD_SECONDS,
+    SHORT_CALL_CHARS,
     RecoveredCall,
     TextToolCalls,
     call_id,
@@ -152,13 +154,84 @@ def test_split_into_one_character_deltas_or_any_size_gives_the_same_calls() -> N
 
 
 def test_more_than_the_bound_is_released_as_text() -> None:
-    code = "x = 1\n" * (MAX_HELD_CHARS // 6 + 10)
+    code = "x = 1\n" * (MAX_HELD_CHARS // 3)
     text = json.dumps({"name": "python", "arguments": {"code": code}})
     shown, rest, calls = stream(text, 1000)
     assert calls == () and rest == ""
     assert "".join(shown) == text
     released = next(i for i, s in enumerate(shown) if s)
     assert released * 1000 <= MAX_HELD_CHARS + 1000  # not held to the end
+
+
+LOOP = '{"name": "python", "arguments": {"code": "' + "print(1)\\n" * 2_000
+"""A model looping inside an unclosed JSON string (what Qwen 2.5-Coder-0.5B did for 2,869 tokens)."""
+
+
+def test_a_looping_unclosed_string_is_released_at_the_character_bound_whole_and_once() -> None:
+    for step in (1, 7, 64):
+        machine = TextToolCalls(OFFERED)
+        shown: list[str] = []
+        for i in range(0, len(LOOP), step):
+            shown.append(machine.feed(LOOP[i : i + step]))
+            if machine.passing:
+                break
+        assert machine.passing and machine.held == 0
+        said = "".join(shown)
+        assert MAX_HELD_CHARS < len(said) <= MAX_HELD_CHARS + step  # released at the bound
+        assert LOOP.startswith(said)  # every character, in order, once
+        assert machine.feed("more") == "more"  # and from then on it streams
+        assert machine.finish() == ("", ())
+
+
+def test_a_looping_unclosed_string_is_released_after_the_time_bound() -> None:
+    machine = TextToolCalls(OFFERED)
+    pieces = [LOOP[i : i + 16] for i in range(0, 1_600, 16)]  # 160 characters a second
+    shown = [machine.feed(p, now=0.1 * n) for n, p in enumerate(pieces)]
+    released = next(n for n, s in enumerate(shown) if s)
+    assert 0.1 * released > MAX_HELD_SECONDS >= 0.1 * (released - 1)  # the first piece past it
+    assert SHORT_CALL_CHARS < 16 * (released + 1) < MAX_HELD_CHARS  # by the clock, not the size
+    assert shown[released] == "".join(pieces[: released + 1])  # all that was held, once
+    assert shown[released + 1 :] == pieces[released + 1 :]  # then it streams as it comes
+
+
+def test_a_short_call_on_a_slow_server_is_held_past_the_time_bound_until_it_closes() -> None:
+    machine = TextToolCalls(OFFERED)
+    assert len(QWEN) < SHORT_CALL_CHARS
+    # one character a second: ten times the time bound, and still a call
+    assert all(machine.feed(c, now=float(n)) == "" for n, c in enumerate(QWEN))
+    assert machine.held == len(QWEN)
+    assert [c.source for c in machine.finish()[1]] == [QWEN]
+
+
+def test_a_call_that_closes_within_the_bounds_is_a_call_however_slow_or_split() -> None:
+    for step in (1, 5, len(QWEN)):
+        pieces = [QWEN[i : i + step] for i in range(0, len(QWEN), step)]
+        machine = TextToolCalls(OFFERED)
+        # the whole call arrives within the time bound, however it is split
+        gap = MAX_HELD_SECONDS / (len(pieces) + 1)
+        assert all(machine.feed(p, now=gap * n) == "" for n, p in enumerate(pieces))
+        assert machine.held == len(QWEN)
+        _, calls = machine.finish()
+        assert [c.source for c in calls] == [QWEN]
+
+
+def test_closed_calls_are_not_released_by_the_clock_and_each_call_has_its_own() -> None:
+    block = '<tool_call>{"name": "sql", "arguments": {"query": "SELECT 1"}}</tool_call>'
+    machine = TextToolCalls(OFFERED)
+    assert machine.feed(block, now=0.0) == ""
+    assert machine.feed("\n", now=MAX_HELD_SECONDS * 3) == ""  # a closed call waits for the end
+    assert machine.feed(block[:20], now=MAX_HELD_SECONDS * 3 + 1) == ""  # a second call's clock
+    assert machine.feed(block[20:], now=MAX_HELD_SECONDS * 3 + 2) == ""
+    rest, calls = machine.finish()
+    assert rest == "" and len(calls) == 2
+
+
+def test_held_counts_a_candidate_only() -> None:
+    machine = TextToolCalls(OFFERED)
+    assert machine.feed("  \n") == "" and machine.held == 0  # whitespace is no candidate yet
+    assert machine.feed('{"na') == "" and machine.held == 7
+    assert machine.feed('me": "print"') == '  \n{"name": "print"'  # not offered: released
+    assert machine.held == 0
 
 
 def test_release_gives_back_what_was_held_and_then_passes_through() -> None:

@@ -1,7 +1,8 @@
 """The token meter: how much of the model's context window the session's history uses (SPINE §7.6).
 
 ``measure(session)`` anchors on the latest successful model call's real usage — its billed input plus
-its output covers the whole history up to and including that answer — when the request header in
+its output covers the whole history up to and including that answer; a usage of 0 tokens in all is
+no measurement (no request has an empty prompt: a proxy's placeholder) and is passed over — when the request header in
 force then still matches the current one (same system prompt and tools; the output cap, which the
 agent sets per request from the room left, is not compared: it does not change the input) and the
 history up to that answer is still on the surface unchanged (``Session.prefix_kept``: a compaction
@@ -137,6 +138,8 @@ class _Reading:
             for key in ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens"):
                 value = usage.get(key)
                 tokens += value if isinstance(value, int) else 0
+            if tokens == 0:
+                continue  # 0 in and 0 out measures nothing (a proxy's placeholder): no anchor
             headers = session.seqs_of("request/header")
             before = bisect.bisect_left(headers, seq)
             self.anchor = _Anchor(seq, tokens, headers[before - 1] if before else None)

@@ -31,7 +31,8 @@ hooks, compaction); the settings that change between requests come with each cal
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 from dsh_kernel.abort import AbortSignal
@@ -54,11 +55,44 @@ from dsh_kernel.llm.calibration import Route as CalibrationRoute
 from dsh_kernel.llm.estimate import request_header_tokens
 from dsh_kernel.llm.provider import PreparedCall, Provider
 from dsh_kernel.llm.providers.tokenizer import TokenCounting, template_share
-from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, LlmFailure, ToolSchema
+from dsh_kernel.llm.types import (
+    GenerateRequest,
+    LlmCallConfig,
+    LlmFailure,
+    TextBlock,
+    ToolSchema,
+    UserSource,
+)
 from dsh_kernel.session.log import Session
 from dsh_kernel.session.log_images import attach_image_data
 from dsh_kernel.tools.lean import ToolSchemaForm, lean_for
 from dsh_kernel.tools.registry import ToolRegistry
+
+
+def tools_named(session: Session, names: Iterable[str]) -> frozenset[str]:
+    """Which of the tool ``names`` the user's messages of the open turn name, as whole words
+    (``ask_user``, not ``ask``): the lean tool set offers a ``lean_when_named`` tool only then. Reads
+    the turn's own messages only (from the newest back to the turn's start), so it costs the same
+    on the thousandth turn as on the first."""
+    start = session.latest("turn/start")
+    if start is None:
+        return frozenset()
+    text: list[str] = []
+    for seq in reversed(session.surface):
+        if seq < start.seq:
+            break
+        message = session.projection(seq)
+        if (
+            message is not None
+            and message.role == "user"
+            and isinstance(message.source, UserSource)
+        ):
+            text.extend(b.text for b in message.content if isinstance(b, TextBlock))
+    words = set(_WORD.findall("\n".join(text)))
+    return frozenset(n for n in names if n in words)
+
+
+_WORD = re.compile(r"[A-Za-z0-9_-]+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -298,7 +332,9 @@ class StepRequests:
         )
         provider = self.provider(config.provider)
         window = await self._windows.resolve(provider, config.model)
-        tools = self._registry.schemas(lean=lean_for(settings.tool_schemas, window))
+        lean = lean_for(settings.tool_schemas, window)
+        named = tools_named(self._session, self._registry.names()) if lean else ()
+        tools = self._registry.schemas(lean=lean, named=named)
         prepared = self._passback.mark(provider.prepare_call(config))
         route = Route(
             provider=provider,

@@ -176,6 +176,7 @@ class AgentHost:
             context_windows=self.windows,
             token_calibrations=self.calibrations,
             compaction=CompactionSettings(auto=self.settings.compaction),
+            repeat_limit=self.settings.repeat_limit,
             temperature=self.settings.temperature,
             seed=self.settings.seed,
         )

@@ -8,7 +8,8 @@ table, the environment and ``%agent`` all take it, and refuse anything else with
 whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
 ``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
 ``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` (on/off),
-``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout`` and
+``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout``,
+``parse_repeat_limit``, ``parse_redraw_rate``, ``parse_temperature``, ``parse_seed`` and
 ``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
 else ``dsh_kernel.llm.config.config_from_env`` over the settings' route (the first provider whose
 key is present when none is named), else the clearly labelled offline demo model.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from dsh_kernel.agent.repeats import DEFAULT_REPEAT_LIMIT
 from dsh_kernel.errors import UsageError
 from dsh_kernel.kernel.course.config import NO_COURSE, CourseSettings
 from dsh_kernel.llm.config import (
@@ -52,6 +54,8 @@ class HostSettings:
     approval: str = ""
     approval_timeout: float | None = 300.0
     headless_approval_timeout: float = 10.0
+    redraw_rate: float = 20.0
+    """Redraws per second of a streaming answer (``views.turn``, ``views.text_turn``)."""
     store: str = ""
     shared_store: str = ""
     """The shared store's libpq target (``kernel.shared``; docs/shared-store.md)."""
@@ -73,6 +77,9 @@ class HostSettings:
     """The sampling seed sent with every request, for repeatable answers (``None``: none sent)."""
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
+    repeat_limit: int = DEFAULT_REPEAT_LIMIT
+    """Identical tool calls with an identical result in a row before the next is not run
+    (``agent.repeats``; 0: the guard is off)."""
     course: CourseSettings = NO_COURSE
     """The AI policy and budgets in force (``kernel.course.config``: the stricter of the traitlets and
     the environment at kernel start)."""
@@ -141,6 +148,47 @@ def parse_approval_timeout(raw: str, where: str = "") -> float | None:
         return float(text)
     except ValueError as exc:
         raise UsageError(f"{where}{text!r} is not a number of seconds (or 'none')") from exc
+
+
+MAX_REPEAT_LIMIT = 1000
+"""The largest repeat limit accepted (the step bound, 100 a turn, comes long before)."""
+
+
+def parse_repeat_limit(raw: str, where: str = "") -> int:
+    """``raw`` as the repeated-call guard's limit: a whole number from 0 (``off``: no guard) to
+    ``MAX_REPEAT_LIMIT``; a ``UsageError`` starting with ``where`` for anything else."""
+    text = raw.strip().lower()
+    if text == "off":
+        return 0
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = -1
+    if not 0 <= limit <= MAX_REPEAT_LIMIT:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a repeat limit: give how many identical tool calls "
+            f"with an identical result may run in a row, a whole number from 1 to "
+            f"{MAX_REPEAT_LIMIT} (e.g. 2), or 0 / off for no limit"
+        )
+    return limit
+
+
+REDRAW_RATES = (0.01, 100.0)
+"""The redraw rates accepted, per second (``parse_redraw_rate``)."""
+
+
+def parse_redraw_rate(raw: str, where: str = "") -> float:
+    """``raw`` as redraws per second of a streaming answer, from 0.01 to 100 (``REDRAW_RATES``); a
+    ``UsageError`` starting with ``where`` otherwise."""
+    text = raw.strip()
+    low, high = REDRAW_RATES
+    try:
+        rate = float(text)
+    except ValueError:
+        rate = float("nan")
+    if not low <= rate <= high:  # NaN too
+        raise UsageError(f"{where}{text!r} is not a redraw rate: a number from {low:g} to {high:g}")
+    return rate
 
 
 MAX_TEMPERATURE = 2.0

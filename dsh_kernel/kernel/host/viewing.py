@@ -66,6 +66,7 @@ class CellView:
             image_data=agent.session.image_data,
             budget=host.budgets.footer_text,
             live_outputs=True,
+            max_rate_hz=host.settings.redraw_rate,
         )
         self._dispose = agent.session.subscribe(self.view.observe)
         # Stop and Send must work while the agent's code holds the main thread (kernel.busy).
@@ -122,7 +123,7 @@ class TextCellView:
             reasoning_effort=_effort_in_force(agent),
             budget=host.budgets.footer_text,
         )
-        self.stream = TextStream(turn, out)
+        self.stream = TextStream(turn, out, max_rate_hz=host.settings.redraw_rate)
         host.view = None  # no one can click: approvals and questions are refused at once
         if not silent:
             hint = host.earlier_session_hint()

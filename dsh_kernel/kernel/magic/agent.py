@@ -299,6 +299,7 @@ class AgentMagics(Magics):
             + "\n".join(rows)
             + (f"\nswitched off: {', '.join(off)} (`%agent tools on <name>`)" if off else "")
             + f"\ndescriptions: {host.toolset.form_text(agent)}"
+            + host.toolset.named_only_text(agent)
         )
 
     def _cmd_new(self, args: list[str]) -> str:

@@ -137,6 +137,7 @@ def ask_user_tool(asker: Asker | None) -> ToolDefinition:
         parameters=PARAMETERS,
         lean_description="Ask the user questions and wait for their answers.",
         lean_parameters=LEAN_PARAMETERS,
+        lean_when_named=True,
         execute=execute,
         read_only=True,
         present_call=present,

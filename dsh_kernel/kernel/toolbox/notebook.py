@@ -412,7 +412,7 @@ class NotebookDesk:
                 "cell not shown, to read next. Use the cell ids as `after` for notebook_insert. When "
                 "the notebook is read from its saved file, the result says so: it may be stale."
             ),
-            lean_description="Read the notebook's cells (ids, sources, output summaries).",
+            lean_description="Read the notebook's cells.",
             parameters={
                 "type": "object",
                 "properties": {
@@ -496,7 +496,7 @@ class NotebookDesk:
                 "cannot know whether the frontend honours it, and every cell is shown to the user "
                 "to copy."
             ),
-            lean_description="Add new code/markdown cells to the notebook (below `after`).",
+            lean_description="Add cells to the notebook, below cell `after`.",
             parameters={
                 "type": "object",
                 "properties": {

@@ -168,7 +168,7 @@ def python_tool(
     return ToolDefinition(
         name="python",
         description=_python_description(timeout_s),
-        lean_description="Run Python in the user's notebook (state persists); returns output and value.",
+        lean_description="Run Python in the notebook; state persists.",
         lean_parameters={
             "type": "object",
             "properties": {"code": {"type": "string"}},
@@ -354,7 +354,7 @@ def inspect_tool(namespace: dict[str, object]) -> ToolDefinition:
 
     return ToolDefinition(
         name="inspect",
-        lean_description="Describe a notebook variable without running code (no name: list all).",
+        lean_description="Describe a variable (no name: list all).",
         description=(
             "Look at the user's live notebook namespace without running code. With no `name`, "
             "list the variables (name, type, shape or length, short repr). With a `name` (or a "

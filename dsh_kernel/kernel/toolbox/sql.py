@@ -159,6 +159,7 @@ def sql_tool(
     return ToolDefinition(
         name="sql",
         lean_description="Read-only DuckDB SELECT over the agent's log (views: turns, messages, tool_calls).",
+        lean_when_named=True,
         lean_parameters={
             "type": "object",
             "properties": {"sql": {"type": "string"}},

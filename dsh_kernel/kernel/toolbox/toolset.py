@@ -83,6 +83,16 @@ class ToolSet:
         offered = ", ".join(agent.registry.names()) or "no tools"
         return f"tool {name} {switch}; the agent is offered: {offered}{withheld}"
 
+    def named_only_text(self, agent: Agent) -> str:
+        """A line naming the tools the lean set offers only in a turn whose message names them
+        (``ToolDefinition.lean_when_named``), when the set is lean and there are any; else ``""``."""
+        if not lean_for(agent.tool_schemas, agent.windows.current(agent.provider, agent.model)):
+            return ""
+        named = [d.name for d in agent.registry.definitions() if d.lean_when_named]
+        if not named:
+            return ""
+        return f"\nlean set: {', '.join(named)} only in a turn whose message names them"
+
     def form_text(self, agent: Agent) -> str:
         """``lean (auto: window 4,096 < 16,384 tokens)``, ``full``, …"""
         found = agent.windows.current(agent.provider, agent.model)

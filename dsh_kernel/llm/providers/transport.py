@@ -27,7 +27,9 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import os
 import re
+import ssl
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -39,7 +41,7 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.llm.providers.base import Timeouts
 from dsh_kernel.llm.secrets import REDACTED, REDACTOR
-from dsh_kernel.llm.types import LlmFailure, StreamChunk
+from dsh_kernel.llm.types import HeldText, LlmFailure, StreamChunk
 
 ERROR_BODY_LIMIT = 65536
 """Bytes of a non-2xx body we read; proxies can answer with whole HTML pages."""
@@ -81,11 +83,15 @@ def redact(text: str, secret: str | None) -> str:
     return REDACTOR.redact(text)
 
 
-async def one_by_one(reads: AsyncGenerator[list[StreamChunk], None]) -> AsyncIterator[StreamChunk]:
-    """An adapter's ``stream`` from its ``stream_reads``: the chunks of each read in order; the
-    reads are closed however the caller stops."""
+async def one_by_one(
+    reads: AsyncGenerator[list[StreamChunk] | HeldText, None],
+) -> AsyncIterator[StreamChunk]:
+    """An adapter's ``stream`` from its ``stream_reads``: the chunks of each read in order (its
+    ``HeldText`` notes left out); the reads are closed however the caller stops."""
     try:
         async for chunks in reads:
+            if isinstance(chunks, HeldText):
+                continue
             for chunk in chunks:
                 yield chunk
     finally:
@@ -405,9 +411,26 @@ async def iter_body(
             await reads.aclose()
 
 
+_TLS_VARIABLES = ("SSL_CERT_FILE", "SSL_CERT_DIR")
+_tls_contexts: dict[tuple[str | None, ...], ssl.SSLContext] = {}
+
+
+def tls_context() -> ssl.SSLContext:
+    """httpx's default TLS context (``httpx.create_ssl_context()``: certifi's CA bundle, or the one
+    ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` names), built once per process for each value of those two
+    variables and shared by every client this module creates. Building one loads the whole CA
+    bundle — about 40 ms on a 2-core machine — and a new client built its own, on the path of the
+    first request of every session; an ``SSLContext`` is made to be shared."""
+    key = tuple(os.environ.get(name) for name in _TLS_VARIABLES)
+    context = _tls_contexts.get(key)
+    if context is None:
+        context = _tls_contexts[key] = httpx.create_ssl_context()
+    return context
+
+
 class HttpClient:
     """The httpx client of one adapter: injected (and left alone) or created on first use with the
-    adapter's timeouts (and closed by ``aclose``)."""
+    adapter's timeouts and the shared TLS context (``tls_context``), and closed by ``aclose``."""
 
     def __init__(self, client: httpx.AsyncClient | None, timeouts: Timeouts) -> None:
         self._client = client
@@ -421,7 +444,7 @@ class HttpClient:
 
     def get(self) -> httpx.AsyncClient:
         if self._client is None:
-            self._client = httpx.AsyncClient(timeout=self.timeout)
+            self._client = httpx.AsyncClient(timeout=self.timeout, verify=tls_context())
         return self._client
 
     async def aclose(self) -> None:

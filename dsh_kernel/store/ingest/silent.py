@@ -22,7 +22,7 @@ WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted
 SILENT = """
 INSERT INTO t_attempts
 WITH cut AS (
-    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, seq AS end_seq, time_ms AS end_ms
+    SELECT session_id, turn, seq AS end_seq, time_ms AS end_ms
     FROM _raw WHERE type = 'turn/end' AND data ->> '$.reason.kind' IN ('aborted', 'interrupted')
 ),
 steps AS (

@@ -1,10 +1,12 @@
 """The SQL of one ingest batch (driven by ``dsh_kernel.store.ingest.incremental``), in execution order.
 
 Temp tables live for one connection: ``_files`` (one row per planned journal, with the context carried
-over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.x`` holds
-``[data.turn, data.step, data.chunk.type]`` and ``_raw.chars`` the characters a delta chunk streamed
+over from ``_ingest_state``), ``_raw`` (the new lines as rows), and the helpers below. ``_raw.turn``
+and ``_raw.step`` hold ``data.turn`` and ``data.step`` as integers (``step`` is ``NULL`` on a turn
+marker), ``_raw.ctx`` whether the row names neither (it takes them from the markers before it),
+``_raw.ctype`` the chunk type and ``_raw.chars`` the characters a delta chunk streamed
 (``t_attempts.streamed_chars``: its text, or a tool call's name and argument fragment,
-``session.usage``'s reading), both from one parse of the data in the statement that reads the lines
+``session.usage``'s reading), all from one parse of the data in the statement that reads the lines
 (no later step parses a chunk again but for the finish and usage chunks' fields), and
 ``_raw.seeded`` is ``seq < seed_length`` (a fork's copy of its parent; ``_files.seed`` comes from the
 header, or from ``t_sessions`` for a continuation), carried into ``t_events``, ``t_messages`` and
@@ -86,11 +88,15 @@ _DELTAS = "('text-delta', 'reasoning-delta', 'tool-call-delta')"
 LOAD_RAW = (
     """
 CREATE OR REPLACE TEMP TABLE _raw AS
-SELECT session_id, seq, type, time_ms, data, ignorable, surface_op, source_event_seqs, v[1:3] AS x,
+SELECT session_id, seq, type, time_ms, data, ignorable, surface_op, source_event_seqs,
+       TRY_CAST(v[1] AS INTEGER) AS turn,
+       CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(v[2] AS INTEGER) END AS step,
+       v[3] AS ctype,
        CASE WHEN v[3] IN """
     + _DELTAS
     + """ THEN length(coalesce(v[4], '')) + length(coalesce(v[5], '')) + length(coalesce(v[6], ''))
        END AS chars,
+       v[1] IS NULL OR (v[2] IS NULL AND type NOT IN ('turn/start', 'turn/end')) AS ctx,
        seeded
 FROM (
     SELECT f.session_id, r.seq, r.type, r.time AS time_ms, r.data,
@@ -110,19 +116,21 @@ FROM (
 )
 
 # Journals whose rows do not add up: a missing seq (a line that did not parse), a repeat, or a line
-# without the envelope fields.
+# without the envelope fields. The rows are already cut to the planned range, so the seqs are right
+# exactly when, sorted, they are that range (a sort per journal: cheaper than counting distinct seqs).
 VALIDATE = """
 WITH agg AS (
-    SELECT f.session_id, f.lines, count(r.session_id) AS n, count(DISTINCT r.seq) AS distinct_seqs,
-           count(r.session_id) FILTER (
-               WHERE r.type IS NULL OR r.type = 'session' OR r.time_ms IS NULL OR r.data IS NULL
-                  OR NOT starts_with(CAST(r.data AS VARCHAR), '{')
-                  OR (r.surface_op IS NOT NULL AND json_type(r.surface_op) NOT IN ('VARCHAR', 'OBJECT'))
+    SELECT session_id, count(*) AS n, list_sort(list(seq)) AS seqs,
+           count(*) FILTER (
+               WHERE type IS NULL OR type = 'session' OR time_ms IS NULL OR data IS NULL
+                  OR NOT starts_with(CAST(data AS VARCHAR), '{')
+                  OR (surface_op IS NOT NULL AND json_type(surface_op) NOT IN ('VARCHAR', 'OBJECT'))
            ) AS broken
-    FROM _files f LEFT JOIN _raw r ON r.session_id = f.session_id
-    GROUP BY ALL
+    FROM _raw GROUP BY session_id
 )
-SELECT session_id FROM agg WHERE n <> lines OR distinct_seqs <> lines OR broken > 0
+SELECT f.session_id FROM _files f LEFT JOIN agg a ON a.session_id = f.session_id
+WHERE coalesce(a.n, 0) <> f.lines OR a.seqs <> range(f.next_seq, f.next_seq + f.lines)::INTEGER[]
+   OR coalesce(a.broken, 0) > 0
 """
 
 RESET_SESSIONS = """
@@ -146,28 +154,25 @@ SELECT session_id, h_version, h_created, h_cwd, h_notebook, h_parent, h_seed, jo
 FROM _files WHERE is_new
 """
 
-_NEEDS_CONTEXT = "(x[1] IS NULL OR (x[2] IS NULL AND type NOT IN ('turn/start', 'turn/end')))"
-
-_CONTEXT = f"""
+_CONTEXT = """
 CREATE OR REPLACE TEMP TABLE _tmarks AS
-SELECT session_id, seq, CASE WHEN type = 'turn/start' THEN TRY_CAST(x[1] AS INTEGER) ELSE -1 END AS mark
+SELECT session_id, seq, CASE WHEN type = 'turn/start' THEN turn ELSE -1 END AS mark
 FROM _raw WHERE type IN ('turn/start', 'turn/end');
 CREATE OR REPLACE TEMP TABLE _smarks AS
-SELECT session_id, seq, CASE WHEN type = 'step/start' THEN TRY_CAST(x[2] AS INTEGER) ELSE -1 END AS mark
+SELECT session_id, seq, CASE WHEN type = 'step/start' THEN step ELSE -1 END AS mark
 FROM _raw WHERE type IN ('step/start', 'step/end', 'turn/start', 'turn/end');
 CREATE OR REPLACE TEMP TABLE _ctx AS
 SELECT r.session_id, r.seq,
        CASE WHEN tm.seq IS NULL THEN f.open_turn WHEN tm.mark >= 0 THEN tm.mark END AS turn,
        CASE WHEN sm.seq IS NULL THEN f.open_step WHEN sm.mark >= 0 THEN sm.mark END AS step
-FROM (SELECT session_id, seq FROM _raw WHERE {_NEEDS_CONTEXT}) r
+FROM (SELECT session_id, seq FROM _raw WHERE ctx) r
 JOIN _files f ON f.session_id = r.session_id
 ASOF LEFT JOIN _tmarks tm ON tm.session_id = r.session_id AND tm.seq <= r.seq
 ASOF LEFT JOIN _smarks sm ON sm.session_id = r.session_id AND sm.seq <= r.seq;
 CREATE OR REPLACE TEMP VIEW _ev AS
 SELECT r.session_id, r.seq, r.type, r.time_ms,
-       coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn) AS turn,
-       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
-            ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END AS step,
+       coalesce(r.turn, c.turn) AS turn,
+       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL ELSE coalesce(r.step, c.step) END AS step,
        r.data, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
 FROM _raw r LEFT JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq;
 """
@@ -175,16 +180,14 @@ FROM _raw r LEFT JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq;
 # Most rows name their turn and step; only the few that do not go through the context join.
 _EVENTS = f"""
 INSERT INTO t_events
-SELECT session_id, seq, type, time_ms, TRY_CAST(x[1] AS INTEGER),
-       CASE WHEN type IN ('turn/start', 'turn/end') THEN NULL ELSE TRY_CAST(x[2] AS INTEGER) END,
+SELECT session_id, seq, type, time_ms, turn, step,
        {STRIPPED_DATA.format(p="")}, ignorable, surface_op, source_event_seqs, seeded
-FROM _raw WHERE NOT {_NEEDS_CONTEXT}
+FROM _raw WHERE NOT ctx
 UNION ALL
-SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(TRY_CAST(r.x[1] AS INTEGER), c.turn),
-       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL
-            ELSE coalesce(TRY_CAST(r.x[2] AS INTEGER), c.step) END,
+SELECT r.session_id, r.seq, r.type, r.time_ms, coalesce(r.turn, c.turn),
+       CASE WHEN r.type IN ('turn/start', 'turn/end') THEN NULL ELSE coalesce(r.step, c.step) END,
        {STRIPPED_DATA.format(p="r.")}, r.ignorable, r.surface_op, r.source_event_seqs, r.seeded
-FROM (SELECT * FROM _raw WHERE {_NEEDS_CONTEXT}) r
+FROM (SELECT * FROM _raw WHERE ctx) r
 JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
@@ -221,19 +224,18 @@ EST_TOKENS = f"""(4 + coalesce(list_sum([CASE
 
 _MESSAGES = (
     """
-CREATE OR REPLACE TEMP TABLE _m AS
-WITH src AS MATERIALIZED (  -- parse each message once (the struct is used by every column below)
-    SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
-           source_event_seqs[1] AS first_source, len(coalesce(source_event_seqs, [])) AS sources,
-           contains(CAST(data AS VARCHAR), '"image"') AS image_text,
-           CASE WHEN type = 'user/message' THEN json_transform(data, '"""
+CREATE OR REPLACE TEMP TABLE _msrc AS  -- parse each message once (every column of _m reads it)
+SELECT session_id, seq, turn, step, time_ms, type, data ->> '$.interrupted' AS interrupted, surface_op, seeded,
+       source_event_seqs[1] AS first_source, len(coalesce(source_event_seqs, [])) AS sources,
+       contains(CAST(data AS VARCHAR), '"image"') AS image_text,
+       CASE WHEN type = 'user/message' THEN json_transform(data, '"""
     + MESSAGE_SHAPE
     + """')
-                ELSE json_transform(data, '{"message": """
+            ELSE json_transform(data, '{"message": """
     + MESSAGE_SHAPE
     + """}').message END AS m
-    FROM _ev WHERE type IN ('user/message', 'assistant/message', 'tool/result')
-)
+FROM _ev WHERE type IN ('user/message', 'assistant/message', 'tool/result');
+CREATE OR REPLACE TEMP TABLE _m AS
 SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message_id, m.role,
        m.source.kind AS source,
        CASE WHEN type = 'tool/result' THEN coalesce(m.source.callId, m.content[1].toolCallId) END AS call_id,
@@ -254,7 +256,7 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        CASE WHEN has_content THEN 1 ELSE 0 END AS dn,
        CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt,
        first_source, sources, image_text
-FROM src
+FROM _msrc
 """
 )
 
@@ -268,22 +270,24 @@ SELECT session_id, seq, turn, step, time_ms, event_type, message_id, role, sourc
 FROM _m
 """
 
+# Each reads the fields it needs from one parse of the event's data (a list of paths).
 _TOOL_CALLS = """
 INSERT INTO t_tool_calls
-SELECT session_id, seq, turn, step, time_ms, data ->> '$.callId', data ->> '$.name', data ->> '$.arguments',
-       coalesce(TRY_CAST(data ->> '$.synthetic' AS BOOLEAN), false), seeded
-FROM _ev WHERE type = 'tool/call'
+SELECT session_id, seq, turn, step, time_ms, v[1], v[2], v[3], coalesce(TRY_CAST(v[4] AS BOOLEAN), false),
+       seeded
+FROM (SELECT *, json_extract_string(data, ['$.callId', '$.name', '$.arguments', '$.synthetic']) AS v
+      FROM _ev WHERE type = 'tool/call')
 """
 
 _TOOL_RESULTS = """
 INSERT INTO t_tool_results
-SELECT session_id, seq, turn, step, time_ms,
-       coalesce(data ->> '$.message.source.callId', data ->> '$.message.content[0].toolCallId'),
-       coalesce(TRY_CAST(data ->> '$.message.content[0].isError' AS BOOLEAN), false),
-       data ->> '$.error.code', data ->> '$.error.name', TRY_CAST(data ->> '$.durationMs' AS BIGINT),
-       data -> '$.meta',
+SELECT session_id, seq, turn, step, time_ms, coalesce(v[1], v[2]), coalesce(TRY_CAST(v[3] AS BOOLEAN), false),
+       v[4], v[5], TRY_CAST(v[6] AS BIGINT), data -> '$.meta',
        CASE WHEN surface_op ->> '$' = 'append' THEN 'append' ELSE 'replace' END
-FROM _ev WHERE type = 'tool/result'
+FROM (SELECT *, json_extract_string(data, ['$.message.source.callId', '$.message.content[0].toolCallId',
+                                           '$.message.content[0].isError', '$.error.code', '$.error.name',
+                                           '$.durationMs']) AS v
+      FROM _ev WHERE type = 'tool/result')
 """
 
 _END_FIELDS = (
@@ -297,14 +301,14 @@ one parse of the chunk."""
 _ATTEMPTS = f"""
 CREATE OR REPLACE TEMP TABLE _steps AS
 WITH agg AS (
-    SELECT session_id, TRY_CAST(x[1] AS INTEGER) AS turn, TRY_CAST(x[2] AS INTEGER) AS step,
+    SELECT session_id, turn, step,
            min(seq) AS first_seq, max(seq) AS last_seq, min(time_ms) AS first_ms, max(time_ms) AS last_ms,
-           min(time_ms) FILTER (WHERE x[3] IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
-           coalesce(sum(chars) FILTER (WHERE x[3] IN {_DELTAS}), 0)::BIGINT
+           min(time_ms) FILTER (WHERE ctype IN {_DELTAS}) AS first_delta_ms, count(*)::INTEGER AS chunks,
+           coalesce(sum(chars) FILTER (WHERE ctype IN {_DELTAS}), 0)::BIGINT
                AS streamed_chars,
-           count(*) FILTER (WHERE x[3] = 'finish') AS finishes,
-           max(seq) FILTER (WHERE x[3] = 'finish') AS last_finish
-    FROM _raw WHERE type = 'assistant/chunk' AND x[1] IS NOT NULL AND x[2] IS NOT NULL
+           count(*) FILTER (WHERE ctype = 'finish') AS finishes,
+           max(seq) FILTER (WHERE ctype = 'finish') AS last_finish
+    FROM _raw WHERE type = 'assistant/chunk' AND NOT ctx
     GROUP BY ALL
 )
 SELECT agg.*,
@@ -321,14 +325,13 @@ SELECT session_id, turn, step, attempt, min(seq), max(seq), min(time_ms),
        max(seq) FILTER (WHERE ctype = 'finish'),
        coalesce(sum(chars) FILTER (WHERE ctype IN {_DELTAS}), 0)::BIGINT
 FROM (
-    SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.x[3] AS ctype,
+    SELECT r.session_id, r.seq, s.turn, s.step, r.time_ms, r.ctype,
            r.chars,
-           (1 + s.base + coalesce(sum(CASE WHEN r.x[3] = 'finish' THEN 1 ELSE 0 END) OVER (
+           (1 + s.base + coalesce(sum(CASE WHEN r.ctype = 'finish' THEN 1 ELSE 0 END) OVER (
                 PARTITION BY r.session_id, s.turn, s.step ORDER BY r.seq
                 ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0))::INTEGER AS attempt
     FROM _raw r JOIN _steps s
-      ON s.session_id = r.session_id AND s.turn = TRY_CAST(r.x[1] AS INTEGER)
-     AND s.step = TRY_CAST(r.x[2] AS INTEGER) AND NOT s.simple
+      ON s.session_id = r.session_id AND s.turn = r.turn AND s.step = r.step AND NOT s.simple
     WHERE r.type = 'assistant/chunk'
 )
 GROUP BY session_id, turn, step, attempt;
@@ -339,18 +342,18 @@ WINDOW w AS (PARTITION BY session_id ORDER BY seq);
 INSERT INTO t_attempts
 WITH det AS (
     SELECT a.session_id, a.turn, a.step, a.attempt,
-           any_value(r.fin[1]) FILTER (WHERE r.x[3] = 'finish') AS finish,
-           any_value(r.fin[2]) FILTER (WHERE r.x[3] = 'finish') AS error_code,
-           any_value(r.fin[3]) FILTER (WHERE r.x[3] = 'finish') AS error_message,
-           max(TRY_CAST(r.fin[4] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS input_tokens,
-           max(TRY_CAST(r.fin[5] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS output_tokens,
-           max(TRY_CAST(r.fin[6] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_read_tokens,
-           max(TRY_CAST(r.fin[7] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS cache_write_tokens,
-           max(TRY_CAST(r.fin[8] AS BIGINT)) FILTER (WHERE r.x[3] = 'usage') AS reasoning_tokens
-    FROM (SELECT session_id, seq, x, json_extract_string(data, {_END_FIELDS}) AS fin FROM _raw
-          WHERE type = 'assistant/chunk' AND x[3] IN ('finish', 'usage')) r
-    JOIN _att a ON a.session_id = r.session_id AND a.turn = TRY_CAST(r.x[1] AS INTEGER)
-     AND a.step = TRY_CAST(r.x[2] AS INTEGER) AND r.seq BETWEEN a.first_seq AND a.last_seq
+           any_value(r.fin[1]) FILTER (WHERE r.ctype = 'finish') AS finish,
+           any_value(r.fin[2]) FILTER (WHERE r.ctype = 'finish') AS error_code,
+           any_value(r.fin[3]) FILTER (WHERE r.ctype = 'finish') AS error_message,
+           max(TRY_CAST(r.fin[4] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS input_tokens,
+           max(TRY_CAST(r.fin[5] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS output_tokens,
+           max(TRY_CAST(r.fin[6] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS cache_read_tokens,
+           max(TRY_CAST(r.fin[7] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS cache_write_tokens,
+           max(TRY_CAST(r.fin[8] AS BIGINT)) FILTER (WHERE r.ctype = 'usage') AS reasoning_tokens
+    FROM (SELECT session_id, seq, turn, step, ctype, json_extract_string(data, {_END_FIELDS}) AS fin
+          FROM _raw WHERE type = 'assistant/chunk' AND ctype IN ('finish', 'usage')) r
+    JOIN _att a ON a.session_id = r.session_id AND a.turn = r.turn AND a.step = r.step
+     AND r.seq BETWEEN a.first_seq AND a.last_seq
     GROUP BY ALL
 ),
 starts AS (

@@ -531,7 +531,8 @@ SELECT m.session_id, m.turn, epoch_ms(m.start_ms) AS started_at, epoch_ms(m.end_
        coalesce(u.input_tokens, 0) AS input_tokens, coalesce(u.cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(u.output_tokens, 0) AS output_tokens, u.cost,
        m.start_seq, m.end_seq, m.start_seq < coalesce(s.seed_length, 0) AS seeded,
-       coalesce(u.cost_complete, true) AS cost_complete, coalesce(u.estimated, false) AS estimated
+       coalesce(u.cost_complete, true) AS cost_complete, coalesce(u.estimated, false) AS estimated,
+       m.end_data ->> '$.reason.note' AS end_note
 FROM marks m
 LEFT JOIN u USING (session_id, turn)
 LEFT JOIN tc USING (session_id, turn)
@@ -541,8 +542,9 @@ COMMENT ON VIEW turns IS 'One row per turn: when, how it ended, the prompt, step
 COMMENT ON COLUMN turns.turn IS 'Turn number, from 1.';
 COMMENT ON COLUMN turns.ended_at IS 'NULL while the turn is still open.';
 COMMENT ON COLUMN turns.duration_ms IS 'turn/end minus turn/start.';
-COMMENT ON COLUMN turns.end_reason IS 'completed, aborted, blocked, error, max-tokens, or interrupted (the kernel stopped: crash repair closed it).';
+COMMENT ON COLUMN turns.end_reason IS 'completed (end_note says when without a reply), aborted, blocked, error, max-steps, max-tokens, or interrupted (the kernel stopped: crash repair closed it).';
 COMMENT ON COLUMN turns.error_code IS 'For end_reason error: the failure code.';
+COMMENT ON COLUMN turns.end_note IS 'For end_reason completed without the model''s reply: no-reply (after a tool step the model ended its turn with nothing; the tool results stand) or repeated-call (it kept repeating a tool call that was no longer run); NULL otherwise.';
 COMMENT ON COLUMN turns.prompt IS 'The first message typed by the user in the turn.';
 COMMENT ON COLUMN turns.steps IS 'Steps (model call plus its tools) in the turn.';
 COMMENT ON COLUMN turns.requests IS 'Model requests with token counts (reported or estimated).';

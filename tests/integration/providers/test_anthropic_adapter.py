@@ -384,6 +384,27 @@ async def test_empty_message_is_empty_response(
     server.script(sse_reply(text))
     reason = finish_of(await collect(anthropic_provider(server.url, client), request())).reason
     assert isinstance(reason, FinishError) and reason.failure.code == "EMPTY_RESPONSE"
+    assert reason.failure.detail == "model-stopped"
+
+
+async def test_one_empty_text_block_is_empty_response_with_no_usage(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    server.script(sse_reply(wt.ANTHROPIC_EMPTY_TEXT_BLOCK))
+    chunks = await collect(anthropic_provider(server.url, client), request())
+    reason = finish_of(chunks).reason
+    assert isinstance(reason, FinishError) and reason.failure.code == "EMPTY_RESPONSE"
+    assert reason.failure.detail == "model-stopped"
+    assert not any(isinstance(c, UsageChunk) for c in chunks)  # 0 in, 0 out is no count
+
+
+async def test_an_empty_body_is_empty_response_with_its_detail(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    server.script(sse_reply([], chunked=False))
+    with pytest.raises(LlmError) as info:
+        await collect(anthropic_provider(server.url, client), request())
+    assert info.value.code == "EMPTY_RESPONSE" and info.value.failure.detail == "empty-body"
 
 
 async def test_cut_before_message_stop(server: SseServer, client: httpx.AsyncClient) -> None:

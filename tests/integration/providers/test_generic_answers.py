@@ -11,6 +11,8 @@ import httpx
 import pytest
 
 from dsh_kernel.llm.assembler import BlockAssembler
+from dsh_kernel.llm.provider import stream_call_reads
+from dsh_kernel.llm.providers.openai_compat.text_tools import MAX_HELD_CHARS
 from dsh_kernel.llm.types import (
     BlockEndChunk,
     BlockStartChunk,
@@ -18,6 +20,7 @@ from dsh_kernel.llm.types import (
     FinishMaxTokens,
     FinishStop,
     FinishToolCalls,
+    HeldText,
     ReasoningBlock,
     StreamChunk,
     TextBlock,
@@ -27,7 +30,14 @@ from dsh_kernel.llm.types import (
 )
 from tests.support import wire_transcripts as wt
 from tests.support.providers import WEATHER_TOOL, chat_provider, collect, finish_of, request, user
-from tests.support.sse_server import Framing, SseServer, json_reply, sse_reply
+from tests.support.sse_server import (
+    Framing,
+    Reply,
+    SseServer,
+    frames_from_sse,
+    json_reply,
+    sse_reply,
+)
 
 PYTHON_TOOL = ToolSchema(
     name="python",
@@ -306,3 +316,109 @@ async def test_the_reasoning_field_is_recorded_for_the_generic_profile_only(
     server.script(sse_reply(wt.LOCAL_REASONING_FIELD))
     chunks = await collect(chat_provider(server.url, client, profile="generic"), request())
     assert finish_of(chunks).replay_state == {"reasoningField": "reasoning"}
+
+
+# --- a <think> never closed -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("framing", FRAMINGS.values(), ids=FRAMINGS.keys())
+async def test_reasoning_never_closed_with_no_answer_is_the_answer_flagged(
+    server: SseServer, client: httpx.AsyncClient, framing: Framing
+) -> None:
+    text = "<think>\nThree spiders have eight legs each, so 24 legs."
+    chunks = await answer(server, client, wt.tokens(text, 2), framing=framing)
+    said = "Three spiders have eight legs each, so 24 legs."
+    # shown folded while it streamed, then closed empty and re-sent as the answer, marked
+    assert ends(chunks) == [
+        ReasoningBlock(text=""),
+        TextBlock(text=said, unclosed_reasoning=True),
+    ]
+    streamed = "".join(c.text for c in chunks if isinstance(c, TextDeltaChunk))
+    assert streamed == said  # the answer's chunks are exactly the message's text, once
+    assert assembled(chunks) == tuple(ends(chunks))
+    assert finish_of(chunks).reason == FinishStop()
+
+
+async def test_reasoning_never_closed_after_an_answer_stays_reasoning(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    text = "Sure.\n<think>Three spiders, eight legs each"
+    chunks = await answer(server, client, wt.tokens(text, 3))
+    assert ends(chunks) == [
+        TextBlock(text="Sure.\n"),
+        ReasoningBlock(text="Three spiders, eight legs each"),
+    ]
+
+
+async def test_reasoning_never_closed_and_cut_by_the_limit_stays_reasoning(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    chunks = await answer(
+        server, client, wt.tokens("<think>Still thinking about it"), finish_reason="length"
+    )
+    assert ends(chunks) == [ReasoningBlock(text="Still thinking about it")]
+    assert finish_of(chunks).reason == FinishMaxTokens()
+
+
+async def test_an_empty_think_never_closed_is_still_an_empty_answer(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    chunks = await answer(server, client, ["<think>", "\n  "])
+    assert ends(chunks) == []
+    reason = finish_of(chunks).reason
+    assert reason.kind == "error" and reason.failure.code == "EMPTY_RESPONSE"  # type: ignore[union-attr]
+
+
+# --- held text: reported between reads, released whole -------------------------------------------
+
+
+async def reads_of(
+    server: SseServer, client: httpx.AsyncClient, pieces: list[str], *, delay_ms: float
+) -> list[list[StreamChunk] | HeldText]:
+    """The reads of one generic answer whose pieces arrive ``delay_ms`` apart (one write each)."""
+    server.script(Reply(frames=frames_from_sse(wt.local_stream(pieces), delay_ms=delay_ms)))
+    provider = chat_provider(server.url, client, profile="generic")
+    return [
+        r if isinstance(r, HeldText) else list(r)
+        async for r in stream_call_reads(provider, request(tools=TOOLS))
+    ]
+
+
+LOOP = '{"name": "python", "arguments": {"code": "' + "print(1)\\n" * 600
+"""A model looping inside an unclosed JSON string: never a call, ~6 kB."""
+
+
+async def test_held_text_is_reported_as_it_grows_and_released_whole_at_the_bound(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    reads = await reads_of(server, client, wt.tokens(LOOP, 256), delay_ms=30)
+    notes = [r.chars for r in reads if isinstance(r, HeldText)]
+    chunks = [c for r in reads if not isinstance(r, HeldText) for c in r]
+    growing = notes[:-1]
+    assert growing and growing == sorted(set(growing)) and 0 not in growing
+    assert growing[-1] <= MAX_HELD_CHARS + 256
+    assert notes[-1] == 0  # released: nothing held any more
+    first_text = next(
+        n
+        for n, r in enumerate(reads)
+        if not isinstance(r, HeldText) and any(isinstance(c, TextDeltaChunk) for c in r)
+    )
+    after = [r.chars for r in reads[first_text:] if isinstance(r, HeldText)]
+    assert after == [0]  # once released, only the note that nothing is held
+    deltas = [c.text for c in chunks if isinstance(c, TextDeltaChunk)]
+    assert MAX_HELD_CHARS < len(deltas[0]) <= MAX_HELD_CHARS + 256  # all held, in one delta
+    assert "".join(deltas) == LOOP  # every character once, in order
+    assert ends(chunks) == [TextBlock(text=LOOP)] == list(assembled(chunks))
+
+
+async def test_a_call_that_closes_within_the_bound_is_reported_then_recovered(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    reads = await reads_of(server, client, wt.tokens(wt.QWEN_TEXT_CALL, 16), delay_ms=30)
+    notes = [r.chars for r in reads if isinstance(r, HeldText)]
+    chunks = [c for r in reads if not isinstance(r, HeldText) for c in r]
+    assert notes and notes[0] <= 16 and notes[-1] <= len(wt.QWEN_TEXT_CALL)
+    assert not any(isinstance(c, TextDeltaChunk) for c in chunks)  # never shown as text
+    (block,) = ends(chunks)
+    assert isinstance(block, ToolCallBlock) and block.recovered_from == wt.QWEN_TEXT_CALL
+    assert finish_of(chunks).reason == FinishToolCalls()

@@ -333,7 +333,26 @@ async def test_empty_completion_is_empty_response(
     chunks = await collect(chat_provider(server.url, client), request())
     reason = finish_of(chunks).reason
     assert isinstance(reason, FinishError) and reason.failure.code == "EMPTY_RESPONSE"
+    assert reason.failure.detail == "model-stopped"  # a stop reason came: the model's choice
     assert not any(isinstance(c, BlockStartChunk) for c in chunks)
+
+
+async def test_llama_cpp_empty_answer_is_the_model_stopping(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    server.script(sse_reply(wt.LOCAL_EMPTY_ANSWER))
+    chunks = await collect(chat_provider(server.url, client), request())
+    reason = finish_of(chunks).reason
+    assert isinstance(reason, FinishError) and reason.failure.code == "EMPTY_RESPONSE"
+    assert reason.failure.detail == "model-stopped"
+
+
+async def test_a_zero_usage_is_no_count(server: SseServer, client: httpx.AsyncClient) -> None:
+    server.script(
+        sse_reply(wt.chat_text_stream(["hi"], usage={"prompt_tokens": 0, "completion_tokens": 0}))
+    )
+    chunks = await collect(chat_provider(server.url, client), request())
+    assert not any(isinstance(c, UsageChunk) for c in chunks)  # unknown, never 0/0
 
 
 @pytest.mark.parametrize(
@@ -379,6 +398,7 @@ async def test_empty_body_is_empty_response(server: SseServer, client: httpx.Asy
     with pytest.raises(LlmError) as info:
         await collect(chat_provider(server.url, client), request())
     assert info.value.code == "EMPTY_RESPONSE"
+    assert info.value.failure.detail == "empty-body"
 
 
 async def test_malformed_payload(server: SseServer, client: httpx.AsyncClient) -> None:

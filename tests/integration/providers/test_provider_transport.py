@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import ssl
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
 from dsh_kernel.errors import LlmError
 from dsh_kernel.llm.providers import Timeouts
+from dsh_kernel.llm.providers.transport import tls_context
 from dsh_kernel.llm.types import TextDeltaChunk
 from tests.support import wire_transcripts as wt
 from tests.support.providers import anthropic_provider, chat_provider, collect, request
@@ -171,3 +174,16 @@ def test_frame_helpers_round_trip() -> None:
     frames = frames_from_sse(wt.ANTHROPIC_TEXT)
     assert b"".join(f.raw for f in frames).decode() == wt.ANTHROPIC_TEXT
     assert isinstance(frames[0], Frame)
+
+
+def test_clients_share_one_tls_context_per_certificate_setting(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    first = tls_context()
+    assert tls_context() is first  # built once: a new session's client no longer loads the CAs
+    assert first.verify_mode is ssl.CERT_REQUIRED and first.check_hostname
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))  # as httpx reads it, at the next build
+    other = tls_context()
+    assert other is not first and tls_context() is other

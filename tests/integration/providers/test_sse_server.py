@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import httpx
@@ -14,6 +15,7 @@ from tests.support import wire_transcripts as wt
 from tests.support.sse_server import (
     Framing,
     SseServer,
+    data_frame,
     json_reply,
     reply_from_json,
     reply_to_json,
@@ -134,3 +136,16 @@ async def test_close_modes(server: SseServer, client: httpx.AsyncClient, close: 
         async with client.stream("POST", server.url + "/x", timeout=timeout) as resp:
             async for _ in resp.aiter_raw():
                 pass
+
+
+async def test_a_gated_frame_waits_for_its_release(
+    server: SseServer, client: httpx.AsyncClient
+) -> None:
+    frames = [data_frame({"n": 1}), replace(data_frame({"n": 2}), gate="second")]
+    server.script(sse_reply(frames, coalesce=True))
+    assert reply_from_json(reply_to_json(sse_reply(frames))).frames[1].gate == "second"
+    async with client.stream("POST", server.url + "/chat/completions", json={}) as resp:
+        lines = resp.aiter_lines()
+        assert await anext(lines) == 'data: {"n": 1}'
+        server.release("second")
+        assert [line async for line in lines if line] == ['data: {"n": 2}']

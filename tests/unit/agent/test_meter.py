@@ -8,6 +8,7 @@ from dsh_kernel.agent.system_prompt import PromptSection
 from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.types import TokenUsage
 from dsh_kernel.testing import ScriptedProvider, text_response
+from dsh_kernel.transcript.turn import fold_turn, turn_events
 
 
 async def test_no_usage_means_a_full_estimate() -> None:
@@ -53,5 +54,39 @@ async def test_a_changed_system_prompt_drops_the_anchor() -> None:
     await agent.when_idle()
     agent.system_prompt.add(PromptSection(name="extra", order=10, text="Be brief. " * 50))
     agent.followup("second")
+    await agent.when_idle()
+    assert measure(agent.session).baseline == "estimated"
+
+
+async def test_a_zero_usage_is_never_the_anchor() -> None:
+    # A log written before the adapters dropped a 0-in/0-out usage (or by a provider that reports
+    # one): it measures nothing, so the meter keeps the last real anchor and estimates past it.
+    real = TokenUsage(input_tokens=500, output_tokens=50)
+    zero = TokenUsage(input_tokens=0, output_tokens=0)
+    agent = Agent(
+        provider=ScriptedProvider(
+            [text_response("x", usage=real), text_response("y" * 40, usage=zero)]
+        ),
+        model="m",
+    )
+    agent.followup("first")
+    await agent.when_idle()
+    agent.followup("second")
+    await agent.when_idle()
+    m = measure(agent.session)
+    messages = agent.session.derive_messages()[2:]
+    assert m.baseline == "usage" and m.baseline_tokens == 550
+    # what came after it is estimated (calibrated by what the real count taught)
+    assert m.total_tokens == 550 + m.calibration.delta(sum(message_tokens(x) for x in messages))
+    # The footer's context is the last real count too, not 0.
+    footer = fold_turn(turn_events(agent.session.events, 2)).usage
+    assert footer.context_tokens is None  # turn 2 reported nothing real
+    assert fold_turn(turn_events(agent.session.events, 1)).usage.context_tokens == 550
+
+
+async def test_a_zero_usage_alone_leaves_the_estimate() -> None:
+    zero = TokenUsage(input_tokens=0, output_tokens=0)
+    agent = Agent(provider=ScriptedProvider([text_response("x", usage=zero)]), model="m")
+    agent.followup("first")
     await agent.when_idle()
     assert measure(agent.session).baseline == "estimated"

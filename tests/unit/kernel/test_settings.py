@@ -64,6 +64,9 @@ READ = [
     ("approval_timeout", "inf", None),
     ("approval_timeout", "0", None),
     ("headless_approval_timeout", "2.5", 2.5),
+    ("redraw_rate", "5", 5.0),
+    ("redraw_rate", " 0.01 ", 0.01),
+    ("redraw_rate", "100", 100.0),
     ("reasoning", "high", "high"),
     ("context_window", "8192", 8192),
     ("context_window", " 32_768 ", 32768),
@@ -108,7 +111,7 @@ def test_the_defaults() -> None:
     assert settings.images == ImageCaps(max_side=1024, per_call=4, max_bytes=512 * 1024)
     assert settings.compaction is True and settings.vision is None
     assert settings.context_window is None and settings.approval_timeout == 300.0
-    assert settings.headless_approval_timeout == 10.0
+    assert settings.headless_approval_timeout == 10.0 and settings.redraw_rate == 20.0
     assert settings.course.ai_policy == "full" and settings.course.budget_tokens is None
 
 
@@ -128,6 +131,10 @@ REFUSED = (
     + [
         ("DSH_APPROVAL_TIMEOUT", "soon", "is not a number of seconds (or 'none')"),
         ("DSH_HEADLESS_APPROVAL_TIMEOUT", "soon", "is not a number"),
+    ]
+    + [
+        ("DSH_REDRAW_RATE", raw, "is not a redraw rate: a number from 0.01 to 100")
+        for raw in ("fast", "0", "-5", "101", "nan", "inf")
     ]
     + [
         ("DSH_TEMPERATURE", raw, "is not a temperature: give a number from 0 to 2")
@@ -192,6 +199,7 @@ OVER = [
     ("vision", "off", "auto", None),
     ("images_per_call", 2, "7", 7),
     ("approval_timeout", 600.0, "none", None),
+    ("redraw_rate", 5.0, "50", 50.0),
 ]
 
 
@@ -218,6 +226,7 @@ def test_the_environment_wins_over_the_traitlet(
         ),
         ("context_window", 100, "c.DshKernel.context_window = '100' is not a context window"),
         ("vision", "maybe", "c.DshKernel.vision = 'maybe' is not a vision setting"),
+        ("redraw_rate", 0.0, "c.DshKernel.redraw_rate = '0.0' is not a redraw rate"),
     ],
 )
 def test_a_bad_traitlet_names_the_traitlet(name: str, trait: object, message: str) -> None:

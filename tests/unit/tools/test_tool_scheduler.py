@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 
 import pytest
 
@@ -21,6 +22,7 @@ from dsh_kernel.tools import (
     ToolRuntime,
     run_tool_calls,
 )
+from dsh_kernel.tools.scheduler import Refusal
 
 
 class Bench:
@@ -83,7 +85,12 @@ class Bench:
         self.note(f"result {call.call_id}")
 
     def run(
-        self, calls: list[ToolCall], signal: AbortController | None = None, **kw: int
+        self,
+        calls: list[ToolCall],
+        signal: AbortController | None = None,
+        *,
+        refusals: Mapping[int, Refusal] | None = None,
+        **kw: int,
     ) -> asyncio.Task[StepToolOutcome]:
         ctl = signal or AbortController()
         return asyncio.ensure_future(
@@ -93,6 +100,7 @@ class Bench:
                 ctl.signal,
                 on_start=self.on_start,
                 on_result=self.on_result,
+                refusals=refusals,
                 **kw,
             )
         )
@@ -272,6 +280,22 @@ async def test_calls_beyond_the_cap_are_refused_without_running() -> None:
         "start p4",
         "result p4",
     ]
+
+
+async def test_refused_calls_never_run_and_commit_in_model_order() -> None:
+    b = Bench()
+    for g in ("p1", "x", "p3"):
+        b.gate(g).set()
+    refusal = Refusal(code="REPEATED_CALL", message="not run: a repeat")
+    outcome = await b.run([gc("p1"), gc("x"), gc("p3")], refusals={1: refusal})
+    assert "body x" not in b.log  # refused: never dispatched
+    assert "body p1" in b.log and "body p3" in b.log
+    x = outcome.results[1]
+    assert x.is_error and x.error is not None and x.error.code == "REPEATED_CALL"
+    assert texts(outcome)[1] == "Error: not run: a repeat"
+    results = [e for e in b.log if e.startswith(("start", "result"))]
+    assert [e for e in results if e.startswith("result")] == ["result p1", "result x", "result p3"]
+    assert results.index("start x") < results.index("result x")
 
 
 async def test_argument_parsing() -> None:

@@ -137,6 +137,15 @@ async def wait_for(predicate: Callable[[], object], limit: float = 5.0) -> None:
             await asyncio.sleep(0.001)
 
 
+def logged(agent: Agent, text: str) -> bool:
+    """Whether a streamed chunk carrying ``text`` is in the agent's log."""
+    for event in agent.session.events:
+        chunk = event.data.get("chunk") if event.type == "assistant/chunk" else None
+        if isinstance(chunk, dict) and chunk.get("text") == text:
+            return True
+    return False
+
+
 def attach(agent: Agent, view: TurnView) -> Callable[[], None]:
     return agent.session.subscribe(view.observe)
 

@@ -9,6 +9,7 @@ from dsh_kernel import Agent, tool
 from dsh_kernel.agent.retry import RetryPolicy
 from dsh_kernel.ids import CallId
 from dsh_kernel.llm.types import BlockStartChunk, TokenUsage, ToolCallDeltaChunk
+from dsh_kernel.session.events import SessionEvent
 from dsh_kernel.testing import (
     ScriptedProvider,
     error_response,
@@ -19,6 +20,7 @@ from dsh_kernel.testing import (
     tool_calls_response,
 )
 from dsh_kernel.transcript.model import NoticeItem, ReasoningItem, TextItem, ToolItem
+from dsh_kernel.transcript.turn import TurnFold
 from dsh_kernel.views import WidgetAnswerer, find_turn, fold_turn, turn_events
 
 from .helpers import wait_for
@@ -208,3 +210,38 @@ async def test_turn_slicing_and_lookup() -> None:
     assert fold_turn(t2, message_id=second.id).message_id == second.id
     assert [type(i) for i in fold_turn(t2).items] == [TextItem]
     assert not any(isinstance(i, ToolItem) for i in fold_turn(t2).items)
+
+
+async def test_appeared_counts_what_comes_to_show_something() -> None:
+    # reasoning, then text (its first delta empty), then a streamed call, then the answer after it
+    provider = ScriptedProvider(
+        [
+            tool_calls_response([("echo", {"text": "hi"}, "c1")], reasoning="plan", text="Look."),
+            text_response("All done.", pieces=3),
+        ]
+    )
+    agent = Agent(provider=provider, model="m")
+    agent.registry.register(echo)
+    fold = TurnFold()
+    grew: list[str] = []
+
+    def observe(event: SessionEvent) -> None:
+        before = fold.appeared
+        fold.apply(event)
+        if fold.appeared != before:
+            chunk = event.data.get("chunk")
+            kind = chunk.get("type") if isinstance(chunk, dict) else None
+            grew.append(f"{event.type}:{kind}" if kind else event.type)
+
+    agent.session.subscribe(observe)
+    agent.followup("go")
+    await agent.when_idle()
+    assert fold.appeared == 4  # reasoning, "Look.", the card, "All done."
+    assert grew == [
+        "assistant/chunk:reasoning-delta",
+        "assistant/chunk:text-delta",
+        "assistant/chunk:tool-call-delta",
+        "assistant/chunk:text-delta",
+    ]
+    # growth is not appearance: most of the turn's events left the count alone
+    assert len(agent.session.events) > 3 * len(grew)

@@ -4,7 +4,7 @@ scripted provider; and its writer's pace."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from dsh_kernel import Agent, tool
 from dsh_kernel.agent.retry import RetryPolicy
@@ -29,6 +29,8 @@ from dsh_kernel.testing import (
     tool_call_response,
 )
 from dsh_kernel.views.text_turn import TextStream, TextTurn, terminal_text
+
+from .helpers import logged
 
 
 @tool(read_only=True)
@@ -218,3 +220,41 @@ async def test_stream_writes_at_a_steady_rate_and_drops_nothing() -> None:
     # 1,500 chunks, and nowhere near one write per chunk: at most 20 a second
     assert live_writes <= elapsed * 20 * 1.5 + 10, (live_writes, elapsed)
     assert whole.splitlines()[-1].startswith("— ")
+
+
+async def test_the_first_words_are_written_at_once_and_only_their_growth_is_paced() -> None:
+    more, end = asyncio.Event(), asyncio.Event()
+
+    async def held(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        del request
+        yield BlockStartChunk(index=0, block_type="text")
+        yield TextDeltaChunk(index=0, text="Hello")
+        await more.wait()
+        yield TextDeltaChunk(index=0, text=", world")
+        await end.wait()
+        yield BlockEndChunk(index=0, block=TextBlock(text="Hello, world"))
+        yield FinishChunk(reason=FinishStop())
+
+    agent = Agent(provider=FunctionProvider(held), model="m")
+    written: list[str] = []
+    # One paced write per 1,000 s: whatever is written during this test is written at once.
+    stream = TextStream(TextTurn(session_id=agent.id), written.append, max_rate_hz=0.001)
+    dispose = agent.session.subscribe(stream.observe)
+    agent.followup("hi")
+
+    async def until(predicate: Callable[[], bool]) -> None:
+        async with asyncio.timeout(5):
+            while not predicate():  # noqa: ASYNC110 - polling the writer is the point
+                await asyncio.sleep(0.001)
+
+    await until(lambda: written == ["Hello"])  # while the provider holds the rest
+    more.set()
+    await until(lambda: logged(agent, ", world"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert written == ["Hello"]  # the answer grew: that waits for the pace
+    end.set()
+    await agent.when_idle()
+    dispose()
+    stream.finish()
+    assert "".join(written).startswith("Hello, world\n")

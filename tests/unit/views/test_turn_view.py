@@ -42,6 +42,7 @@ from .helpers import (
     find,
     html_text,
     ignoring_result,
+    logged,
     replay,
     state_of,
     wait_for,
@@ -438,3 +439,44 @@ def test_one_style_widget_is_shared_by_every_view(comms: CommLog) -> None:
     assert style.layout.display == "none"  # a <style> applies from a hidden element too
     style.close()
     assert TurnView().widget.children[0] is not style  # made again once closed
+
+
+def held_answer(first: str, rest: str, more: asyncio.Event, end: asyncio.Event) -> FunctionProvider:
+    """A provider that streams ``first``, waits for ``more``, streams ``rest``, waits for ``end``."""
+
+    async def stream(request: GenerateRequest) -> AsyncIterator[StreamChunk]:
+        del request
+        yield BlockStartChunk(index=0, block_type="text")
+        yield TextDeltaChunk(index=0, text="")  # an empty delta shows nothing: not yet "first"
+        yield TextDeltaChunk(index=0, text=first)
+        await more.wait()
+        yield TextDeltaChunk(index=0, text=rest)
+        await end.wait()
+        yield BlockEndChunk(index=0, block=TextBlock(text=first + rest))
+        yield FinishChunk(reason=FinishStop())
+
+    return FunctionProvider(stream)
+
+
+async def test_the_first_words_are_drawn_at_once_and_only_their_growth_is_paced(
+    comms: CommLog,
+) -> None:
+    more, end = asyncio.Event(), asyncio.Event()
+    agent = Agent(provider=held_answer("Hello", ", world", more, end), model="m")
+    # One paced redraw per 1,000 s: whatever is drawn during this test is drawn at once.
+    view = TurnView(max_rate_hz=0.001)
+    attach(agent, view)
+    agent.followup("hi")
+    await wait_for(lambda: answer_texts(view.items) == ["Hello"])  # while the provider holds
+    drawn = view.flushes
+    more.set()
+    await wait_for(lambda: logged(agent, ", world"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert view.flushes == drawn  # the answer grew: that waits for the pace
+    assert answer_texts(view.items) == ["Hello"]
+    end.set()
+    await agent.when_idle()  # the turn's end is drawn at once, with everything
+    assert answer_texts(view.items) == ["Hello, world"]
+    view.finish()
+    assert answer_texts(view.items) == ["Hello, world"]

@@ -17,7 +17,9 @@ wait for ``message_stop``; unclosed blocks are closed first. ``ping`` and unknow
 An ``error`` event sets ``failure`` (``overloaded_error`` → ``SERVER``, retryable); the adapter ends
 with ``finish{error}`` at once. End of body before ``message_stop`` → ``STREAM_CLOSED``.
 
-Stop reasons: ``end_turn``/``stop_sequence`` → stop (``EMPTY_RESPONSE`` with no block at all);
+Stop reasons: ``end_turn``/``stop_sequence`` → stop (``EMPTY_RESPONSE`` with ``detail:
+model-stopped`` when the answer holds nothing: no block, or only empty text blocks — a proxy such as
+LiteLLM sends an empty answer as one empty text block; an empty body is ``detail: empty-body``);
 ``tool_use`` → tool-calls; ``max_tokens`` → max-tokens; ``model_context_window_exceeded`` →
 ``error{CONTEXT_WINDOW_EXCEEDED}``; others (``refusal``, ``pause_turn``, …) → ``error{REASON}``.
 """
@@ -54,6 +56,8 @@ from dsh_kernel.llm.types import (
     ToolCallDeltaChunk,
     UnknownBlock,
     UsageChunk,
+    empty_body,
+    model_stopped,
 )
 
 _KINDS = {
@@ -109,9 +113,11 @@ def map_stop(reason: str | None, *, has_blocks: bool, has_tools: bool) -> Finish
     """The finish reason for Anthropic's ``stop_reason`` (no content is ``EMPTY_RESPONSE``)."""
     if reason in (None, "end_turn", "stop_sequence"):
         if not has_blocks:
-            return FinishError(
-                failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
-            )
+            if reason is None:
+                return FinishError(
+                    failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
+                )
+            return FinishError(failure=model_stopped())
         return FinishToolCalls() if has_tools and reason is None else FinishStop()
     if reason == "tool_use":
         return FinishToolCalls() if has_tools else FinishStop()
@@ -261,7 +267,9 @@ class MessagesTranslator:
         self.out.append(
             FinishChunk(
                 reason=map_stop(
-                    self._stop_reason, has_blocks=bool(self._order), has_tools=has_tools
+                    self._stop_reason,
+                    has_blocks=any(not _blank(b) for b in self._order),
+                    has_tools=has_tools,
                 )
             )
         )
@@ -269,9 +277,7 @@ class MessagesTranslator:
     def end_of_stream(self, *, bytes_seen: int) -> None:
         """The body ended before ``message_stop``."""
         if bytes_seen == 0:
-            raise LlmError(
-                LlmFailure(code="EMPTY_RESPONSE", message=f"{self._provider} sent an empty body")
-            )
+            raise LlmError(empty_body(f"{self._provider} sent an empty body"))
         raise LlmError(
             LlmFailure(
                 code="STREAM_CLOSED",
@@ -280,21 +286,35 @@ class MessagesTranslator:
         )
 
 
+def _blank(block: _Open) -> bool:
+    """A text block that holds no text: an answer of only these is empty (``map_stop``)."""
+    return block.kind == "text" and not any(block.parts)
+
+
 def _index(event: JsonObject) -> int:
     index = event.get("index")
     return index if isinstance(index, int) else -1
 
 
 def map_usage(raw: JsonObject) -> TokenUsage | None:
-    """Anthropic counts are already disjoint: ``input_tokens`` excludes cache reads and writes."""
+    """Anthropic counts are already disjoint: ``input_tokens`` excludes cache reads and writes.
+
+    ``None`` (unknown, then estimated) when no count came, or every count is 0 — what a proxy such as
+    LiteLLM reports for an answer it did not measure: a real request always has input tokens."""
     if not raw:
         return None
     try:
         u = WireUsage.model_validate(raw)
     except ValidationError:
         return None
-    if u.input_tokens is None and u.output_tokens is None:
-        return None
+    counts = (
+        u.input_tokens,
+        u.output_tokens,
+        u.cache_read_input_tokens,
+        u.cache_creation_input_tokens,
+    )
+    if not any(counts):
+        return None  # none, or all 0: no request has an empty prompt, so not a count
     return TokenUsage(
         input_tokens=u.input_tokens or 0,
         output_tokens=u.output_tokens or 0,

@@ -7,6 +7,13 @@ serialise, POST ``{base_url}/chat/completions``, then read the event stream thro
 ``LlmError`` for transport and protocol faults (``transport.py`` has the mapping) and ends with
 ``finish{error}`` for faults the server reports in-band. It never retries.
 
+Held text: while the translator holds answer text that may be a tool call written as text
+(``text_tools``), ``stream_reads`` hands over a ``HeldText`` note after the read — at once for the
+first, then at most every ``HELD_NOTE_INTERVAL_S`` while the count grows, and one of 0 characters
+at once when nothing is held any more (released, decided, or turned into reasoning by a bare
+``</think>``) — so that the agent can log it and a view can say a call is being written. ``stream``
+leaves the notes out.
+
 Cancellation: a ``CancelledError`` in the consuming task surfaces at the pending read; ``finally``
 closes the response, which closes the connection at once, so no further tokens are read (or billed).
 
@@ -18,7 +25,7 @@ An empty stream — HTTP 200 and not one byte — is, with ``profile.probe_empty
 error: llama-cpp-python answers an over-long prompt so when streaming, and with a proper 400
 ``context_length_exceeded`` otherwise (it then closes the stream's keep-alive connection, so a probe
 that meets the dead socket is sent once more, on a new one). The attempt then ends with that error (classified as any
-answer is), or with ``EMPTY_RESPONSE`` saying what the probe saw. The probe is a diagnosis, not a
+answer is), or with ``EMPTY_RESPONSE`` (``detail: empty-body``) saying what the probe saw. The probe is a diagnosis, not a
 retry: its answer is never shown.
 
 ``discover_context_window`` (with ``profile.discover_window``) asks the server for a model's window
@@ -39,7 +46,7 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
-from typing import cast
+from typing import Final, cast
 
 import httpx
 
@@ -76,12 +83,18 @@ from dsh_kernel.llm.types import (
     FinishChunk,
     FinishError,
     GenerateRequest,
+    HeldText,
     LlmCallConfig,
     LlmFailure,
     ModelInfo,
     ReasoningPassback,
     StreamChunk,
+    empty_body,
 )
+
+HELD_NOTE_INTERVAL_S: Final = 0.2
+"""Seconds between two ``HeldText`` notes of one response: each is a logged event, and a view
+redraws at most 20 times a second anyway; five updates a second keep the count visibly live."""
 
 
 class ChatCompletionsProvider:
@@ -193,14 +206,16 @@ class ChatCompletionsProvider:
 
     async def stream_reads(
         self, request: GenerateRequest
-    ) -> AsyncGenerator[list[StreamChunk], None]:
+    ) -> AsyncGenerator[list[StreamChunk] | HeldText, None]:
         """``stream``'s chunks a network read at a time: every chunk one read completed, in order
-        (never an empty list). The agent's answer loop logs each read's chunks in one call."""
+        (never an empty list), and a ``HeldText`` note after a read while answer text is held
+        (module docstring). The agent's answer loop logs each read's chunks in one call."""
         key = self._api_key()
         body = serialize_request(request, self._profile, self._defaults)
         http_request = self._post(body, key, accept="text/event-stream")
         name = self._profile.name
-        deadline = asyncio.get_running_loop().time() + self._timeouts.deadline_s
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + self._timeouts.deadline_s
         response = await open_stream(
             self._client.get(), http_request, deadline=deadline, provider=name, secret=key
         )
@@ -215,6 +230,7 @@ class ChatCompletionsProvider:
                 think_tags=p.think_tags,
                 record_reasoning_field=p.passback_dialect,
                 call_seed=str(len(request.messages)),
+                clock=clock,
             )
             translator.usage_via = proxy_of(response.headers)
             content_type = response.headers.get("content-type", "")
@@ -230,6 +246,7 @@ class ChatCompletionsProvider:
                 return
             reader = ChatEventReader(provider=name, secret=key)
             feed = translator.feed
+            noted, next_note = 0, 0.0  # the last held count reported, and when the next may be
             async for data in iter_body(
                 response,
                 deadline=deadline,
@@ -252,6 +269,11 @@ class ChatCompletionsProvider:
                     yield out
                 if failure is not None or reader.done:
                     return
+                held = translator.held
+                if held != noted and (held == 0 or not noted or clock() >= next_note):
+                    noted = held
+                    next_note = clock() + HELD_NOTE_INTERVAL_S
+                    yield HeldText(chars=held)
             if reader.bytes_seen == 0 and self._profile.probe_empty_stream:
                 await response.aclose()
                 failure = await self._probe(dict(body), key, deadline)
@@ -321,10 +343,9 @@ class ChatCompletionsProvider:
             failure = inband_failure(info, provider=name, secret=key)
             detail = failure.message.removeprefix(f"{name} ")
             return replace(failure, message=f"{empty}; asked again without streaming: {detail}")
-        return LlmFailure(
-            code="EMPTY_RESPONSE",
-            message=f"{empty}; the same request without streaming was answered, so the server "
-            "could not stream it — its log says why",
+        return empty_body(
+            f"{empty}; the same request without streaming was answered, so the server "
+            "could not stream it — its log says why"
         )
 
 

@@ -26,11 +26,19 @@ answer that starts with anything but ``{``, a backtick or ``<`` passes through f
 candidate is held, and released as text the moment it cannot be a call: a first key other than
 ``name``/``arguments``/``parameters``, a name not offered, a tag that is not ``<tool_call>``, a
 fence in another language, a closed object or block followed by anything but whitespace (or, in a
-fence, its closing backticks), a block whose content is not a valid call, or more than
-``MAX_HELD_CHARS`` held. Otherwise ``finish()`` decides at the end of the answer: ``(text, calls)``
-with exactly one of the two non-empty (or both empty for an empty answer). ``release()`` gives up at
-once and returns what was held (the server sent tool calls of its own, or the response did not end
-with a stop); everything after passes through.
+fence, its closing backticks), a block whose content is not a valid call — or when it has not
+become calls within the bounds: more than ``MAX_HELD_CHARS`` held, or a piece arriving more than
+``MAX_HELD_SECONDS`` after the first held character of the call being read when that call is longer
+than ``SHORT_CALL_CHARS`` (``feed``'s ``now``; the bound is checked as text arrives, there is no
+timer). Otherwise ``finish()`` decides at the end of the answer:
+``(text, calls)`` with exactly one of the two non-empty (or both empty for an empty answer).
+``release()`` gives up at once and returns what was held (the server sent tool calls of its own, or
+the response did not end with a stop); everything after passes through. Released text is the held
+text exactly, in order, once: nothing is lost or repeated, and from then on the answer streams.
+
+While a candidate is held, ``held`` is its length (0 otherwise, leading whitespace included once a
+candidate starts): the adapter reports it so a view can say a tool call is being written
+(``llm.types.HeldText``).
 
 Each ``RecoveredCall`` keeps its own source — the ``<tool_call>`` block, or the object with its
 fence — which the translator records on the tool-call block (``ToolCallBlock.recovered_from``):
@@ -58,8 +66,28 @@ from typing import Final, Literal, TypeAlias
 
 from dsh_kernel.llm.arguments import parse_tool_arguments
 
-MAX_HELD_CHARS: Final = 65_536
-"""Characters held back at most while an answer might be a tool call; beyond, it is shown as text."""
+MAX_HELD_CHARS: Final = 4_096
+"""Characters held back at most while an answer might be a tool call; beyond, it is shown as text.
+
+A call written as text is short — the calls small models write are a name and a few lines of
+arguments, a few hundred characters — while a model looping inside an unclosed JSON string (Qwen
+2.5-Coder-0.5B did, for 2,869 tokens) passes 4 kB within about a thousand tokens. A longer genuine
+call is shown as text and not run: the model sees its own text answer, as with any other text."""
+MAX_HELD_SECONDS: Final = 8.0
+"""Seconds after its first character that a call being read, once longer than
+``SHORT_CALL_CHARS``, is released as text if it has not closed.
+
+On a slow server the character bound takes minutes (a small model on one CPU thread writes ~50
+characters a second, a shared machine far fewer), and until then the view can only count
+characters. A loop passes ``SHORT_CALL_CHARS`` within seconds and is then shown as the text it is,
+so the user can read it and stop it."""
+SHORT_CALL_CHARS: Final = 512
+"""Characters a call being read may reach and still be held past ``MAX_HELD_SECONDS``.
+
+What small models write as text calls is short — ``{"name": "python", "arguments": {"code": …}}``
+with a line or two of code is ~100 characters — and on a slow server it can take longer than the
+time bound to write (Qwen2.5-Coder-0.5B wrote ~7 characters a second on a loaded 2-core machine):
+such a call is still held, with its progress shown, until it closes."""
 _MAX_OPENING: Final = 512
 """Characters of an object's opening within which its first key (and name) must be readable."""
 _OPEN_TAG: Final = "<tool_call>"
@@ -180,6 +208,7 @@ class TextToolCalls:
         "_fenced",
         "_held",
         "_held_len",
+        "_held_since",
         "_in_string",
         "_mode",
         "_offered",
@@ -193,6 +222,7 @@ class TextToolCalls:
         self._mode: _Mode = "lead" if offered else "pass"
         self._held: list[str] = []
         self._held_len = 0
+        self._held_since: float | None = None  # when the first candidate character came
         self._calls: list[RecoveredCall] = []
         self._token = ""  # the tag or fence being read
         self._segment: list[str] = []  # the current block's or object's text
@@ -207,8 +237,15 @@ class TextToolCalls:
         """Whether the answer is decided as text (everything fed now passes through)."""
         return self._mode == "pass"
 
-    def feed(self, text: str) -> str:
-        """Take the next piece of answer text; returns what may be shown now."""
+    @property
+    def held(self) -> int:
+        """Characters held while the answer may be calls (0 while only whitespace came, or once
+        decided as text)."""
+        return 0 if self._mode == "lead" or self._mode == "pass" else self._held_len
+
+    def feed(self, text: str, now: float = 0.0) -> str:
+        """Take the next piece of answer text, arrived at ``now`` (seconds, any monotonic clock);
+        returns what may be shown now."""
         if self._mode == "pass":
             return text
         self._held.append(text)
@@ -216,15 +253,27 @@ class TextToolCalls:
         for c in text:
             if not self._step(c):
                 return self.release()
+        if self._mode == "lead":
+            return ""
+        if not self._undecided():
+            self._held_since = None  # calls closed: the next one, if any, gets its own clock
+        elif self._held_since is None:
+            self._held_since = now
+        elif now - self._held_since > MAX_HELD_SECONDS and len(self._segment) > SHORT_CALL_CHARS:
+            return self.release()
         if self._mode == "json" and not self._opening_ok:
             segment = "".join(self._segment)
             opening = _opening(segment[segment.index("{") :], self._offered)
             if opening is False or (opening is None and len(self._segment) > _MAX_OPENING):
                 return self.release()
             self._opening_ok = opening is True
-        if self._held_len > MAX_HELD_CHARS:
+        if self._held_len > MAX_HELD_CHARS and self._undecided():
             return self.release()
         return ""
+
+    def _undecided(self) -> bool:
+        """Whether the held text is still short of calls (not just closed ones and whitespace)."""
+        return self._mode not in ("between", "after-json", "after-fence")
 
     def release(self) -> str:
         """Give up: the held text, to be shown as text; all later text passes through."""
@@ -317,7 +366,7 @@ class TextToolCalls:
         if call is None:
             return False
         self._calls.append(_with_source(call, text))
-        self._mode, self._segment = "between", []
+        self._mode, self._segment, self._held_since = "between", [], None
         return True
 
     def _fence(self, c: str) -> bool:
@@ -356,7 +405,7 @@ class TextToolCalls:
                 if call is None:
                     return False
                 self._calls.append(_with_source(call, text.strip()))
-                self._mode = "after-json"
+                self._mode, self._held_since = "after-json", None
         return True
 
 

@@ -22,7 +22,9 @@ only the closing ``</think>`` in the output.
   reasoning block at that moment. After ``MAX_UNSAY_CHARS`` of answer it stops looking (and
   keeping a copy);
 * a tag split across deltas is recognised: a piece's end that could begin a tag is held until the
-  next piece says (a few characters); ``finish()`` returns whatever is still held.
+  next piece says (a few characters); ``finish()`` returns whatever is still held;
+* ``unclosed`` says, at the end, that the content ended inside a ``<think>`` never closed (the
+  translator then makes that reasoning the answer when nothing else was said).
 
 A ``</think>`` in an answer about think tags would be taken for the end of reasoning; that is the
 price of reading the servers that pre-fill ``<think>``, and it applies to the generic profile only.
@@ -63,6 +65,11 @@ class ThinkTags:
         self._carry = ""  # held: leading whitespace, or what may begin a tag
         self._said: list[str] = []  # the answer so far, while a bare </think> may still come
         self._said_len = 0
+
+    @property
+    def unclosed(self) -> bool:
+        """Whether the content so far ends inside a ``<think>`` that was never closed."""
+        return self._mode == "think" or self._mode == "think-lead"
 
     def plain(self, text: str) -> bool:
         """Whether ``text`` is answer just as it is, now — then it is taken, as ``feed`` would take

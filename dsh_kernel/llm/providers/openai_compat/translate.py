@@ -18,7 +18,8 @@ stream sets ``failure``; the adapter then ends with ``finish{error}`` and reads 
 Finish mapping: ``stop`` → stop; ``tool_calls`` → tool-calls; ``length`` → max-tokens;
 ``insufficient_system_resource`` (DeepSeek cut generation for capacity) → ``error{SERVER}`` so the
 retry policy treats it as the transient server fault it is; anything else → ``error{REASON}``;
-``stop`` or none with no block at all → ``error{EMPTY_RESPONSE}``. Tool calls streamed under
+``stop`` or none with no block at all → ``error{EMPTY_RESPONSE}`` (``detail: model-stopped`` when a
+stop reason came: the model ended its turn at once; an empty body is ``detail: empty-body``). Tool calls streamed under
 ``stop``/none count as ``tool-calls`` (Ollama, Gemini's layer).
 
 Tool-call fragments are keyed by ``index``; without one (old Ollama) by ``id``, else they continue the
@@ -34,8 +35,16 @@ bare ``</think>`` the answer block so far is closed empty and its text re-sent a
 text is shown when it is decided to be text, and an answer that is tool calls becomes tool-call
 blocks at ``finish()`` (``block-start``, one ``tool-call-delta`` with the whole arguments, and a
 ``block-end`` whose block carries ``recovered_from``), so the finish is ``tool-calls``. Held text is
-released as text when the server sends tool calls of its own or the finish reason is not a stop;
-an attempt that fails in-band or is cut drops what it held, as a retry drops its partial blocks.
+released as text when the server sends tool calls of its own or the finish reason is not a stop,
+or when it outgrows ``TextToolCalls``' bounds (its characters, and its seconds on ``clock``);
+``held`` says how much is held now (the adapter reports it: ``llm.types.HeldText``). An attempt
+that fails in-band or is cut drops what it held, as a retry drops its partial blocks.
+A stream that ends (with a stop) inside a ``<think>`` never closed, with no answer and no call,
+makes that reasoning the answer: the reasoning block is closed empty, as an unsaid answer block is,
+and a text block with the whole reasoning follows, its ``block-end`` block marked
+``unclosed_reasoning`` — what the user sees is the model's answer in the history too, so the next
+request sends it as the assistant's text (reasoning alone would go back as an empty message).
+A cut (``length``) keeps it as reasoning: the model did not choose to stop there.
 ``record_reasoning_field`` puts ``{"reasoningField": "reasoning_content" | "reasoning"}`` in the
 finish chunk's replay state when the server streamed reasoning in a field, for the serializer's
 passback rule (``serialize.py``).
@@ -44,8 +53,9 @@ passback rule (``serialize.py``).
 from __future__ import annotations
 
 import json
+import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import replace
 
 from pydantic import ValidationError
@@ -75,6 +85,8 @@ from dsh_kernel.llm.types import (
     ToolCallBlock,
     ToolCallDeltaChunk,
     UsageChunk,
+    empty_body,
+    model_stopped,
     reasoning_delta,
     text_delta,
 )
@@ -92,6 +104,7 @@ class _Open:
         "parts",
         "recovered_from",
         "synthetic_id",
+        "unclosed_reasoning",
     )
 
     def __init__(
@@ -105,11 +118,12 @@ class _Open:
         self.synthetic_id = synthetic_id
         self.recovered_from: str | None = None
         self.ended = False  # closed early (an answer block that turned out to be reasoning)
+        self.unclosed_reasoning = False
 
     def block(self) -> ContentBlock:
         text = "".join(self.parts)
         if self.kind == "text":
-            return TextBlock(text=text)
+            return TextBlock(text=text, unclosed_reasoning=self.unclosed_reasoning)
         if self.kind == "reasoning":
             return ReasoningBlock(text=text)
         return ToolCallBlock(
@@ -123,12 +137,15 @@ class _Open:
 def map_usage(raw: JsonObject) -> TokenUsage | None:
     """Wire usage → disjoint counts (cache reads and writes out of input; reasoning inside output).
 
-    ``None`` when the object is not a usage we can read: usage is then unknown, never zero.
+    ``None`` when the object is not a usage we can read, or says 0 prompt and 0 completion tokens (a
+    proxy's placeholder: no request has an empty prompt): usage is then unknown, never zero.
     """
     try:
         u = WireUsage.model_validate(raw)
     except ValidationError:
         return None
+    if u.prompt_tokens == 0 and u.completion_tokens == 0:
+        return None  # a real request always has prompt tokens: 0/0 is a count nobody made
     prompt = u.prompt_tokens_details
     cache_read = (
         prompt.cached_tokens
@@ -152,9 +169,11 @@ def map_finish(reason: str | None, *, has_blocks: bool, has_tools: bool) -> Fini
         return FinishToolCalls()
     if reason in (None, "stop", "tool_calls"):
         if not has_blocks:
-            return FinishError(
-                failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
-            )
+            if reason is None:  # no stop reason either: nothing says the model chose this
+                return FinishError(
+                    failure=LlmFailure(code="EMPTY_RESPONSE", message="the model returned nothing")
+                )
+            return FinishError(failure=model_stopped())
         return FinishStop()
     if reason == "length":
         return FinishMaxTokens()
@@ -178,6 +197,7 @@ class ChatTranslator:
         "_by_wire_index",
         "_call_seed",
         "_calls",
+        "_clock",
         "_filtered",
         "_finish_reason",
         "_last_tool",
@@ -208,10 +228,12 @@ class ChatTranslator:
         think_tags: bool = False,
         record_reasoning_field: bool = False,
         call_seed: str = "",
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         """``text_tool_calls``: the offered tool names whose calls are recovered from the answer
         text (none: no recovery); ``call_seed``: what recovered call ids are derived from besides
-        the response id (the adapter gives the length of the history)."""
+        the response id (the adapter gives the length of the history); ``clock``: seconds, read
+        only while text is held (``TextToolCalls``' time bound)."""
         self._provider = provider
         self._secret = secret
         self._offered = text_tool_calls
@@ -222,6 +244,7 @@ class ChatTranslator:
         self._reasoning_field: str | None = None
         self._response_id = ""
         self._call_seed = call_seed
+        self._clock = clock
         self.out: list[StreamChunk] = []
         self._next_index = 0
         self._order: list[_Open] = []
@@ -236,6 +259,12 @@ class ChatTranslator:
         """The proxy the answer came through (``transport.proxy_of``): marked on its usage."""
         self.finish_seen = False
         self.failure: LlmFailure | None = None
+
+    @property
+    def held(self) -> int:
+        """Answer characters held back now as a possible tool call (0: none)."""
+        calls = self._calls
+        return calls.held if calls is not None else 0
 
     def _open(self, kind: str, call_id: str = "", synthetic: bool = False) -> _Open:
         block = _Open(self._next_index, kind, call_id, synthetic)
@@ -332,13 +361,14 @@ class ChatTranslator:
             block = self._text
             if block is not None:
                 block.ended = True
+                block.parts.clear()  # unsaid: it is no answer
                 self.out.append(BlockEndChunk(index=block.index, block=TextBlock(text="")))
                 self._text = None
 
     def _answer(self, text: str) -> None:
         calls = self._calls
-        if calls is not None:
-            text = calls.feed(text)
+        if calls is not None and not calls.passing:
+            text = calls.feed(text, self._clock())
         if text:
             self._text_delta(text)
 
@@ -364,10 +394,37 @@ class ChatTranslator:
                 self._text_delta(held)
 
     def _settle(self) -> None:
-        """At the end of the answer: flush the filters; recovered calls become tool-call blocks."""
-        if self._think is not None:
-            for kind, piece in self._think.finish():
+        """At the end of the answer: flush the filters; recovered calls become tool-call blocks;
+        reasoning never closed, with nothing else said, becomes the answer (module docstring)."""
+        think = self._think
+        if think is not None:
+            for kind, piece in think.finish():
                 self._piece(kind, piece)
+        self._settle_calls()
+        if think is not None and think.unclosed and self._finish_reason in (None, "stop"):
+            self._reasoning_as_answer()
+
+    def _reasoning_as_answer(self) -> None:
+        block = self._reasoning
+        if block is None or any(
+            b.kind == "tool-call" or (b.kind == "text" and "".join(b.parts).strip())
+            for b in self._order
+        ):
+            return
+        text = "".join(block.parts)
+        if not text.strip():
+            return
+        block.ended = True
+        self.out.append(BlockEndChunk(index=block.index, block=ReasoningBlock(text="")))
+        self._reasoning = None
+        answer = self._text
+        if answer is None:
+            answer = self._text = self._open("text")
+        answer.unclosed_reasoning = True
+        answer.parts.append(text)
+        self.out.append(text_delta(answer.index, text))
+
+    def _settle_calls(self) -> None:
         calls = self._calls
         if calls is None or calls.passing:
             return
@@ -477,9 +534,7 @@ class ChatTranslator:
             self.finish()
             return
         if bytes_seen == 0:
-            raise LlmError(
-                LlmFailure(code="EMPTY_RESPONSE", message=f"{self._provider} sent an empty body")
-            )
+            raise LlmError(empty_body(f"{self._provider} sent an empty body"))
         raise LlmError(
             LlmFailure(
                 code="STREAM_CLOSED",
