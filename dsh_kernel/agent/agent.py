@@ -64,7 +64,8 @@ from dsh_kernel.agent.system_prompt import RuntimeContext, SystemPrompt
 from dsh_kernel.agent.tool_calls import ApprovalLog, run_step_tools
 from dsh_kernel.errors import LlmError, UsageError, error_chain
 from dsh_kernel.ids import new_message_id, new_session_id
-from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.calibration import Calibration, Calibrations
+from dsh_kernel.llm.codec import message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider
 from dsh_kernel.llm.types import (
     MODEL_STOPPED,
@@ -189,6 +190,7 @@ class Agent:
         sleep: Sleep | None = None,
         check_invariants: bool | None = None,
         context_windows: ContextWindows | None = None,
+        token_calibrations: Calibrations | None = None,
         compaction: CompactionSettings | None = None,
         spend: SpendGate | None = None,
     ) -> None:
@@ -203,6 +205,8 @@ class Agent:
         self.seed = seed
         self.max_tokens = max_tokens
         self.windows = context_windows or ContextWindows()  # each route's window (agent.window)
+        self.calibrations = token_calibrations or Calibrations()
+        """What each route's server counts against the token estimate (``llm.calibration``)."""
         self.spend = spend  # the spending budget each request is held to (agent.spend)
         self.tool_schemas: ToolSchemaForm = "auto"
         """``full``, ``lean`` or ``auto`` (``dsh_kernel.tools.lean.lean_for``)."""
@@ -277,6 +281,7 @@ class Agent:
             hooks=self.hooks,
             compaction=self.compaction,
             check_invariants=self.check_invariants,
+            calibrations=self.calibrations,
         )
         self.retry.before_retry = self._requests.check_retry
 
@@ -490,6 +495,11 @@ class Agent:
                 assert_invariants(list(self.session.events))
         return self.inbox.has_pending
 
+    def calibration(self) -> Calibration:
+        """The calibration of the token estimate a request on the current route would be measured
+        with now (``llm.calibration``; ``%agent status``)."""
+        return self._requests.calibration(self.provider, self.model)
+
     def _step_settings(self) -> StepSettings:
         """The settings a request reads, as they are now (``agent.request.step``)."""
         return StepSettings(
@@ -557,7 +567,16 @@ class Agent:
                 if isinstance(decision, Retry) and not signal.aborted:
                     continue
                 raise LlmError(finish.failure)
-            message = append_response(self.session, streamed, request, turn=turn, step=step)
+            message = append_response(
+                self.session,
+                streamed,
+                request,
+                turn=turn,
+                step=step,
+                usage_origin=self._requests.usage_origin,
+            )
+            if streamed.assembler.usage is not None:
+                self._requests.answered(usage_to_json(streamed.assembler.usage))
             if isinstance(finish, FinishMaxTokens):
                 return "max-tokens"
             calls = [b for b in message.content if isinstance(b, ToolCallBlock)]

@@ -16,10 +16,12 @@ a message. Held text is not shown, so a stream cancelled while text is held keep
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dsh_kernel.abort import AbortSignal
 from dsh_kernel.ids import new_message_id
+from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
 from dsh_kernel.llm.codec import message_to_json, usage_to_json
 from dsh_kernel.llm.provider import Provider, stream_call_reads
@@ -90,9 +92,17 @@ async def stream_response(
 
 
 def append_response(
-    session: Session, streamed: Streamed, request: GenerateRequest, *, turn: int, step: int
+    session: Session,
+    streamed: Streamed,
+    request: GenerateRequest,
+    *,
+    turn: int,
+    step: int,
+    usage_origin: Callable[[JsonObject], str | None] | None = None,
 ) -> Message:
-    """Log the assembled ``assistant/message`` of a finished stream; returns the message."""
+    """Log the assembled ``assistant/message`` of a finished stream; returns the message.
+    ``usage_origin`` judges its usage (``"proxy"``: a proxy's own count, logged as
+    ``usageOrigin``; ``llm.calibration``)."""
     assembler = streamed.assembler
     source = ModelSource(
         provider=request.provider, model=request.model, replay_state=assembler.replay_state
@@ -100,7 +110,10 @@ def append_response(
     message = assembler.message(source)
     data = AssistantMessage(turn=turn, step=step, message=message_to_json(message))
     if assembler.usage is not None:
-        data["usage"] = usage_to_json(assembler.usage)
+        usage = data["usage"] = usage_to_json(assembler.usage)
+        origin = usage_origin(usage) if usage_origin is not None else None
+        if origin is not None:
+            data["usageOrigin"] = origin
     session.append(
         "assistant/message", data, surface_op="append", source_event_seqs=streamed.chunk_seqs
     )

@@ -275,6 +275,8 @@ def usage_to_json(usage: TokenUsage) -> JsonObject:
         out["cacheWriteTokens"] = usage.cache_write_tokens
     if usage.reasoning_tokens is not None:
         out["reasoningTokens"] = usage.reasoning_tokens
+    if usage.via is not None:
+        out["via"] = usage.via
     return out
 
 
@@ -286,6 +288,7 @@ def usage_from_json(value: JsonValue) -> TokenUsage:
         cache_read_tokens=_opt_int(obj, "cacheReadTokens", "usage"),
         cache_write_tokens=_opt_int(obj, "cacheWriteTokens", "usage"),
         reasoning_tokens=_opt_int(obj, "reasoningTokens", "usage"),
+        via=via if isinstance(via := obj.get("via"), str) else None,
     )
 
 

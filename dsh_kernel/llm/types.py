@@ -185,6 +185,9 @@ class TokenUsage:
     cache_read_tokens: int | None = None
     cache_write_tokens: int | None = None
     reasoning_tokens: int | None = None
+    via: str | None = None
+    """The proxy the usage came through (``litellm``), when its response said so: the counts may
+    be the proxy's own (``llm.calibration``)."""
 
     @property
     def total_input_tokens(self) -> int:

@@ -201,6 +201,10 @@ class AssistantMessage(TypedDict):
     message: JsonObject
     usage: NotRequired[JsonObject]
     interrupted: NotRequired[bool]
+    usageOrigin: NotRequired[str]
+    """``proxy``: the usage came through a proxy and is implausibly low against the request's
+    estimate, so it is taken as the proxy's own count (``llm.calibration``): no anchor of
+    the token meter, no sample of the calibration. Absent: the server's."""
 
 
 class AssistantHeld(TypedDict):
@@ -277,7 +281,8 @@ class RequestHeader(TypedDict):
 
 
 class RequestContext(TypedDict):
-    """The route changed: provider, model, context window and where the window came from."""
+    """The route changed: provider, model, context window and where the window came from, and the
+    calibration of the token estimate."""
 
     provider: str
     model: str
@@ -286,6 +291,16 @@ class RequestContext(TypedDict):
     """``configured``, ``discovered``, ``catalogue`` or ``default`` (assumed: the server did not say)."""
     contextWindowFrom: NotRequired[str]
     """For a discovered window: the server lookup that reported it (``/props``, ``/api/show``, ``/models``)."""
+    tokenRatio: NotRequired[float]
+    """The calibration of the token estimate in force from this request on
+    (``llm.calibration``): an estimated request counts ``ceil(raw × tokenRatio) +
+    tokenAllowance``, history after a measured anchor ``ceil(raw × tokenRatio)``. Absent: none
+    (the estimate as it is)."""
+    tokenAllowance: NotRequired[int]
+    """The fixed tokens the chat template adds to a request (its tool preamble)."""
+    tokenCalibration: NotRequired[str]
+    """Where the calibration came from: ``usage`` (the server's reported counts) or ``tokenizer``
+    (the server's tokenizer endpoint and the template's measured share)."""
 
 
 class ContextWarning(TypedDict):

@@ -13,7 +13,10 @@ tokens: its counts are *estimated* with the one token estimate (``dsh_kernel.llm
 §7.6, the token meter's) — input: the history sent plus the request header in force; output: the
 message it produced, or, when it logged none (a failed attempt, a stream cut with nothing visible),
 what its deltas streamed
-(``streamed_tokens``: ``ceil(chars / 4) + 4``) — and counted in ``estimated_requests``; the cost of
+(``streamed_tokens``: ``ceil(chars / 4) + 4``) — and counted in ``estimated_requests``. The input
+estimate is *calibrated* by the ``request/context`` in force when the call was made
+(``llm.calibration``: ``ceil(raw × tokenRatio) + tokenAllowance``), as the token meter measured it;
+the output estimate is not (the calibration is learned from prompt counts); the cost of
 such totals is unknown (``None``) unless every price is zero. The store's ``requests``/``usage`` views
 compute the same estimate in SQL (``estimated = true``); a test holds the two, and the meter, equal. A
 failed attempt that streamed nothing (a refusal such as a 429 or a 500 before the answer began) and
@@ -35,6 +38,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.llm.calibration import IDENTITY, Calibration
 from dsh_kernel.llm.codec import block_from_json
 from dsh_kernel.llm.estimate import block_tokens, chars_tokens, text_tokens, tools_json_tokens
 from dsh_kernel.llm.types import ContentBlock, ModelInfo, UnknownBlock
@@ -177,7 +181,7 @@ class _Attempt:
     __slots__ = ("answered", "counted", "deltas", "input_estimate", "streamed", "usage")
 
     def __init__(self, input_estimate: int, counted: bool) -> None:
-        self.input_estimate = input_estimate
+        self.input_estimate = input_estimate  # calibrated
         self.counted = counted  # inside the turn asked for
         self.usage: JsonObject | None = None  # the last usage reported (the last chunk wins)
         self.answered: bool | None = None  # True: answered; False: failed; None: not finished
@@ -223,6 +227,7 @@ class UsageReader:
 
     __slots__ = (
         "_attempt",
+        "_calibration",
         "_current_turn",
         "_est",
         "_est_in",
@@ -239,6 +244,7 @@ class UsageReader:
         self._turn = turn
         self._current_turn: int | None = None
         self._history = self._header = 0  # estimated tokens of the history so far, of the header
+        self._calibration = IDENTITY  # of the request/context in force
         self._attempt: _Attempt | None = None
         self._settled = 0  # calls that finished, or were cut short after the model said something
         self._est = self._est_in = self._est_out = 0  # estimated calls and their estimates
@@ -255,7 +261,9 @@ class UsageReader:
             attempt = self._attempt
             if attempt is None:
                 counted = self._turn is None or self._current_turn == self._turn
-                attempt = self._attempt = _Attempt(self._history + self._header, counted)
+                attempt = self._attempt = _Attempt(
+                    self._calibration.tokens(self._history + self._header), counted
+                )
             if ctype in _DELTAS:
                 attempt.deltas = True
                 if ctype == "tool-call-delta":
@@ -300,6 +308,8 @@ class UsageReader:
             self._compaction_call(payload_of(ev, "compaction/summary"))
         elif kind == "request/header":
             self._header = _header_tokens(payload_of(ev, "request/header"))
+        elif kind == "request/context":
+            self._calibration = Calibration.from_context(ev.data)
         elif kind in ("user/message", "tool/result") and ev.surface_op == "append":
             tokens = _message_tokens(
                 ev.data if kind == "user/message" else payload_of(ev, "tool/result")["message"]

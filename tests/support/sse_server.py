@@ -34,7 +34,10 @@ check answers 400 without consuming the script.
 Lookups are not model calls: a ``GET`` (``/props``, ``/models``) or a ``POST`` to ``/api/show`` — what
 a provider asks a server about its models — is answered from ``routes`` (path → ``Reply``, never
 consumed), else with a 404, and never takes a reply from the script. They are recorded apart, in
-``lookups``, so ``requests`` stays the model calls a test scripted.
+``lookups``, so ``requests`` stays the model calls a test scripted. A tokenizer's count (``POST``
+to ``/tokenize`` or ``/extras/tokenize/count``) is answered by the script's ``tokenizer`` function
+when it answers, else the same way (a 404 without a route: the server has no tokenizer), and
+recorded in ``counts``.
 
 A frame may wait on a named gate (``Frame.gate``) until the test calls ``release(name)``: a test
 holds the rest of a stream until it has seen what the client did with the part before.
@@ -470,7 +473,9 @@ class SseServer:
         self._requests: list[Recorded] = []
         self._routes: dict[str, Reply] = dict(routes or {})
         self._lookups: list[Recorded] = []
+        self._counts: list[Recorded] = []
         self._respond: Callable[[Recorded], Reply | None] | None = None
+        self._tokenizer: Callable[[Recorded], Reply | None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
@@ -487,12 +492,14 @@ class SseServer:
         checks: Iterable[str] | None = None,
         routes: dict[str, Reply] | None = None,
         respond: Callable[[Recorded], Reply | None] | None = None,
+        tokenizer: Callable[[Recorded], Reply | None] | None = None,
     ) -> None:
-        """Replace the script (and ``routes``, when given; ``respond``, always: see the module
+        """Replace the script (and ``routes``, when given; ``respond`` and ``tokenizer``, always: see the module
         docstring); forget recorded requests, lookups and passback state."""
         with self._lock:
             self._queue = list(replies)
             self._respond = respond
+            self._tokenizer = tokenizer
             if checks is not None:
                 self._checks = tuple(checks)
             if routes is not None:
@@ -500,6 +507,7 @@ class SseServer:
             self._passback = PassbackState()
             self._requests = []
             self._lookups = []
+            self._counts = []
 
     def push(self, *replies: Reply) -> None:
         with self._lock:
@@ -529,6 +537,13 @@ class SseServer:
         """The lookups (not model calls) the server was asked, in order (module docstring)."""
         with self._lock:
             return list(self._lookups)
+
+    @property
+    def counts(self) -> list[Recorded]:
+        """The tokenizer lookups (``POST /tokenize``, ``/extras/tokenize/count``) the server was
+        asked, in order: answered from ``routes`` (a 404 without one), never a model call."""
+        with self._lock:
+            return list(self._counts)
 
     @property
     def remaining(self) -> int:
@@ -638,6 +653,11 @@ class SseServer:
 
     def _next(self, rec: Recorded) -> Reply:
         with self._lock:
+            if rec.path.endswith(("/tokenize", "/tokenize/count")):
+                self._counts.append(rec)
+                answer = self._tokenizer(rec) if self._tokenizer is not None else None
+                route = answer or self._routes.get(rec.path.split("?", 1)[0])
+                return route or json_reply(404, {"detail": "Not Found"})
             if rec.method == "GET" or rec.path.endswith("/api/show"):
                 self._lookups.append(rec)
                 route = self._routes.get(rec.path.split("?", 1)[0])

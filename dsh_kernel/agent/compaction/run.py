@@ -319,7 +319,7 @@ class Compaction:
         header = EpochHeader(
             config=route.config, system=route.system or None, tools=route.tools
         ).canonical()
-        return measure(self.session, header=header).total_tokens
+        return measure(self.session, header=header, calibration=route.calibration).total_tokens
 
     def _tokens(self, seqs: Sequence[int]) -> int:
         events = self.session.events

@@ -35,6 +35,7 @@ from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.llm.assembler import BlockAssembler
+from dsh_kernel.llm.calibration import Calibration
 from dsh_kernel.llm.codec import usage_to_json
 from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.provider import Provider, stream_call
@@ -85,6 +86,9 @@ class Route:
     tools: tuple[ToolSchema, ...]
     spend: SpendGate | None = None
     """The spending budget the summary call is held to, like any request (``agent.request.spend``)."""
+    calibration: Calibration | None = None
+    """The token estimate's calibration for the route (``llm.calibration``; default: the
+    log's), what the pressure on the window is measured with."""
 
 
 @dataclass(slots=True)

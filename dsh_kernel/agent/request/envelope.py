@@ -9,9 +9,11 @@ use it, so the two can differ only in what they are built from.
 request of this process (``reason: "initial"`` for a new session, ``"resume"`` for one with an
 earlier header in its log) and whenever the header changes (``"change"``); ``request/context`` (the
 route, its context window and where the window came from: ``contextWindowSource`` configured /
-discovered / catalogue / default, ``contextWindowFrom`` the server lookup that reported it) at the
-first request of each turn and whenever it changes, so every turn's own events say its window (its
-footer and notices are drawn from them). A header equal to the last one writes nothing. Before either, the call is fitted to the
+discovered / catalogue / default, ``contextWindowFrom`` the server lookup that reported it, and the
+calibration of the token estimate the request was measured with: ``tokenRatio``, ``tokenAllowance``,
+``tokenCalibration``: ``llm.calibration``) at the first request of each turn
+and whenever it changes, so every turn's own events say its window (its footer and notices are
+drawn from them) and every estimated count is explained by the log. A header equal to the last one writes nothing. Before either, the call is fitted to the
 window (``agent.request.fit.fit_request``: the warning, the refusal, the output cap) and to the spending
 budget (``agent.request.spend``: the refusal, the cap lowered to what is left), so the header logged is the
 one sent — a per-request output cap included.
@@ -31,6 +33,7 @@ from dsh_kernel.agent.request.fit import fit_request
 from dsh_kernel.agent.request.meter import prepared_header
 from dsh_kernel.agent.request.window import ContextWindow
 from dsh_kernel.errors import InvariantError
+from dsh_kernel.llm.calibration import Calibration
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import GenerateRequest, LlmCallConfig, Message, ToolSchema
 from dsh_kernel.session.derive import EpochHeader, header_equals, last_request_header, project_event
@@ -81,14 +84,24 @@ class RequestLog:
         system: str,
         tools: tuple[ToolSchema, ...],
         gate: Callable[[PreparedCall], PreparedCall] | None = None,
+        calibration: Calibration | None = None,
     ) -> EpochHeader:
         """Fit the next request (of the session's open turn and step) to ``window``, then pass it
         through ``gate`` (the spending budget, ``agent.request.spend``), and log its envelope where it
         changed; returns its header. Raises ``LlmError(CONTEXT_WINDOW_EXCEEDED)`` for a request
-        that cannot fit, or the gate's refusal (nothing is logged then)."""
+        that cannot fit, or the gate's refusal (nothing is logged then). ``calibration``: the token
+        estimate's, measured with and logged (default: none)."""
         turn, step = self._session.open_turn or 0, self._session.open_step or 0
+        cal = calibration if calibration is not None else Calibration()
         prepared = fit_request(
-            self._session, prepared, window, system=system, tools=tools, turn=turn, step=step
+            self._session,
+            prepared,
+            window,
+            system=system,
+            tools=tools,
+            turn=turn,
+            step=step,
+            calibration=cal,
         )
         if gate is not None:
             prepared = gate(prepared)
@@ -100,17 +113,23 @@ class RequestLog:
             self._written = True
         elif not header_equals(self._last, header):
             append("request/header", RequestHeader(header=header.to_json(), reason="change"))
-        self._log_context(prepared.config, window, turn)
+        self._log_context(prepared.config, window, turn, cal)
         self._last = header
         return header
 
-    def _log_context(self, config: LlmCallConfig, window: ContextWindow | None, turn: int) -> None:
+    def _log_context(
+        self, config: LlmCallConfig, window: ContextWindow | None, turn: int, cal: Calibration
+    ) -> None:
         data = RequestContext(provider=config.provider, model=config.model)
         if window is not None:
             data["contextWindow"] = window.tokens
             data["contextWindowSource"] = window.source
             if window.where is not None:
                 data["contextWindowFrom"] = window.where
+        if cal.calibrated:
+            data["tokenRatio"] = cal.ratio
+            data["tokenAllowance"] = cal.allowance
+            data["tokenCalibration"] = cal.source
         if self._context_turn == turn:
             last = self._session.latest("request/context")
             if last is not None and last.data == data:

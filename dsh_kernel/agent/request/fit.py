@@ -3,7 +3,7 @@ overflow leaves out.
 
 ``fit_request`` runs before each request is sent, with the route's window (``agent.request.window``) and
 the meter's reading of the request (``agent.request.meter.measure``: real usage where it can anchor on one,
-else ``chars / 4`` estimates):
+else ``chars / 4`` estimates, calibrated to the route's server: ``llm.calibration``):
 
 * **warning** — when the request fills at least ``WARN_FRACTION`` of any window (even an assumed
   one), once per turn: a ``context/warning`` event (informational; the turn's view shows it as a
@@ -48,6 +48,7 @@ from dsh_kernel.agent.request.meter import (
 from dsh_kernel.agent.request.window import ContextWindow
 from dsh_kernel.errors import LlmError
 from dsh_kernel.ids import new_message_id
+from dsh_kernel.llm.calibration import Calibration
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.estimate import message_tokens
 from dsh_kernel.llm.provider import PreparedCall
@@ -100,13 +101,14 @@ def fit_request(
     tools: tuple[ToolSchema, ...],
     turn: int,
     step: int,
+    calibration: Calibration | None = None,
 ) -> PreparedCall:
     """``prepared`` with its output cap fitted to ``window``; may log a warning or refuse (module
-    docstring)."""
+    docstring). ``calibration``: the token estimate's (default: the log's)."""
     if window is None:
         return prepared
     header = prepared_header(prepared, system=system, tools=tools)
-    m = measure(session, header=header, context_window=window.tokens)
+    m = measure(session, header=header, context_window=window.tokens, calibration=calibration)
     size = m.total_tokens
     how = "measured" if m.baseline == "usage" else "estimated"
     if window.known and size + MIN_ANSWER_TOKENS > window.tokens:

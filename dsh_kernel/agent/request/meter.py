@@ -11,7 +11,12 @@ the surface holds after that answer is *estimated* and added on top. With no suc
 request is estimated.
 
 Estimates are the one token estimate (``dsh_kernel.llm.estimate``), the same the usage reader and
-the store use.
+the store use, *calibrated* (``llm.calibration``): ``measure(…, calibration=…)`` scales the
+estimated part to what the route's server counts — a whole estimated request by
+``Calibration.tokens``, the history after an anchor by ``Calibration.delta``. Without one given, the
+calibration in force is the latest ``request/context``'s (what the last request was measured with),
+so a reading from the log alone gives what the store's views give. A usage a proxy made up
+(``usageOrigin: "proxy"`` on its answer) is no anchor: it was not measured.
 
 Incremental: what a call learns about a session (the anchor, the parsed headers, the estimate of the
 surface) is kept beside it (weakly: it goes with the session) and brought up to date from the log's
@@ -29,6 +34,7 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Literal
 
+from dsh_kernel.llm.calibration import IDENTITY, Calibration
 from dsh_kernel.llm.estimate import message_tokens, request_header_tokens
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import ToolSchema
@@ -48,10 +54,16 @@ def header_tokens(header: EpochHeader | None) -> int:
 class TokenMeasurement:
     baseline: Literal["usage", "estimated"]
     baseline_tokens: int
-    """Tokens of the anchor: a real usage, or the estimate of the system prompt and tools."""
+    """Tokens of the anchor: a real usage, or the calibrated estimate of the system prompt and tools
+    (the request's calibrated total less ``surface_delta_tokens``)."""
     surface_delta_tokens: int
-    """Estimated tokens of the history after the anchor."""
+    """Estimated tokens of the history after the anchor (calibrated)."""
     context_window: int | None
+    raw_tokens: int = 0
+    """The uncalibrated estimate of the whole request (header and history), anchored or not: what
+    a reported usage of it is compared with (``llm.calibration``)."""
+    calibration: Calibration = IDENTITY
+    """The calibration the estimated part was scaled by."""
 
     @property
     def total_tokens(self) -> int:
@@ -63,6 +75,9 @@ class TokenMeasurement:
 
     def describe(self) -> str:
         how = "measured" if self.baseline == "usage" else "estimated"
+        scaled = self.calibration.describe()
+        if scaled:
+            how += f"; estimates calibrated {scaled}"
         text = f"~{self.total_tokens:,} tokens ({how})"
         if self.context_window:
             text += f" of {self.context_window:,} ({100 * (self.fraction or 0):.1f}%)"
@@ -117,7 +132,7 @@ class _Reading:
         for seq in reversed(answers):
             answer = payload_of(events[seq], "assistant/message")
             usage = answer.get("usage")
-            if answer.get("interrupted") or usage is None:
+            if answer.get("interrupted") or usage is None or answer.get("usageOrigin") == "proxy":
                 continue
             tokens = 0
             for key in ("inputTokens", "cacheReadTokens", "cacheWriteTokens", "outputTokens"):
@@ -184,10 +199,21 @@ def prepared_header(
     ).canonical()
 
 
+def logged_calibration(session: Session) -> Calibration:
+    """The calibration in force in ``session``'s log: the latest ``request/context``'s."""
+    latest = session.latest("request/context")
+    return Calibration.from_context(latest.data) if latest is not None else IDENTITY
+
+
 def measure(
-    session: Session, *, header: EpochHeader | None = None, context_window: int | None = None
+    session: Session,
+    *,
+    header: EpochHeader | None = None,
+    context_window: int | None = None,
+    calibration: Calibration | None = None,
 ) -> TokenMeasurement:
-    """The context the next request would use. ``header`` defaults to the log's latest.
+    """The context the next request would use. ``header`` defaults to the log's latest,
+    ``calibration`` to the log's (``logged_calibration``).
 
     Its cost is what was appended since the previous call on the same session (the answers and
     surface nodes since), not the session's length."""
@@ -195,6 +221,9 @@ def measure(
     if header is None:
         latest = session.latest("request/header")
         header = reading.header(session, latest.seq if latest is not None else None)
+    cal = calibration if calibration is not None else logged_calibration(session)
+    history = reading.estimated_history(session)
+    raw = header_tokens(header) + history
     anchor = reading.anchor
     if (
         anchor is not None
@@ -209,12 +238,17 @@ def measure(
         return TokenMeasurement(
             baseline="usage",
             baseline_tokens=anchor.tokens,
-            surface_delta_tokens=delta,
+            surface_delta_tokens=cal.delta(delta),
             context_window=context_window,
+            raw_tokens=raw,
+            calibration=cal,
         )
+    scaled_history = cal.delta(history)
     return TokenMeasurement(
         baseline="estimated",
-        baseline_tokens=header_tokens(header),
-        surface_delta_tokens=reading.estimated_history(session),
+        baseline_tokens=cal.tokens(raw) - scaled_history,
+        surface_delta_tokens=scaled_history,
         context_window=context_window,
+        raw_tokens=raw,
+        calibration=cal,
     )

@@ -37,7 +37,9 @@ under a dollar budget). Providers in ``free`` (the kernel's offline demo and rep
 nothing anywhere) are neither gated nor counted.
 
 The estimate of the input is the meter's (measured where a real usage anchors it, else ``chars /
-4``), so a request may cost a little more than it was allowed; the next one then sees the excess.
+4`` calibrated to the route's server, ``llm.calibration``), so a request may cost a little
+more than it was allowed; the next one then sees the excess. An estimated request counts in "used"
+at the same calibrated figure (``session.usage``, the store's ``requests``).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from typing import Final, TypeAlias
 from dsh_kernel.agent.request.fit import MIN_ANSWER_TOKENS, with_cap
 from dsh_kernel.agent.request.meter import measure, prepared_header
 from dsh_kernel.errors import LlmError
+from dsh_kernel.llm.calibration import Calibration
 from dsh_kernel.llm.catalogue import CATALOGUE
 from dsh_kernel.llm.provider import PreparedCall
 from dsh_kernel.llm.types import LlmFailure, ModelInfo, ToolSchema
@@ -178,11 +181,17 @@ def session_usage(session: Session, *, clock: Clock | None = None) -> UsageSourc
 
 
 def request_input_tokens(
-    session: Session, prepared: PreparedCall, *, system: str, tools: tuple[ToolSchema, ...]
+    session: Session,
+    prepared: PreparedCall,
+    *,
+    system: str,
+    tools: tuple[ToolSchema, ...],
+    calibration: Calibration | None = None,
 ) -> int:
-    """The meter's reading of the next request's input (``agent.request.meter.measure``)."""
+    """The meter's reading of the next request's input (``agent.request.meter.measure``), with
+    ``calibration`` (default: the log's)."""
     header = prepared_header(prepared, system=system, tools=tools)
-    return measure(session, header=header).total_tokens
+    return measure(session, header=header, calibration=calibration).total_tokens
 
 
 class SpendGate:

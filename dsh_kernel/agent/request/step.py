@@ -6,6 +6,11 @@ sampling, output cap, passback dialect, images), runs the ``agent/request`` wate
 route's provider, context window and tool schemas, and lets the adapter fill its defaults: that is
 the *route*. Then:
 
+0. **calibration** — the route's calibration of the token estimate (``llm.calibration``):
+   learned from the server's reported usage, else counted by its tokenizer (a local server that
+   has one; a short, bounded lookup), else none; every measure below uses it, and the request's
+   ``request/context`` records it. When the answer comes, its usage teaches the calibration
+   (``answered``), unless a proxy made it up;
 1. **pressure** — ``Compaction.relieve``: the history is compacted first when the request would
    pass the threshold of the window;
 2. **the envelope** — ``RequestLog.record`` fits the call to the window (warning, refusal, output
@@ -35,10 +40,21 @@ from dsh_kernel.agent.compaction.run import Compaction, Route
 from dsh_kernel.agent.hooks import AgentHooks, RequestPayload
 from dsh_kernel.agent.passback import PassbackRetry
 from dsh_kernel.agent.request.envelope import RequestLog, assert_reconstruction, generate_request
+from dsh_kernel.agent.request.meter import measure, prepared_header
 from dsh_kernel.agent.request.spend import SpendGate, request_input_tokens
 from dsh_kernel.agent.request.window import ContextWindows
 from dsh_kernel.errors import LlmError
+from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.llm.calibration import (
+    Calibration,
+    Calibrations,
+    made_up,
+    tokenizer_calibration,
+)
+from dsh_kernel.llm.calibration import Route as CalibrationRoute
+from dsh_kernel.llm.estimate import request_header_tokens
 from dsh_kernel.llm.provider import PreparedCall, Provider
+from dsh_kernel.llm.providers.tokenizer import TokenCounting, template_share
 from dsh_kernel.llm.types import (
     GenerateRequest,
     LlmCallConfig,
@@ -96,6 +112,12 @@ class StepSettings:
     spend: SpendGate | None
 
 
+def calibration_route(provider: Provider, model: str) -> CalibrationRoute:
+    """The key a route's calibration is learned under: provider id, endpoint, model."""
+    endpoint = getattr(provider, "endpoint", "")
+    return (provider.id, endpoint if isinstance(endpoint, str) else "", model)
+
+
 class StepRequests:
     """The requests of one agent's steps (module docstring)."""
 
@@ -110,6 +132,7 @@ class StepRequests:
         hooks: AgentHooks,
         compaction: Compaction,
         check_invariants: bool,
+        calibrations: Calibrations | None = None,
     ) -> None:
         self._session = session
         self._providers = providers
@@ -119,11 +142,17 @@ class StepRequests:
         self._hooks = hooks
         self._compaction = compaction
         self._check_invariants = check_invariants
+        self._calibrations = calibrations if calibrations is not None else Calibrations()
         self._log = RequestLog(session)
         self._route: Route | None = None
         self._overflow_compacted = False
-        self._sent: tuple[PreparedCall, str, tuple[ToolSchema, ...], SpendGate | None] | None = None
-        """The latest request's call, system prompt, tools and budget (what a retry is held to)."""
+        self._sent: (
+            tuple[PreparedCall, str, tuple[ToolSchema, ...], SpendGate | None, Calibration] | None
+        ) = None
+        """The latest request's call, system prompt, tools, budget and calibration (what a retry
+        is held to)."""
+        self._measured: tuple[CalibrationRoute, int] | None = None
+        """The latest request's calibration route and raw estimate (what its usage is held to)."""
 
     def new_step(self) -> None:
         """A step begins: it may compact for an overflow once."""
@@ -151,23 +180,88 @@ class StepRequests:
         """The request of step ``step`` (module docstring)."""
         session = self._session
         route, prepared = await self._prepare(settings, turn, step, system, signal)
+        key = calibration_route(route.provider, route.config.model)
+        cal = await self._calibrate(key, route.provider, prepared, system, route.tools)
+        route = replace(route, calibration=cal)
         self._route = route
         await self._compaction.relieve(route, turn=turn)
-        gate = self._gate(settings.spend, system, route.tools)
+        gate = self._gate(settings.spend, system, route.tools, cal)
         try:
-            header = self._log.record(prepared, route.window, system, route.tools, gate)
+            header = self._log.record(
+                prepared, route.window, system, route.tools, gate, calibration=cal
+            )
         except LlmError as exc:
             if not await self.compact_overflow(exc.failure, turn):
                 raise
-            header = self._log.record(prepared, route.window, system, route.tools, gate)
-        self._sent = (prepared, system, route.tools, settings.spend)
+            header = self._log.record(
+                prepared, route.window, system, route.tools, gate, calibration=cal
+            )
+        self._sent = (prepared, system, route.tools, settings.spend, cal)
+        self._measured = (key, measure(session, header=header, calibration=cal).raw_tokens)
         request = generate_request(header, tuple(session.derive_messages()), session.id)
         if self._check_invariants:
             assert_reconstruction(session, request)
         return attach_image_data(request, session)
 
+    async def _calibrate(
+        self,
+        key: CalibrationRoute,
+        provider: Provider,
+        prepared: PreparedCall,
+        system: str,
+        tools: tuple[ToolSchema, ...],
+    ) -> Calibration:
+        """The calibration of the request about to be built (module docstring): the usage-learned
+        one when the server has reported any; else, when its server can count, its tokenizer's
+        count of this request's text (bounded by the tokenizer's own short timeout); else what was
+        learned before."""
+        calibrations = self._calibrations
+        if calibrations.learned_from_usage(key):
+            return calibrations.current(key)
+        if isinstance(provider, TokenCounting) and provider.counts_tokens:
+            session = self._session
+            header = prepared_header(prepared, system=system, tools=tools)
+            draft = generate_request(header, tuple(session.derive_messages()), session.id)
+            counted = await provider.count_request_tokens(draft)
+            if counted is not None:
+                raw = measure(session, header=header).raw_tokens
+                calibrations.counted(
+                    key,
+                    tokenizer_calibration(
+                        raw=raw,
+                        raw_tools=request_header_tokens(None, tools),
+                        text_tokens=counted.tokens,
+                        tool_tokens=counted.tool_tokens,
+                        messages=counted.messages,
+                        **template_share(counted.template),
+                    ),
+                )
+        return calibrations.current(key)
+
+    def usage_origin(self, usage: JsonObject | None) -> str | None:
+        """``"proxy"`` when the latest request's ``usage`` is a proxy's own count
+        (``llm.calibration.made_up``), else ``None``."""
+        if usage is None or self._measured is None:
+            return None
+        return "proxy" if made_up(usage, self._measured[1]) else None
+
+    def answered(self, usage: JsonObject | None) -> None:
+        """The latest request was answered with ``usage``: learn from it (not from a proxy's own
+        count, nor from an implausible one)."""
+        if usage is not None and self._measured is not None:
+            key, raw = self._measured
+            self._calibrations.observe(key, raw, usage)
+
+    def calibration(self, provider: Provider, model: str) -> Calibration:
+        """What a request to ``model`` on ``provider`` would be measured with now (no lookup)."""
+        return self._calibrations.current(calibration_route(provider, model))
+
     def _gate(
-        self, spend: SpendGate | None, system: str, tools: tuple[ToolSchema, ...]
+        self,
+        spend: SpendGate | None,
+        system: str,
+        tools: tuple[ToolSchema, ...],
+        calibration: Calibration,
     ) -> Callable[[PreparedCall], PreparedCall] | None:
         """The spending budget's check of a request (``agent.request.spend``), or ``None`` without one."""
         session = self._session
@@ -175,7 +269,9 @@ class StepRequests:
             return None
 
         def gate(prepared: PreparedCall) -> PreparedCall:
-            tokens = request_input_tokens(session, prepared, system=system, tools=tools)
+            tokens = request_input_tokens(
+                session, prepared, system=system, tools=tools, calibration=calibration
+            )
             return spend.fit(prepared, tokens)
 
         return gate
@@ -186,10 +282,12 @@ class StepRequests:
         The retry is checked again, with the rest of its envelope, when it is built."""
         if self._sent is None:
             return
-        prepared, system, tools, spend = self._sent
+        prepared, system, tools, spend, cal = self._sent
         if spend is None:
             return
-        tokens = request_input_tokens(self._session, prepared, system=system, tools=tools)
+        tokens = request_input_tokens(
+            self._session, prepared, system=system, tools=tools, calibration=cal
+        )
         spend.fit(prepared, tokens, retry_of=failure)
 
     async def compact_overflow(self, failure: LlmFailure, turn: int) -> bool:

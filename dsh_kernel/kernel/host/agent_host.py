@@ -67,6 +67,7 @@ from dsh_kernel.kernel.notebook.file import NotebookFile, notebook_path
 from dsh_kernel.kernel.shared import SharedLink
 from dsh_kernel.kernel.toolbox import builtin_tools
 from dsh_kernel.kernel.toolbox.toolset import ToolSet
+from dsh_kernel.llm.calibration import Calibrations
 from dsh_kernel.llm.config import (
     BUILTIN_PROVIDERS,
     KEYS,
@@ -127,6 +128,9 @@ class AgentHost:
         self._hinted = False
         """Whether this kernel already had its chance to say an earlier session exists."""
         self.windows = ContextWindows(configured=self.settings.context_window)
+        self.calibrations = Calibrations()
+        """What each route's server counts against the token estimate, learned across this
+        kernel's sessions (``llm.calibration``)."""
         self.toolset = ToolSet(after=self.policy.apply)
         """``%agent tools``: kept for every session of this kernel."""
         self._open_store(store)
@@ -170,6 +174,7 @@ class AgentHost:
             answerer=self.bridge.answer_approval,
             approval_timeout_s=None,
             context_windows=self.windows,
+            token_calibrations=self.calibrations,
             compaction=CompactionSettings(auto=self.settings.compaction),
             repeat_limit=self.settings.repeat_limit,
             temperature=self.settings.temperature,

@@ -36,10 +36,16 @@ def window_text(host: AgentHost) -> str:
 
 
 def context_text(host: AgentHost) -> str:
-    """How much of the window the session's history uses (the meter's reading)."""
+    """How much of the window the session's history uses (the meter's reading, calibrated as the
+    next request would be: what this kernel learned of the route, else what the log last used)."""
     agent = host.agent
     window = host.windows.current(agent.provider, agent.model)
-    return measure(agent.session, context_window=window.tokens if window else None).describe()
+    learned = agent.calibration()
+    return measure(
+        agent.session,
+        context_window=window.tokens if window else None,
+        calibration=learned if learned.calibrated else None,
+    ).describe()
 
 
 def context_command(host: AgentHost, args: list[str]) -> str:

@@ -244,6 +244,15 @@ def retry_after_ms(headers: httpx.Headers, *, now: float | None = None) -> int |
     return max(1, round(seconds * 1000))
 
 
+def proxy_of(headers: httpx.Headers) -> str | None:
+    """The proxy a response came through, when its headers name one: ``litellm`` (LiteLLM's proxy
+    sends ``x-litellm-*`` headers on every answer: ``x-litellm-call-id``, ``x-litellm-version``,
+    ``x-litellm-model-id``, …). A usage in such an answer may be the proxy's own count."""
+    if any(name.lower().startswith("x-litellm-") for name in headers):
+        return "litellm"
+    return None
+
+
 def request_id(headers: httpx.Headers) -> str | None:
     """The provider's request id from the response headers, if it sent one."""
     for name in ("x-request-id", "x-deepseek-request-id", "request-id"):

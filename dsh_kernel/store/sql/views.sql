@@ -105,6 +105,18 @@ WITH hdr AS NOT MATERIALIZED (  -- read by both branches: not materialized, so e
            )::BIGINT AS header_tokens
     FROM t_events WHERE type = 'request/header'
 ),
+ctx AS NOT MATERIALIZED (  -- the calibration of the token estimate in force (llm.calibration)
+    SELECT session_id, seq,
+           CASE WHEN data ->> '$.tokenCalibration' IN ('usage', 'tokenizer')
+                     AND TRY_CAST(data ->> '$.tokenRatio' AS DOUBLE) > 0
+                     AND json_type(data -> '$.tokenAllowance') IN ('BIGINT', 'UBIGINT')
+                THEN TRY_CAST(data ->> '$.tokenRatio' AS DOUBLE) ELSE 1.0 END AS token_ratio,
+           CASE WHEN data ->> '$.tokenCalibration' IN ('usage', 'tokenizer')
+                     AND TRY_CAST(data ->> '$.tokenRatio' AS DOUBLE) > 0
+                     AND json_type(data -> '$.tokenAllowance') IN ('BIGINT', 'UBIGINT')
+                THEN CAST(data ->> '$.tokenAllowance' AS BIGINT) ELSE 0 END AS token_allowance
+    FROM t_events WHERE type = 'request/context'
+),
 att AS (
     SELECT *,
            coalesce(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens,
@@ -123,7 +135,10 @@ calls AS (
            h.provider, h.model, a.finish, a.error_code, a.error_message,
            coalesce(a.message_count, 0)::INTEGER AS message_count, h.system_hash,
            h.tool_count::BIGINT AS tool_count, h.config, h.seq AS header_seq, h.reason AS header_reason,
-           CASE WHEN a.estimated THEN coalesce(a.est_input_tokens, 0) + coalesce(h.header_tokens, 0)
+           CASE WHEN a.estimated
+                THEN greatest(0, ceil((coalesce(a.est_input_tokens, 0) + coalesce(h.header_tokens, 0))
+                                      * coalesce(x.token_ratio, 1.0))
+                                 + coalesce(x.token_allowance, 0))::BIGINT
                 ELSE a.input_tokens END AS input_tokens,
            CASE WHEN a.estimated THEN 0 ELSE a.cache_read_tokens END AS cache_read_tokens,
            CASE WHEN a.estimated THEN 0 ELSE a.cache_write_tokens END AS cache_write_tokens,
@@ -138,6 +153,7 @@ calls AS (
     FROM att a
     LEFT JOIN t_sessions ses ON ses.id = a.session_id
     ASOF LEFT JOIN hdr h ON h.session_id = a.session_id AND h.seq < a.first_seq
+    ASOF LEFT JOIN ctx x ON x.session_id = a.session_id AND x.seq < a.first_seq
     LEFT JOIN (SELECT session_id, list(seq) AS seqs FROM t_compaction_calls GROUP BY ALL) sn
         ON sn.session_id = a.session_id
 ),
@@ -181,7 +197,7 @@ SELECT session_id, request, turn, step, attempt, epoch_ms(start_ms) AS started_a
        estimated, purpose, compaction_id
 FROM (SELECT * FROM calls UNION ALL BY NAME SELECT * FROM summaries);
 COMMENT ON VIEW requests IS 'One row per model call: the agent''s attempts (retries included, and calls cut before their first chunk) and the summary calls of compactions (purpose): what was sent, how it went.';
-COMMENT ON COLUMN requests.input_tokens IS 'Uncached input tokens, as the server reported them; when estimated, the token meter''s estimate of the history (a summary call: the range it summarised), system prompt and tools sent.';
+COMMENT ON COLUMN requests.input_tokens IS 'Uncached input tokens, as the server reported them; when estimated, the token meter''s estimate of the history (a summary call: the range it summarised), system prompt and tools sent — for an agent call calibrated to the route''s server as its request/context records it (ceil(estimate × tokenRatio) + tokenAllowance), the figure the meter measured the request with.';
 COMMENT ON COLUMN requests.output_tokens IS 'Output tokens (reasoning included), as reported; when estimated, the meter''s estimate of the answer logged (a summary call: its summary), or, for an attempt that logged none (it failed or was cut mid-answer), of what streamed: ceil(characters / 4) + 4.';
 COMMENT ON COLUMN requests.estimated IS 'The server read the request (the model answered, or streamed something before it failed or was cut) but sent no usage (some local servers never do; a failed or cut stream cannot): the token counts are estimates and the cost is unknown. A failed attempt that streamed nothing and reported no usage has no counts.';
 COMMENT ON COLUMN requests.request IS 'Request number within the session, 1-based, in log order across both purposes (an agent call by its first chunk, a summary call by its compaction/summary).';
@@ -473,7 +489,7 @@ COMMENT ON COLUMN usage.reasoning_tokens IS 'Reasoning tokens (already inside ou
 COMMENT ON COLUMN usage.total_tokens IS 'input + cached input + cache write + output.';
 COMMENT ON COLUMN usage.cost IS 'Cost at the user''s price (prices, set_price) if any, else the catalogue''s list price (list_prices); NULL when the model has neither, or when the counts are estimated (unless every price of the model is zero).';
 COMMENT ON COLUMN usage.finish IS 'How the request ended (error attempts that reported usage are billed too).';
-COMMENT ON COLUMN usage.estimated IS 'The server sent no usage for this request: the counts are the token meter''s estimate (chars / 4) and the cost is unknown.';
+COMMENT ON COLUMN usage.estimated IS 'The server sent no usage for this request: the counts are the token meter''s estimate (chars / 4; the input calibrated to the server, as its request/context records) and the cost is unknown.';
 COMMENT ON COLUMN usage.price_source IS 'Where the price came from: user (set_price), catalogue (list price), or NULL (unknown).';
 COMMENT ON COLUMN usage.purpose IS 'agent or compaction (a summary call): a session''s and a turn''s cost include their compactions.';
 

@@ -74,6 +74,9 @@ def from_scratch(
             anchor = (ev.seq, tokens, header_before(ev.seq))
             break
     surface = list(session.surface)
+    raw = header_tokens(header) + sum(
+        message_tokens(m) for s in surface if (m := project_event(events[s])) is not None
+    )
     if (
         anchor is not None
         and header_equals(_uncapped(anchor[2]), _uncapped(header))
@@ -86,6 +89,7 @@ def from_scratch(
             baseline_tokens=anchor[1],
             surface_delta_tokens=delta,
             context_window=window,
+            raw_tokens=raw,
         )
     delta = sum(message_tokens(m) for s in surface if (m := project_event(events[s])) is not None)
     return TokenMeasurement(
@@ -93,6 +97,7 @@ def from_scratch(
         baseline_tokens=header_tokens(header),
         surface_delta_tokens=delta,
         context_window=window,
+        raw_tokens=raw,
     )
 
 

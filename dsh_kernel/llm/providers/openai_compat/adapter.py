@@ -29,7 +29,11 @@ answer is), or with ``EMPTY_RESPONSE`` (``detail: empty-body``) saying what the 
 retry: its answer is never shown.
 
 ``discover_context_window`` (with ``profile.discover_window``) asks the server for a model's window
-(``llm.providers.discovery``), with this provider's key, on its own host only.
+(``llm.providers.discovery``), with this provider's key, on its own host only; with the same profile
+``count_request_tokens`` has the server's tokenizer count a request's text and, once per model, its
+chat template's share measured (``llm.providers.tokenizer``; ``llm.calibration`` turns it into the
+token meter's calibration). A usage that came through a proxy naming itself in its headers
+(``transport.proxy_of``: LiteLLM) is marked with it (``TokenUsage.via``).
 
 The httpx client is injected (tests, connection sharing) or created on first use and then owned:
 ``aclose()`` closes an owned client and leaves an injected one alone.
@@ -42,7 +46,7 @@ import contextlib
 import json
 from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import replace
-from typing import Final
+from typing import Final, cast
 
 import httpx
 
@@ -61,6 +65,7 @@ from dsh_kernel.llm.providers.openai_compat.profiles import ChatProfile, passbac
 from dsh_kernel.llm.providers.openai_compat.serialize import serialize_request
 from dsh_kernel.llm.providers.openai_compat.sse import ChatEventReader
 from dsh_kernel.llm.providers.openai_compat.translate import ChatTranslator
+from dsh_kernel.llm.providers.tokenizer import PromptCount, ServerTokenizer
 from dsh_kernel.llm.providers.transport import (
     HttpClient,
     error_info,
@@ -70,6 +75,7 @@ from dsh_kernel.llm.providers.transport import (
     malformed,
     one_by_one,
     open_stream,
+    proxy_of,
     read_all,
     request_body,
 )
@@ -116,6 +122,7 @@ class ChatCompletionsProvider:
         self._defaults = defaults or ProviderDefaults()
         self._timeouts = timeouts or Timeouts()
         self._client = HttpClient(client, self._timeouts)
+        self._tokenizer = ServerTokenizer(base_url)
 
     def __repr__(self) -> str:
         return f"ChatCompletionsProvider(id={self._id!r}, url={self._url!r}, profile={self._profile.name!r})"
@@ -135,6 +142,29 @@ class ChatCompletionsProvider:
     @property
     def discovers_window(self) -> bool:
         return self._profile.discover_window
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether the server may count tokens (a local server's profile: the one that discovers
+        its window), and was not found to have no tokenizer."""
+        return self._profile.discover_window and not self._tokenizer.absent
+
+    async def count_request_tokens(self, request: GenerateRequest) -> PromptCount | None:
+        """The text of ``request``'s body counted by the server's tokenizer, with what its chat
+        template adds measured once per model (``llm.providers.tokenizer``), or ``None``."""
+        if not self.counts_tokens:
+            return None
+        body = serialize_request(request, self._profile, self._defaults)
+        headers = {"user-agent": USER_AGENT}
+        with contextlib.suppress(LlmError):  # no key: ask without one
+            headers["authorization"] = f"Bearer {self._api_key()}"
+        return await self._tokenizer.count_prompt(
+            self._client.get(),
+            cast("JsonObject", body),
+            chat_url=self._url,
+            model=request.model,
+            headers=headers,
+        )
 
     async def discover_context_window(self, model: str) -> DiscoveredWindow | None:
         """The window the server reports for ``model`` (``None`` without ``discover_window``)."""
@@ -202,6 +232,7 @@ class ChatCompletionsProvider:
                 call_seed=str(len(request.messages)),
                 clock=clock,
             )
+            translator.usage_via = proxy_of(response.headers)
             content_type = response.headers.get("content-type", "")
             if content_type.startswith("application/json"):
                 raw = await read_all(

@@ -56,6 +56,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable, Collection
+from dataclasses import replace
 
 from pydantic import ValidationError
 
@@ -215,6 +216,7 @@ class ChatTranslator:
         "failure",
         "finish_seen",
         "out",
+        "usage_via",
     )
 
     def __init__(
@@ -253,6 +255,8 @@ class ChatTranslator:
         self._last_tool: _Open | None = None
         self._finish_reason: str | None = None
         self._usage: JsonObject | None = None
+        self.usage_via: str | None = None
+        """The proxy the answer came through (``transport.proxy_of``): marked on its usage."""
         self.finish_seen = False
         self.failure: LlmFailure | None = None
 
@@ -509,6 +513,8 @@ class ChatTranslator:
         if self._usage is not None:
             usage = map_usage(self._usage)
             if usage is not None:
+                if self.usage_via is not None:
+                    usage = replace(usage, via=self.usage_via)
                 self.out.append(UsageChunk(usage=usage))
         field = self._reasoning_field
         self.out.append(
