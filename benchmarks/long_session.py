@@ -59,6 +59,7 @@ import dsh_kernel
 from dsh_kernel import Agent
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
+from dsh_kernel.kernel.host.settings import HostSettings
 from dsh_kernel.kernel.host.viewing import open_view
 from dsh_kernel.llm.types import Message, ModelInfo, StreamChunk, TextBlock, TokenUsage, UserSource
 from dsh_kernel.session.log import Session
@@ -119,6 +120,7 @@ class Host:
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
         self.view: object = None
+        self.settings = HostSettings()  # the defaults a kernel runs with (the redraw rate)
 
     def resolve_approval(self, request_id: str, outcome: str) -> None:
         raise AssertionError("the benchmark's tool needs no approval")
