@@ -44,7 +44,16 @@ from tests.unit.agent.helpers import agent_with, of_type, run, turn_ends
 ANSWER = "The answer goes on at length about the data. " * 90  # ~4k chars: ~1k tokens
 
 
-def summarising(answer: str = ANSWER, summary: str = "- the user asked about the data"):
+SUMMARY = (  # what a model that summarises writes of these sessions: it passes the substance check
+    "## Goal\n- Answer the user's questions about the data, one per turn.\n## Notebook state\n"
+    "(none)\n## Done so far\n- Each question asked about the data; each answer went on at length "
+    "about the data, repeating the same plain description of it many times over.\n"
+    "## Errors and how they were resolved\n(none)\n## Open questions and next step\n- Wait for "
+    "the next question about the data and answer it in the same way, at the same length."
+)
+
+
+def summarising(answer: str = ANSWER, summary: str = SUMMARY):
     """A model that answers at length and, asked to compact, writes ``summary``."""
 
     def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
