@@ -376,6 +376,9 @@ class CompactionSummary(TypedDict):
     failure: NotRequired[JsonObject]
     """Why a summary call's answer was not used (``{code, message}``), when ``method`` is
     ``reduction`` after one was tried."""
+    rawOutput: NotRequired[str]
+    """The summary call's answer when it came whole but was not used (``failure``: ``NO_SHRINK``,
+    or ``SUMMARY_UNFIT`` — it failed the substance check, ``agent.compaction.substance``)."""
 
 
 class CompactionPrune(TypedDict):

@@ -16,7 +16,8 @@ were recorded fails with ``REPLAY_EXHAUSTED``. Injected context (runtime snapsho
 compared: it may legitimately differ between runs.
 
 A compacted recording replays its compactions: a ``purpose: "compaction"`` request is answered with
-the next recorded model summary (``compaction/summary`` with ``method: model``), in order, and not
+the next recorded answer of a summary call (``compaction/summary`` with ``method: model``, or the
+``rawOutput`` of one that was not used, which the replay then sets aside again), in order, and not
 checked against the recording (its messages are the history being summarised); with none left it
 fails with ``REPLAY_EXHAUSTED``, so the compaction falls back to its deterministic reduction. The
 model then reports the recording's context window (its first ``request/context``) as its
@@ -190,13 +191,16 @@ def recorded_attempts(
 
 
 def recorded_summaries(events: Sequence[SessionEvent], *, start_seq: int = 0) -> list[str]:
-    """The recorded model summaries of compactions, in log order (from ``start_seq`` on)."""
+    """What the model answered each compaction's summary call, in log order (from ``start_seq``
+    on): the summary it wrote, or the answer that was not used (``rawOutput``)."""
     out: list[str] = []
     for ev in events:
         if ev.type == "compaction/summary" and ev.seq >= start_seq:
             data = payload_of(ev, "compaction/summary")
             if data["method"] == "model":
                 out.append(data["summary"])
+            elif "rawOutput" in data:
+                out.append(data["rawOutput"])
     return out
 
 

@@ -9,13 +9,16 @@ The line, from the events alone (``dsh_kernel.session.payloads``):
 
 * while it runs (``compaction/start`` without its end): ``Compacting the history (~3,900 tokens of
   the 4,096-token window)…``;
-* once the surface changed: ``Compacted 3 earlier turns (~3,900 → ~1,150 tokens)`` (``… and the
-  start of this one`` when a long turn's own first steps were summarised too) — the size of
-  the whole request before (``compaction/start.tokens``, the meter's reading), then that less what
+* once the surface changed: ``Compacted 3 earlier turns (~3,900 → ~1,150 tokens) by a model
+  summary`` (``… and the start of this one`` when a long turn's own first steps were summarised
+  too) — the size of the whole request before (``compaction/start.tokens``, the meter's reading), then that less what
   was freed (``shadowedTokenCount − summaryTokenCount`` of each summary, ``shadowedTokenCount −
   prunedTokenCount`` of each cut tool output): the context the next request is built from. When
-  only long tool outputs were cut: ``Cut 1 long tool output (…)``. A deterministic reduction adds
-  ``by a deterministic reduction (<why>)`` — the failed summary call's code and message, else "this
+  only long tool outputs were cut: ``Cut 1 long tool output (…)``. Then which method wrote the
+  summary: ``by a model summary``, or ``by a deterministic reduction (<why>)`` — "the model's summary
+  was not used — <code>: <message>" when the answer came whole and was set aside (the summary event
+  keeps it as ``rawOutput``: it did not shrink the range, or failed the substance check,
+  ``SUMMARY_UNFIT``), "the summary call failed — <code>: <message>" when the call did, else "this
   model does not write summaries". After an ``overflow`` (the server refused the request as too
   long) it adds that the request is sent again;
 * a failed compaction (``compaction/end`` with an ``error``, nothing replaced): ``Compaction failed
@@ -107,6 +110,8 @@ class _Note:
             what += f" (~{self.before:,} → ~{max(0, self.before - self.freed):,} tokens)"
         if self.method == "reduction":
             what += f" by a deterministic reduction ({self.why})"
+        elif self.summarised:
+            what += " by a model summary"
         if self.trigger == "overflow":
             what += "; the server had refused the request as too long: it is sent again"
         if self.error is not None:
@@ -155,11 +160,12 @@ class CompactionNotes:
                     failure = d.get("failure")
                     code = failure.get("code") if failure is not None else None
                     message = failure.get("message") if failure is not None else None
-                    note.why = (
-                        f"the summary call failed — {code}: {message}"
-                        if failure is not None
-                        else "this model does not write summaries"
-                    )
+                    if failure is None:
+                        note.why = "this model does not write summaries"
+                    elif "rawOutput" in d:  # the answer came whole and was set aside
+                        note.why = f"the model's summary was not used — {code}: {message}"
+                    else:
+                        note.why = f"the summary call failed — {code}: {message}"
             case "compaction/end" if note is not None:
                 error = payload_of(event, "compaction/end").get("error")
                 if error is not None:

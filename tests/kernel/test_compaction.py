@@ -11,9 +11,14 @@ has the ``compaction/*`` events and still every original prompt and answer in ``
 ``%agent compact`` by hand, until there is nothing left to compact; the interrupt stopping it; its
 switch, a bad argument, the setting surviving ``%agent new``, and why there was nothing to compact.
 
-A second kernel has ``DSH_COMPACTION=off`` over ``c.DshKernel.compaction = True``: the same long
+A second kernel's server answers every summary call with the instruction's headings and nothing
+under them (what Qwen2.5-Coder-0.5B wrote on a live server): the reduction stands in, the
+``compactions`` view says ``SUMMARY_UNFIT``, the cell's note says why, and every later request
+still carries the code name the user gave in turn 1.
+
+A third has ``DSH_COMPACTION=off`` over ``c.DshKernel.compaction = True``: the same long
 answers overflow the window instead (nothing compacted) until ``%agent compact`` makes room by hand.
-A third reads the traitlet alone, and refuses a bad ``DSH_COMPACTION`` with one line naming it.
+A fourth reads the traitlet alone, and refuses a bad ``DSH_COMPACTION`` with one line naming it.
 """
 
 from __future__ import annotations
@@ -34,10 +39,16 @@ from tests.support.sse_server import Recorded, Reply, SseServer, frames_from_sse
 from tests.support.wire_transcripts import chat_text_stream
 
 WINDOW = 4096
-CHECKPOINT = (
-    "## Goal\n- Answer the numbered questions.\n## Notebook state\n(none)\n## Done so far\n"
-    "- CHECKPOINT of the answers so far.\n## Errors and how they were resolved\n(none)\n"
-    "## Open questions and next step\n(none)"
+CHECKPOINT = (  # a summary as a model that summarises writes it: it passes the substance check
+    "## Goal\n- Answer the user's numbered questions, each about one topic.\n## Notebook state\n"
+    "(none)\n## Done so far\n- CHECKPOINT of the answers so far: each question asked to be told "
+    "about a topic, and each answer came in 25 parts of plain words, a long answer every time.\n"
+    "## Errors and how they were resolved\n(none)\n## Open questions and next step\n- Answer "
+    "the next numbered question about its topic in the same plain words, at the same length."
+)
+HEADINGS = (  # what Qwen2.5-Coder-0.5B answered a live server's summary call with, twice
+    "## Goal\n## Notebook state\n## Done so far\n## Errors and how they were resolved\n"
+    "## Open questions and next step"
 )
 _INSTRUCTION_START = INSTRUCTION.split("\n", 1)[0][:60]
 
@@ -45,9 +56,10 @@ _INSTRUCTION_START = INSTRUCTION.split("\n", 1)[0][:60]
 class Model:
     """The model the server plays (module docstring); ``answers`` and ``summaries`` count calls."""
 
-    def __init__(self) -> None:
+    def __init__(self, summary: str = CHECKPOINT) -> None:
         self.answers = 0
         self.summaries = 0
+        self.summary = summary
 
     def __call__(self, rec: Recorded) -> Reply | None:
         body = rec.json if isinstance(rec.json, dict) else {}
@@ -55,7 +67,7 @@ class Model:
         prompt = len(rec.body) // 4
         if messages and _INSTRUCTION_START in json.dumps(messages[-1]):
             self.summaries += 1
-            return _reply([CHECKPOINT], prompt)
+            return _reply([self.summary], prompt)
         self.answers += 1
         n = self.answers
         pieces = [
@@ -130,7 +142,7 @@ def test_six_long_answers_in_a_row_fit_a_small_window(
     notes = [cell for cell in cells if "Compacted " in saved_html(cell)]
     assert notes, saved_html(cells[-1])
     html = saved_html(notes[0])
-    assert "earlier turn" in html and " tokens)" in html and "→" in html, html
+    assert "earlier turn" in html and " tokens) by a model summary" in html and "→" in html, html
     assert "ℹ️ Compacted " in html and "dsh-info" in html
     # The store has the compaction events and every original prompt and answer.
     kinds = {
@@ -288,6 +300,61 @@ def test_dsh_compaction_off_leaves_the_window_to_fill(tmp_path: Path) -> None:
         out = command(k, "%agent compact")  # by hand it still compacts
         assert out.startswith("compacted ") and model.summaries == 1, out
         assert k.execute("Question 9: and now?", timeout=120).status == "ok"
+
+
+def test_a_template_echo_is_set_aside_and_turn_1s_fact_is_still_sent(tmp_path: Path) -> None:
+    model = Model(summary=HEADINGS)
+    env = {"DSH_CONTEXT_WINDOW": str(WINDOW)}
+    with (
+        SseServer() as server,
+        start_kernel(tmp_path, "dsh", env=provider_env(server, tmp_path, **env)) as k,
+    ):
+        server.script(respond=model)
+        first = k.execute("My project's code name is Zephyrine. Please remember it.", timeout=120)
+        assert first.status == "ok", first.content
+        cells = [
+            k.execute(f"Question {i}: tell me about topic {i}.", timeout=120) for i in range(2, 8)
+        ]
+        assert [ex.status for ex in cells] == ["ok"] * 6, [ex.content for ex in cells]
+        assert model.summaries >= 1
+        # the store: the reduction stood in, and says why
+        rows = sql(
+            k,
+            "SELECT status, method, failure_code, failure_message, provider FROM compactions "
+            "WHERE session_id = $sid ORDER BY start_seq",
+        )
+        assert rows and rows[0] == {
+            "status": "done",
+            "method": "reduction",
+            "failure_code": "SUMMARY_UNFIT",
+            "failure_message": "only the instruction's headings, nothing under them",
+            "provider": "openai-compatible",
+        }, rows
+        raw = sql(
+            k,
+            "SELECT data->>'rawOutput' AS raw FROM events WHERE session_id = $sid "
+            "AND type = 'compaction/summary' ORDER BY seq LIMIT 1",
+        )
+        assert raw == [{"raw": HEADINGS}]
+        # the cell where it happened says which method and why
+        noted = [cell for cell in cells if "Compacted " in saved_html(cell)]
+        assert noted, saved_html(cells[-1])
+        assert (
+            "earlier turns (~" in saved_html(noted[0])
+            and " by a deterministic reduction (the model's summary was not used — SUMMARY_UNFIT: "
+            "only the instruction's headings, nothing under them)</div>"
+            in saved_html(noted[0])
+        ), saved_html(noted[0])
+        # every later request the server got still carries turn 1's fact, in the reduction
+        chats = [r for r in server.requests if not is_summary_call(r)]
+        after = [r for r in chats if "<compacted-summary>" in json.dumps(r.json["messages"])]
+        assert after and all("Zephyrine" in json.dumps(r.json["messages"]) for r in after)
+        last = after[-1].json["messages"]
+        assert not any(
+            m.get("content") == "My project's code name is Zephyrine. Please remember it."
+            for m in last
+        )  # not as the message it was: inside the reduction that replaced turn 1
+        assert "deterministic reduction" in json.dumps(last)
 
 
 def test_the_traitlet_and_a_bad_variable(tmp_path: Path) -> None:

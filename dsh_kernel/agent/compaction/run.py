@@ -20,9 +20,13 @@ turn only, where the invariants allow it). Then the range is summarised and repl
 **How it is summarised.** A model call like any other, with ``purpose: "compaction"``: the same
 system prompt and tools (so a provider's prefix cache is reused), the range's messages (images as
 their logged descriptions), and a final instruction; only its text is kept. When the call fails,
-answers nothing, does not shrink the range, or would not itself fit the window, a deterministic
-*reduction* stands in (old tool outputs cut to their first lines; when that is still too long, each
-turn to its first and last messages; then a hard cut), and the summary says so. A provider that
+answers nothing, or would not itself fit the window — or its answer does not shrink the range, or
+fails the substance check (``compaction.substance``: it must carry content beyond the instruction's
+headings and keep a share of the numbers and names the user gave and the names the turns defined) —
+a deterministic *reduction* stands in (old tool outputs cut to their first lines; when that is still
+too long, each turn to its first and last messages; then a hard cut), and the summary, its
+``compaction/summary`` (``method``, ``failure``, and the unused answer as ``rawOutput``) and the
+notice say so. A provider that
 declares ``summarizes = False`` (the offline demo model) is never asked: it always gets the
 reduction, so it compacts deterministically.
 
@@ -52,6 +56,7 @@ from dsh_kernel.agent.compaction.summary import (
     Method,
     Route,
     Summary,
+    reduction_why,
     summarise,
     summary_room,
 )
@@ -145,12 +150,10 @@ class CompactionResult:
         if self.method is None:
             what = f"cut {self.pruned} long tool output{'s' if self.pruned != 1 else ''}"
         text = f"{what} (~{self.context_before:,} → ~{self.context_after:,} tokens)"
-        if self.method == "reduction":
-            text += " by a deterministic reduction"
-            if self.failure is not None:
-                text += f" ({self.failure.code}: {self.failure.message})"
-            else:
-                text += " (this model does not write summaries)"
+        if self.method == "model":
+            text += " by a model summary"
+        elif self.method == "reduction":
+            text += f" by a deterministic reduction ({reduction_why(self.failure)})"
         return text
 
 
@@ -435,6 +438,8 @@ class Compaction:
                 data["usage"] = summary.usage
         if summary.failure is not None:
             data["failure"] = failure_to_json(summary.failure)
+        if summary.raw_output is not None:
+            data["rawOutput"] = summary.raw_output
         session.append("compaction/summary", data)
         session.append(
             "user/message",

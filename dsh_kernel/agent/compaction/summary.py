@@ -8,9 +8,13 @@ messages (images as their logged descriptions: the call never sends image bytes)
 call are dropped). The call is held to the spending budget like any request (``route.spend``,
 ``agent.request.spend``: its cap lowered to what is left). The reduction (``compaction.range.reduce_range``)
 stands in — and the result says why in ``failure`` — when the call fails, is cut off, answers no
-text, does not shrink the range, would not itself fit the window (tried with the tools first, then
-without them), or the budget refuses it (``BUDGET_EXCEEDED``: nothing is sent). A provider that
-declares ``summarizes = False`` is never called.
+text, would not itself fit the window (tried with the tools first, then without them), or the budget
+refuses it (``BUDGET_EXCEEDED``: nothing is sent); and when an answer that came whole is set aside
+(``SET_ASIDE``; the answer is kept in ``raw_output`` for the log): it does not shrink the range
+(``NO_SHRINK``), or it fails the substance check (``SUMMARY_UNFIT``, ``compaction.substance``: only
+the instruction's headings, too little beyond them, the range's numbers and names lost, or another
+conversation's summary; the failure's message says which). A provider that declares
+``summarizes = False`` is never called.
 
 ``summary_room(route, cap)`` is how much history one call can be sent (the window less the system
 prompt, the instruction and the summary's cap), so the caller picks a range that fits.
@@ -24,10 +28,13 @@ from typing import Final, Literal, TypeAlias
 
 from dsh_kernel.agent.compaction.range import (
     PLUGIN,
+    PREAMBLE,
+    REDUCTION_NOTE,
     checkpoint_message,
     reduce_range,
     text_tokens,
 )
+from dsh_kernel.agent.compaction.substance import range_digest, unfit
 from dsh_kernel.agent.request.meter import header_tokens
 from dsh_kernel.agent.request.spend import SpendGate
 from dsh_kernel.agent.request.window import ContextWindow
@@ -70,6 +77,11 @@ Keep exact names, numbers, code, paths and error messages. Quote the user's inst
 wording matters. If the conversation holds an earlier <compacted-summary>, merge what is still true \
 into this one. Do not call tools."""
 
+SCAFFOLD: Final = (INSTRUCTION, PREAMBLE, REDUCTION_NOTE.format(why=""))
+"""What is not content in a summary (``substance.unfit``): the instruction, the checkpoint framing."""
+SET_ASIDE: Final = frozenset({"NO_SHRINK", "SUMMARY_UNFIT"})
+"""Failures of a summary that came whole: the call worked, its answer was not used."""
+
 MIN_SUMMARY_TOKENS: Final = 256
 UNKNOWN_WINDOW_SUMMARY: Final = 1024
 """Summary cap (tokens) when the window is not known (an overflow on an unknown server)."""
@@ -101,6 +113,8 @@ class Summary:
     usage: JsonObject | None = None
     max_tokens: int | None = None
     called: bool = False
+    raw_output: str | None = None
+    """The model's answer when it came whole but was set aside (``SET_ASIDE``)."""
 
 
 def summarizes(provider: Provider) -> bool:
@@ -157,13 +171,40 @@ async def summarise(
             failure = LlmFailure(
                 code="NO_SHRINK", message="the summary was not shorter than what it summarised"
             )
+        if failure is None:
+            facts = range_digest(session, seqs, shadowed)
+            if (why := unfit(answer.text, facts, SCAFFOLD)) is not None:
+                failure = LlmFailure(code="SUMMARY_UNFIT", message=why.reason)
     if failure is None and answer is not None:
         return answer
-    why = f"the summary call failed — {failure.code}" if failure else "no summary"
-    reduced = Summary(reduce_range(session, seqs, budget, why), "reduction", failure=failure)
+    reduced = Summary(
+        reduce_range(session, seqs, budget, set_aside(failure)), "reduction", failure=failure
+    )
     if answer is not None:
         reduced.usage, reduced.max_tokens, reduced.called = answer.usage, answer.max_tokens, True
+        if failure is not None and failure.code in SET_ASIDE:
+            reduced.raw_output = answer.text
     return reduced
+
+
+def set_aside(failure: LlmFailure | None) -> str:
+    """Why the model's summary is not the one used, in a few words (the reduction's note)."""
+    if failure is None:
+        return "no summary"
+    if failure.code in SET_ASIDE:
+        return f"the model's summary was not used — {failure.code}"
+    return f"the summary call failed — {failure.code}"
+
+
+def reduction_why(failure: LlmFailure | None) -> str:
+    """Why a reduction stood in, for people: the failure's code and message, or that the model
+    writes no summaries (``CompactionResult.describe``; the turn's notice says the same from the
+    log, ``transcript.compaction_notes``)."""
+    if failure is None:
+        return "this model does not write summaries"
+    if failure.code in SET_ASIDE:
+        return f"the model's summary was not used — {failure.code}: {failure.message}"
+    return f"the summary call failed — {failure.code}: {failure.message}"
 
 
 def _request(

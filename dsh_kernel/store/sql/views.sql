@@ -392,7 +392,7 @@ COMMENT ON COLUMN compactions.step IS 'The step it ran in (before that step''s r
 COMMENT ON COLUMN compactions.trigger IS 'pressure (the next request would pass the threshold of the window), overflow (the request did not fit), or manual.';
 COMMENT ON COLUMN compactions.status IS 'done (its end was written without error: the summary landed, or pruning alone made room), failed (its end carries an error: nothing replaced), orphaned (no end in the live log: the kernel stopped mid-compaction; the surface it found, or left if its summary had landed, is in force), stale (an orphan from before a later session/end-seed: a dead lifecycle, ignored).';
 COMMENT ON COLUMN compactions.method IS 'How the summary was written: model (a summary call) or reduction (deterministic: old tool outputs to their first lines, old turns to their first and last messages); NULL when no summary landed.';
-COMMENT ON COLUMN compactions.failure_code IS 'Why a summary call''s answer was not used (the reduction stood in): RATE_LIMIT, CONTEXT_WINDOW_EXCEEDED, NO_SHRINK, MAX_TOKENS, EMPTY_SUMMARY, ...';
+COMMENT ON COLUMN compactions.failure_code IS 'Why a summary call''s answer was not used (the reduction stood in): RATE_LIMIT, CONTEXT_WINDOW_EXCEEDED, NO_SHRINK, SUMMARY_UNFIT (the answer failed the substance check: failure_message says which), MAX_TOKENS, EMPTY_SUMMARY, ...';
 COMMENT ON COLUMN compactions.failure_message IS 'The same, in words.';
 COMMENT ON COLUMN compactions.started_at IS 'When the compaction began (compaction/start).';
 COMMENT ON COLUMN compactions.duration_ms IS 'From compaction/start to compaction/end; NULL without an end.';

@@ -49,7 +49,13 @@ async def test_kill_9_mid_compaction_then_repair_and_resume(store: Store) -> Non
     assert any(n.startswith("Compaction interrupted") for n in notes), notes
     session = resume(store, sid)
     assert session.compaction_open is None  # the orphan belongs to a dead lifecycle
-    script = [text_response("Going on."), text_response("- the user asked three questions")]
+    summary = (  # one that passes the substance check (agent.compaction.substance)
+        "## Goal\n- Answer the user's short questions (one, two, three, four) about the data.\n"
+        "## Done so far\n- Each got a long answer about the data, the same sentence repeated many "
+        "times over; then the user said go on and got a short reply.\n## Open questions and next "
+        "step\n- Wait for the user's next question about the data; answer it at the same length."
+    )
+    script = [text_response("Going on."), text_response(summary)]
     agent, provider, writer = make_agent(store, script, session=session)
     await chat(agent, "go on")
     sent = [m.text() for m in provider.requests[0].messages if m.role == "user"]

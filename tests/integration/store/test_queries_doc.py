@@ -168,6 +168,9 @@ async def test_every_documented_query(store: Store) -> None:
     assert compacted.column("turn") == [3, None, 4, 5]
     assert compacted.column("problem") == [None, "RATE_LIMIT", "ABORTED", None]
     assert compacted.column("cost")[0] is not None and compacted.column("cost")[1:] == [None] * 3
+    [fell_back] = results["Compactions that fell back to the reduction, and why"]
+    assert fell_back.column("failure_code") == ["RATE_LIMIT"]
+    assert fell_back.column("model_wrote") == [None]  # the call failed: no answer to set aside
 
     [edits] = results["The agent's cells in the notebook"]
     assert edits.column("call_id") == ["c-nb", "c-nb"] and edits.column("position") == [0, 1]

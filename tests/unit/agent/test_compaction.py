@@ -39,12 +39,23 @@ from dsh_kernel.session.events import ReplaceOp, SessionHeader
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.replay import ReplayProvider
 from dsh_kernel.testing import FunctionProvider, text_response, tool_call_response
+from dsh_kernel.transcript.model import NoticeItem
+from dsh_kernel.transcript.turn import fold_turn, turn_events
 from tests.unit.agent.helpers import agent_with, of_type, run, turn_ends
 
 ANSWER = "The answer goes on at length about the data. " * 90  # ~4k chars: ~1k tokens
 
 
-def summarising(answer: str = ANSWER, summary: str = "- the user asked about the data"):
+SUMMARY = (  # what a model that summarises writes of these sessions: it passes the substance check
+    "## Goal\n- Answer the user's questions about the data, one per turn.\n## Notebook state\n"
+    "(none)\n## Done so far\n- Each question asked about the data; each answer went on at length "
+    "about the data, repeating the same plain description of it many times over.\n"
+    "## Errors and how they were resolved\n(none)\n## Open questions and next step\n- Wait for "
+    "the next question about the data and answer it in the same way, at the same length."
+)
+
+
+def summarising(answer: str = ANSWER, summary: str = SUMMARY):
     """A model that answers at length and, asked to compact, writes ``summary``."""
 
     def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
@@ -121,6 +132,89 @@ async def test_a_failed_summary_call_falls_back_to_a_deterministic_reduction() -
     assert summary["method"] == "reduction"
     assert summary["failure"]["code"] == "SERVER"  # type: ignore[index]
     assert "Question 1." in str(summary["summary"]) and "deterministic" in str(summary["summary"])
+
+
+HEADINGS = (  # what Qwen2.5-Coder-0.5B answered a live server's summary call with, twice
+    "## Goal\n## Notebook state\n## Done so far\n## Errors and how they were resolved\n"
+    "## Open questions and next step"
+)
+
+
+async def test_a_template_echo_is_set_aside_for_the_reduction_which_keeps_turn_1s_fact() -> None:
+    provider = FunctionProvider(summarising(summary=HEADINGS))
+    agent = agent_with(provider, window=4096)
+    await run(agent, "My project's code name is Zephyrine. Remember it.")
+    await run(agent, *(f"Question {i}: tell me about the data." for i in range(2, 7)))
+    ev = agent.session.events
+    assert [r["kind"] for r in turn_ends(ev)] == ["completed"] * 6
+    summaries = of_type(ev, "compaction/summary")
+    assert summaries and [s.data["method"] for s in summaries] == ["reduction"] * len(summaries)
+    first = summaries[0].data
+    assert first["failure"] == {  # the call worked; its answer was not used
+        "code": "SUMMARY_UNFIT",
+        "message": "only the instruction's headings, nothing under them",
+    }
+    assert first["rawOutput"] == HEADINGS and first["provider"] == provider.id
+    assert "the model's summary was not used — SUMMARY_UNFIT" in str(first["summary"])
+    # the fact from turn 1 is still sent, in the reduction that replaced turn 1
+    chat = [r for r in provider.requests if r.purpose is None]
+    assert not any(m.text().startswith("My project's code name") for m in chat[-1].messages)
+    assert any("Zephyrine" in m.text() for m in chat[-1].messages)
+    # the turn's notice says which method wrote the summary, and why
+    turn = of_type(ev, "compaction/start")[0].data["turn"]
+    assert isinstance(turn, int)
+    (note,) = [
+        i.text
+        for i in fold_turn(turn_events(ev, turn)).items
+        if isinstance(i, NoticeItem) and i.key.startswith("compaction")
+    ]
+    assert note.startswith("Compacted ") and note.endswith(
+        " by a deterministic reduction (the model's summary was not used — SUMMARY_UNFIT: only "
+        "the instruction's headings, nothing under them)"
+    )
+
+
+async def test_a_summary_that_lost_the_users_numbers_is_set_aside_by_hand_too() -> None:
+    lost = SUMMARY.replace("Answer the user's", "Answer the user's budget questions and")
+    writes = [lost]
+
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        return text_response(writes[-1] if request.purpose == "compaction" else ANSWER)
+
+    provider = FunctionProvider(fn)
+    agent = agent_with(provider, window=None)
+    await run(agent, "Our budget is 4,096 euros and the deadline is 2027.", "One?", "Two?")
+    result = await agent.compact()
+    assert result is not None and result.method == "reduction"
+    assert result.failure is not None and result.failure.code == "SUMMARY_UNFIT"
+    assert result.failure.message == "it lost all 2 numbers the user gave (4096, 2027)"
+    assert result.describe().endswith(
+        " by a deterministic reduction (the model's summary was not used — SUMMARY_UNFIT: it lost "
+        "all 2 numbers the user gave (4096, 2027))"
+    )
+    kept = lost.replace("budget questions", "budget (4,096 euros, due 2027) questions")
+    writes.append(kept)
+    await run(agent, "Three?", "Four?")
+    result = await agent.compact()
+    assert result is not None and result.method == "model"
+    assert result.describe().endswith(" by a model summary")
+
+
+async def test_a_replay_sets_an_unfit_summary_aside_again() -> None:
+    recorded = agent_with(FunctionProvider(summarising(summary=HEADINGS)), window=4096)
+    questions = [f"Question {i}." for i in range(1, 6)]
+    await run(recorded, *questions)
+    summaries = [e.data for e in of_type(recorded.session.events, "compaction/summary")]
+    assert summaries and all(s.get("rawOutput") == HEADINGS for s in summaries)
+    replay = ReplayProvider(list(recorded.session.events))
+    again = agent_with(FunctionProvider(summarising()), window=None)
+    again.set_route(provider=replay, model="m1")
+    await run(again, *questions)
+    replay.assert_consumed()
+    replayed = [e.data for e in of_type(again.session.events, "compaction/summary")]
+    assert [(s["method"], s["failure"], s["rawOutput"]) for s in replayed] == [
+        (s["method"], s["failure"], s["rawOutput"]) for s in summaries
+    ]
 
 
 async def test_a_model_that_does_not_summarise_is_reduced_without_a_call() -> None:

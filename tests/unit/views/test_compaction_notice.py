@@ -27,9 +27,17 @@ from .helpers import CommLog, attach, find
 ANSWER = "The answer goes on at length about the data. " * 90  # ~1k tokens
 
 
+SUMMARY = (  # a summary that passes the substance check (agent.compaction.substance)
+    "## Goal\n- Answer the user's questions about the data, one per turn.\n## Done so far\n"
+    "- Each question asked about the data; each answer went on at length about the data, "
+    "repeating the same plain description of it many times over.\n## Open questions and next "
+    "step\n- Wait for the next question about the data and answer it in the same way."
+)
+
+
 def summarising(request: GenerateRequest) -> Iterable[StreamChunk]:
     if request.purpose == "compaction":
-        return text_response("- the user asked six questions about the data")
+        return text_response(SUMMARY)
     return text_response(ANSWER)
 
 
@@ -78,7 +86,10 @@ async def test_a_compaction_is_one_line_in_the_live_view_and_the_saved_rendering
     shadowed, kept = summary.data["shadowedTokenCount"], summary.data["summaryTokenCount"]
     assert isinstance(shadowed, int) and isinstance(kept, int)
     n = turn - 1
-    line = f"Compacted {n} earlier turns (~{before:,} → ~{before - shadowed + kept:,} tokens)"
+    line = (
+        f"Compacted {n} earlier turns (~{before:,} → ~{before - shadowed + kept:,} tokens) "
+        "by a model summary"
+    )
     (note,) = notices(ev, turn)
     assert note.text == line and note.level == "info"
     # where it happened: after the prompt, before the answer
