@@ -504,9 +504,13 @@ def test_the_approval_card_shows_all_of_50000_characters_of_code(rig: Rig) -> No
         (m["content"]["comm_id"], m["content"]["data"].get("state", {}))
         for m in ex.of_type("comm_msg")
     ]
+    last: dict[str, dict[str, Any]] = {}  # each widget as it was left (a streaming state passes)
+    for cid, state in states:
+        if isinstance(state.get("value"), str):
+            last[cid] = state
     shown = [
         (cid, html_text(state["value"]))
-        for cid, state in states
+        for cid, state in last.items()
         if isinstance(state.get("value"), str)
         and "<pre" in state["value"]
         and "value_00000" in state["value"]
