@@ -91,6 +91,12 @@ def answer(ex: Any) -> str:
     return str(shown[-1]) if shown else ""
 
 
+TEMPLATE_PROBE_POSTS = 2
+"""The chat requests a fresh kernel's first request to a llama-cpp-python server brings with it: the
+token calibration's template probe (``dsh_kernel.llm.providers.tokenizer``: two one-token answers,
+once per server and model, not in the session's log)."""
+
+
 def chat_posts(server: LlamaServer) -> int:
     """How many chat-completion requests the server has logged so far (its access log)."""
     text = server.log.read_text(encoding="utf-8", errors="replace")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.local.conftest import KernelFactory, chat_posts, sql
+from tests.local.conftest import TEMPLATE_PROBE_POSTS, KernelFactory, chat_posts, sql
 from tests.local.server import LlamaServer
 
 pytestmark = [pytest.mark.local, pytest.mark.timeout(900)]
@@ -74,4 +74,4 @@ def test_the_next_requests_count_is_within_5_percent_of_the_servers(
         assert abs(counted - real) <= 0.05 * real, (counted, real, status)
         # the template was probed once: two one-token answers beside the turns' own requests
         [sent] = sql(k, "SELECT count(*) AS n FROM requests")
-        assert streamed == sent["n"] + 2, (streamed, sent)
+        assert streamed == sent["n"] + TEMPLATE_PROBE_POSTS, (streamed, sent)
