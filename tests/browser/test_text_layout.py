@@ -116,14 +116,15 @@ def test_dollars_stay_text_and_code_never_breaks_mid_word(tmp_path: Path) -> Non
             nb.wait_kernel_idle()
             page.locator(".dsh-turn-static").first.wait_for(state="attached", timeout=60_000)
             nb.run_cell(2)
-            nb.wait_text("costs $5 and $6")
+            # the SQL table's own cell ("costs $5 and $6" is in the chat answer above too)
+            sql_out = nb.cells.nth(2).locator(".jp-OutputArea-output").first
+            sql_out.locator("td").nth(1).wait_for(state="attached", timeout=120_000)
             nb.wait_kernel_idle()
             page.wait_for_timeout(500)  # MathJax typesets after the output is attached
             assert_code_wraps_at_whitespace(code_blocks(page, ".dsh-turn-static"))
             answer = assert_prose_breaks_a_long_token(page, ".dsh-turn-static", "It costs")
             assert answer["text"].startswith("It costs $5 and $6. The value"), answer
             assert page.locator(".dsh-turn-static code.dsh-math").count() == 0
-            sql_out = nb.cells.nth(2).locator(".jp-OutputArea-output").first
             cells = sql_out.locator("td").all_inner_texts()
             assert cells == ["$: missing x", "costs $5 and $6"], cells
             assert page.locator("mjx-container").count() == 0  # nothing typeset anywhere
