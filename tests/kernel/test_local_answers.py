@@ -24,21 +24,9 @@ from dsh_kernel.llm.providers.openai_compat.text_tools import MAX_HELD_CHARS
 from tests.kernel.conftest import Live, provider_env
 from tests.support import llamacpp
 from tests.support import wire_transcripts as wt
-from tests.support.frontend import Frontend, html_text, saved_bundle
+from tests.support.frontend import html_text, last_turn, saved_bundle, sql_rows
 from tests.support.kernel import Kernel, start_kernel
 from tests.support.sse_server import Reply, SseServer, frames_from_sse, sse_reply
-
-
-def last_turn(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    start = max(i for i, e in enumerate(events) if e["type"] == "turn/start")
-    return events[start:]
-
-
-def sql_rows(fe: Frontend, query: str) -> list[dict[str, Any]]:
-    fe.python("get_ipython().kernel.host.flush()")
-    ex = fe.run(f"%%sql _rows <<\n{query}")
-    assert ex.status == "ok", ex.content
-    return json.loads(fe.python("print(_rows.to_json(orient='records'))"))
 
 
 def test_a_text_tool_call_runs_python_with_a_card_and_goes_back_as_tool_use(live: Live) -> None:

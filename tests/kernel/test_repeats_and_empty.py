@@ -15,26 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from tests.kernel.conftest import Live
 from tests.support import wire_transcripts as wt
-from tests.support.frontend import Frontend, html_text, saved_bundle
+from tests.support.frontend import Frontend, html_text, last_turn, saved_bundle, sql_rows
 from tests.support.sse_server import sse_reply
-
-
-def last_turn(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    start = max(i for i, e in enumerate(events) if e["type"] == "turn/start")
-    return events[start:]
-
-
-def sql_rows(fe: Frontend, query: str) -> list[dict[str, Any]]:
-    fe.python("get_ipython().kernel.host.flush()")
-    ex = fe.run(f"%%sql _rows <<\n{query}")
-    assert ex.status == "ok", ex.content
-    return json.loads(fe.python("print(_rows.to_json(orient='records'))"))
 
 
 def qwen_python(code: str, n: int) -> str:

@@ -270,3 +270,17 @@ class RunningCell:
         while reply["parent_header"].get("msg_id") != self.msg_id:
             reply = kc.get_shell_msg(timeout=max(1.0, deadline - time.monotonic()))
         return Execution(reply=reply, messages=list(self.messages))
+
+
+def last_turn(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events of the latest turn, from its ``turn/start`` on."""
+    start = max(i for i, e in enumerate(events) if e["type"] == "turn/start")
+    return events[start:]
+
+
+def sql_rows(fe: Frontend, query: str) -> list[dict[str, Any]]:
+    """The rows of ``query`` run in a ``%%sql`` cell, after the host flushed its journal."""
+    fe.python("get_ipython().kernel.host.flush()")
+    ex = fe.run(f"%%sql _rows <<\n{query}")
+    assert ex.status == "ok", ex.content
+    return json.loads(fe.python("print(_rows.to_json(orient='records'))"))
