@@ -88,6 +88,8 @@ class Frontend:
         self.by_parent: dict[str, list[dict[str, Any]]] = {}
         self.idle: set[str] = set()
         self.rendered: list[str] = []
+        self.displayed: set[str] = set()
+        """Every model whose view a cell displayed (drawn or not)."""
 
     # -- reading -----------------------------------------------------------------------------------
 
@@ -119,8 +121,10 @@ class Frontend:
                 model.open = False
         elif kind in ("display_data", "update_display_data", "execute_result"):
             view = content["data"].get(WIDGET_VIEW)
-            if self.render_views and isinstance(view, dict):
-                self._render(str(view.get("model_id")))
+            if isinstance(view, dict):
+                self.displayed.add(str(view.get("model_id")))
+                if self.render_views:
+                    self._render(str(view.get("model_id")))
         elif kind == "status" and content["execution_state"] == "idle" and parent is not None:
             self.idle.add(parent)
         return True
@@ -175,7 +179,8 @@ class Frontend:
     def visible(self, model: Model, *, drawn: bool = True) -> bool:
         """Shown on screen: open, not ``display: none``, and inside a displayed view whose
         ancestors are not hidden either (buttons exist before they are shown). ``drawn=False``:
-        would be shown once its view is drawn."""
+        would be shown once its view is drawn — inside a view a cell displayed (a widget just
+        opened, not yet placed in one, is not)."""
         parents: dict[str, str] = {}
         for m in self.models.values():
             for child in m.state.get("children") or ():
@@ -188,7 +193,8 @@ class Frontend:
                 return True
             up = parents.get(node.comm_id)
             if up is None:
-                return not drawn  # a root: drawn only if this frontend rendered it
+                # a root: drawn only if this frontend rendered it; a displayed view's otherwise
+                return not drawn and node.comm_id in self.displayed
             node = self.models.get(up)
         return False
 
