@@ -451,6 +451,58 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "cell with `USAGE` naming the setting",
     ),
     Setting(
+        name="mcp_config",
+        what="MCP configuration file",
+        trait=lambda: Unicode(""),
+        help="An MCP configuration file (the mcpServers shape) read before every other.",
+        env="DSH_MCP_CONFIG",
+        host=False,
+        at_start=True,
+        default="none",
+        command="`%agent mcp reload`",
+        doc="an `mcp.json` read first, before the notebook folder's (and its parents') and the "
+        "Jupyter config path's ([MCP](mcp.md)); its servers start at kernel start",
+    ),
+    Setting(
+        name="mcp_trusted",
+        what="MCP servers trusted by the course",
+        trait=lambda: Unicode(""),
+        help="MCP servers (comma-separated names) whose read-only-hinted tools are offered under "
+        "the explain policy.",
+        env="DSH_MCP_TRUSTED",
+        host=False,
+        at_start=True,
+        default="none",
+        doc="under the `explain` policy only these servers' tools annotated `readOnlyHint` are "
+        "offered, and nothing else of MCP ([MCP](mcp.md#trust-and-approval))",
+    ),
+    Setting(
+        name="mcp_wait",
+        what="MCP start wait",
+        trait=lambda: Float(5.0),
+        help="Seconds a chat cell waits for MCP servers still starting before it goes without them.",
+        env="DSH_MCP_WAIT",
+        parse=_seconds,
+        host=False,
+        at_start=True,
+        default="5",
+        doc='seconds a chat cell waits for MCP servers still starting (the cell shows "starting '
+        'MCP servers…"); later requests include them once they are ready',
+    ),
+    Setting(
+        name="mcp_idle_timeout",
+        what="MCP call idle timeout",
+        trait=lambda: Float(120.0),
+        help="Seconds an MCP tool call may go without a result or a progress notification.",
+        env="DSH_MCP_IDLE_TIMEOUT",
+        parse=_seconds,
+        host=False,
+        at_start=True,
+        default="120",
+        doc="seconds an MCP call may go with no message from its server (each progress "
+        "notification starts it again); an entry's `timeout` overrides it; one hour in all at most",
+    ),
+    Setting(
         name="store",
         what="session store",
         trait=lambda: Unicode(""),

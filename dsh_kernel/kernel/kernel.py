@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     from dsh_kernel.errors import StoreError
     from dsh_kernel.kernel.host.agent_host import AgentHost
     from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
+    from dsh_kernel.mcp.servers import McpServers
     from dsh_kernel.store.layout import Store
 
 
@@ -100,6 +101,8 @@ class DshKernel(IPythonKernel):
         who the user is): later changes to ``os.environ`` from the notebook change nothing."""
         self._protect_secrets()
         self._store = self._open_store()
+        self.mcp: McpServers | None = None
+        """The MCP servers (``kernel.mcp``), made and started in ``start``."""
 
     def _protect_secrets(self) -> None:
         """See the module docstring (light imports only: this runs at kernel start)."""
@@ -132,6 +135,22 @@ class DshKernel(IPythonKernel):
         check_at_start(str(setting_value("shared_store", traits, env)), self.log)
         return store
 
+    def start(self) -> None:
+        super().start()
+        self._start_mcp()
+
+    def _start_mcp(self) -> None:
+        """Make the MCP servers and start them in the background: never a failure of the kernel."""
+        from dsh_kernel.errors import StoreError
+        from dsh_kernel.kernel.configuration import environment, trait_values
+        from dsh_kernel.kernel.mcp import start_servers
+
+        root = None if isinstance(self._store, StoreError) else self._store.root
+        try:
+            self.mcp = start_servers(trait_values(self), environment(self._start_env), root)
+        except Exception as exc:  # a bad setting: said in the kernel log and by `%agent mcp`
+            self.log.warning("dsh: MCP servers not started: %s", exc)
+
     # --- the agent host (created lazily, on the first chat cell or %agent command) -------------
 
     @property
@@ -147,6 +166,7 @@ class DshKernel(IPythonKernel):
                 namespace=user_namespace(self.shell),
                 shell=self.shell,
                 desk=self._desk(),
+                mcp=self.mcp,
             )
         return self._host
 
@@ -322,6 +342,10 @@ class DshKernel(IPythonKernel):
                 count, "INVALID_PROMPT", f"cannot offer that function: {exc.message}"
             )
         write = self._text_writer() if self._wants_text(cell_id, allow_stdin) else None
+        if self.mcp is not None:
+            late = await self._wait_for_mcp(self.mcp, silent=silent, write=write)
+            if late and not silent:
+                (write or print)(late + ("\n" if write else ""))
         view = open_view(host, prompt.message.id, silent=silent, kernel=self, write=write)
         desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook.tools)
         if desk is not None:
@@ -367,6 +391,39 @@ class DshKernel(IPythonKernel):
                 return self.ok_reply(count, payload)
             case _:
                 assert_never(end)
+
+    async def _wait_for_mcp(
+        self, mcp: McpServers, *, silent: bool, write: Callable[[str], None] | None
+    ) -> str | None:
+        """Give MCP servers still starting a few seconds before the turn (``kernel.mcp``)."""
+        import asyncio
+        import uuid
+
+        from dsh_kernel.kernel._ipy import display_raw, update_raw
+        from dsh_kernel.kernel.configuration import environment, setting_value, trait_values
+        from dsh_kernel.kernel.mcp import before_turn
+
+        wait = setting_value("mcp_wait", trait_values(self), environment(self._start_env))
+        display_id = uuid.uuid4().hex
+        shown = [False]
+
+        def show(text: str | None) -> None:
+            if silent:
+                return
+            if write is not None:
+                if text:
+                    write(text + "\n")
+                return
+            if text:
+                display_raw({"text/plain": text}, display_id=display_id)
+                shown[0] = True
+            elif shown[0]:
+                update_raw({"text/plain": ""}, display_id=display_id)
+
+        seconds = float(wait) if isinstance(wait, (int, float)) else 5.0
+        interrupted = asyncio.Event()  # an interrupt ends the wait; the turn goes on without them
+        with sigint_calls(interrupted.set):
+            return await before_turn(mcp, seconds, show, interrupted)
 
     def _wants_text(self, cell_id: str | None, allow_stdin: bool) -> bool:
         """Whether this request's frontend gets the turn as text (``kernel.host.frontends``)."""

@@ -29,6 +29,7 @@
    name, code)``: a ``DshError``'s own code, ``TOOL_FAILED`` (message prefixed with the type name) for
    anything else.
 11. **Finalise** — ``finalize_content`` exactly once per outcome; its failure is logged, never fatal.
+   A tool with an ``origin`` (an MCP server's) has it put into every outcome's ``meta``.
 12. **Cap** — every result, success or error, leaves through ``dsh_kernel.tools.bounds.capped``:
     at most 100 kB of text, cut with a marker. A name the model sent is quoted cut to 100 characters.
 
@@ -456,6 +457,9 @@ def _check_output(defn: ToolDefinition, value: JsonValue) -> None:
 
 
 def _finalize(defn: ToolDefinition | None, ctx: ToolContext, result: ToolResult) -> ToolResult:
+    if defn is not None and defn.origin is not None:
+        meta = result.meta if isinstance(result.meta, dict) else {}
+        result = replace(result, meta={**meta, "origin": defn.origin})
     if defn is None or defn.finalize_content is None:
         return result
     try:

@@ -86,6 +86,7 @@ from dsh_kernel.tools.approval import ApprovalMode, ApprovalPolicy
 if TYPE_CHECKING:
     from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
     from dsh_kernel.kernel.toolbox.python import LiveTap
+    from dsh_kernel.mcp.servers import McpServers
     from dsh_kernel.views.turn import TurnView
 
 _log = logging.getLogger(__name__)
@@ -103,10 +104,13 @@ class AgentHost:
         keys: KeyStore | None = None,
         desk: NotebookDesk | None = None,
         store: Store | StoreError | None = None,
+        mcp: McpServers | None = None,
     ) -> None:
         """``store``: the store the kernel opened (or why it could not); ``None``: open
-        ``settings.store`` here."""
+        ``settings.store`` here. ``mcp``: the kernel's MCP servers, whose tools every agent is
+        offered (``mcp.servers``)."""
         self.settings = settings
+        self.mcp = mcp
         self.desk = desk
         """The notebook tools and the running cell they serve (``kernel.toolbox.notebook``)."""
         self._configured = self.settings
@@ -319,6 +323,10 @@ class AgentHost:
             agent.registry.register(definition)
         if self.desk is not None:
             self.desk.offer(agent)
+        if self.mcp is not None:
+            self.mcp.follow(
+                agent, lambda: agent.session.header.ai_policy or "full", self.settings.images
+            )
 
     def _approval_context(self, agent: Agent) -> Callable[[], PromptContext | None]:
         def ctx() -> PromptContext | None:

@@ -70,6 +70,11 @@ HELP = """\
   %agent tools                   the tools the agent can call, with their approval mode
   %agent tools off|on <name>     stop offering a tool to the agent (or offer it again)
   %agent tools lean|full|auto    the tool descriptions' form (auto: lean for windows under 16k)
+  %agent mcp                     the MCP servers: state, tools, last error, log file
+  %agent mcp add NAME <command> [args…] | <url> | <JSON entry>
+                                 add an MCP server for this session (docs/mcp.md)
+  %agent mcp remove|restart NAME stop offering a server's tools, or start it again
+  %agent mcp reload|allow        read the mcp.json files again; start a project file's servers
   %agent new                     start a new session (the old one stays in the store)
   %agent sessions                sessions in the store (title, created, notebook, turns, tokens, cost)
   %agent resume [session-id]     continue a stored session (an id or its first characters;
@@ -104,6 +109,7 @@ STATUS_ORDER = (
     "vision",
     "approval",
     "tools",
+    "mcp",
     "store",
     "ai_policy",
     "notebook",
@@ -132,11 +138,14 @@ class AgentMagics(Magics):
         super().__init__(shell)
         self._host = host
         self._client_session = client_session
+        self._line = ""
+        """The running command's line as typed (``%agent mcp add`` takes JSON or a command)."""
 
     @line_magic
     def agent(self, line: str) -> None:
         """Control the notebook agent. `%agent help` lists the subcommands."""
         words = split_args(line)
+        self._line = line
         if not words or words[0] in ("help", "-h", "--help"):
             print(HELP)
             return
@@ -206,6 +215,11 @@ class AgentMagics(Magics):
             f"{', '.join(agent.registry.names()) or 'none'}; "
             f"descriptions {host.toolset.form_text(agent)}",
         )
+        from dsh_kernel.kernel.mcp import status_text
+
+        mcp = status_text(host.mcp)
+        if mcp:
+            lines["mcp"] = status_line("mcp", mcp)
         if host.desk is not None:
             lines["notebook"] = status_line(
                 "notebook", host.desk.status_text(self._client_session())
@@ -301,6 +315,19 @@ class AgentMagics(Magics):
             + f"\ndescriptions: {host.toolset.form_text(agent)}"
             + host.toolset.named_only_text(agent)
         )
+
+    def _cmd_mcp(self, args: list[str]) -> str:
+        import re
+
+        mcp = self._host().mcp
+        if mcp is None:
+            raise UsageError("MCP is not available in this kernel (the kernel log says why)")
+        rest = ""
+        if args[:1] == ["add"]:
+            found = re.match(r"\s*mcp\s+add\s+\S+\s*(.*)$", self._line, re.DOTALL)
+            rest = found.group(1) if found else ""
+        done = mcp.command(args, rest)
+        return done if done is not None else "\n".join(mcp.lines())
 
     def _cmd_new(self, args: list[str]) -> str:
         agent = self._host().new_session()
