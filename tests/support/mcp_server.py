@@ -29,13 +29,15 @@ Cancellation: with ``--cancel-log PATH`` the server appends one JSON line to ``P
 before cancelling), one for each ``notifications/cancelled`` it receives (``{"event":
 "notifications/cancelled", "requestId": …, "reason": …}``, seen by a middleware once the SDK has
 applied it) and one when the call is cancelled while it runs (``{"event": "tool-cancelled",
-"tool": "wait_forever"}``); ``wait_for_record`` waits for one. The last two differ
-with the protocol era: on a handshake-era connection (``initialize``, protocol 2025-11-25) the
-client sends ``notifications/cancelled`` over either transport. On a 2026-07-28 connection (what
-``mcp.Client``'s default ``mode="auto"`` negotiates with this server) over streamable HTTP there
-is no such notification: the client closes the request's response stream, which cancels the call
-on the server, so only ``tool-cancelled`` is logged. Either way the server stays up and serves the
-next call.
+"tool": "wait_forever"}``); ``wait_for_record`` waits for one. Which of the last two arrive
+depends on the transport and the protocol era (``mcp`` 2.3.0, measured): over stdio, in either
+era, and over streamable HTTP on a handshake-era connection (``initialize``, 2025-11-25:
+``mcp.Client(..., mode="legacy")``), the client sends ``notifications/cancelled`` and both are
+logged (``tool-cancelled`` first: the SDK cancels the call before the middleware sees the notice).
+Over streamable HTTP at 2026-07-28 (what ``mcp.Client``'s default ``mode="auto"`` negotiates with
+this server) there is no such notification: the client closes the request's response stream,
+which cancels the call on the server, so only ``tool-cancelled`` is logged. Either way the server
+stays up and serves the next call.
 """
 
 from __future__ import annotations
