@@ -148,9 +148,9 @@ def config_files(
                 found.append(candidate)
                 break
     for directory in jupyter_dirs:
-        candidate = Path(directory) / "mcp.json"
+        candidate = Path(directory).absolute() / "mcp.json"
         if candidate.is_file():
-            found.append(candidate.resolve())
+            found.append(candidate)  # as named: a mounted file may be a symlink elsewhere
     unique: list[Path] = []
     for path in found:
         if path not in unique:

@@ -66,6 +66,8 @@ class _Offer:
     images: ImageCaps
     disposers: list[Callable[[], None]] = field(default_factory=lambda: list[Callable[[], None]]())
     names: frozenset[str] = frozenset()
+    by_server: dict[str, int] = field(default_factory=dict[str, int])
+    """How many tools of each server are offered."""
 
 
 class McpServers:
@@ -133,9 +135,13 @@ class McpServers:
         return entries
 
     def _is_project(self, path: Path) -> bool:
+        """Found in the notebook's folder or a parent (and not the file named explicitly)."""
         if self.explicit.strip() and path == Path(self.explicit.strip()).expanduser().resolve():
             return False
-        return not any(path.parent == Path(d).resolve() for d in self.jupyter_dirs)
+        here = self.notebook_dir.resolve()
+        return path.parent in (here, *here.parents) and not any(
+            path.parent == Path(d).absolute() for d in self.jupyter_dirs
+        )
 
     def _allowed(self) -> dict[str, str]:
         try:
@@ -220,6 +226,7 @@ class McpServers:
         for dispose in offer.disposers:
             dispose()
         offer.disposers = []
+        offer.by_server = {}
         policy = offer.policy()
         names: set[str] = set()
         if policy != "off":
@@ -230,9 +237,17 @@ class McpServers:
                     allowed = server.name in self.trusted
                 else:
                     allowed = server.entry.trust == "read-only-hints"
-                for defn in tool_definitions(
-                    server, images=offer.images, limits=self.limits, read_only_allowed=allowed
-                ):
+                try:
+                    defns = tool_definitions(
+                        server, images=offer.images, limits=self.limits, read_only_allowed=allowed
+                    )
+                except Exception as exc:  # one server's odd listing spoils only that server
+                    _log.warning(
+                        "dsh: MCP server %s: tools not offered", server.name, exc_info=True
+                    )
+                    server.last_error = f"its tools could not be offered: {exc}"
+                    continue
+                for defn in defns:
                     if policy == "explain" and not defn.read_only:
                         continue
                     self._recheck(offer.agent, defn.name, fingerprint(defn))
@@ -242,6 +257,7 @@ class McpServers:
                         server.last_error = f"tool {defn.name!r} not offered: {exc.message}"
                         continue
                     names.add(defn.name)
+                    offer.by_server[server.name] = offer.by_server.get(server.name, 0) + 1
         offer.names = frozenset(names)
 
     def _recheck(self, agent: Agent, name: str, print_: str) -> None:
@@ -332,11 +348,11 @@ class McpServers:
                 f"notebook's folder or a parent, or in {where} — or `%agent mcp add NAME <command>` "
                 "(docs/mcp.md)"
             )
-        offered = self.offered
+        by_server = self._offer.by_server if self._offer is not None else {}
         for name in sorted(self.servers):
             s = self.servers[name]
             tools = [t.get("name") for t in s.tools]
-            shown = sum(1 for n in offered if n.startswith(f"{name}__")) if offered else 0
+            shown = by_server.get(name, 0)
             line = f"{name}: {s.state} — {s.entry.describe()}; trust {s.entry.trust}"
             if s.state == "ready":
                 line += f"; {len(tools)} tool(s), {shown} offered: " + ", ".join(

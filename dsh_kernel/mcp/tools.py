@@ -67,12 +67,11 @@ def exposed_name(server: str, tool: str) -> str:
     """``server__tool`` within the providers' name rules (module docstring)."""
     raw = f"{server}{SEPARATOR}{tool}"
     name = re.sub(r"[^A-Za-z0-9_-]", "_", raw)
-    if len(name) <= MAX_NAME and name == raw:
+    if name == raw and len(name) <= MAX_NAME:
         return name
+    # changed or cut: a short hash of the full name keeps two such names apart
     digest = hashlib.sha256(raw.encode()).hexdigest()[:6]
-    if len(name) > MAX_NAME:
-        name = name[: MAX_NAME - 7]
-    return f"{name}_{digest}" if name != raw else name
+    return f"{name[: MAX_NAME - 7]}_{digest}"
 
 
 def fingerprint(defn: ToolDefinition) -> str:
@@ -180,9 +179,11 @@ def _definition(
 def _parameters(schema: JsonObject) -> JsonObject:
     if schema.get("type") == "object":
         try:
-            return from_json_schema(schema)
-        except ToolSchemaError:
-            pass
+            converted = from_json_schema(schema)
+        except (ToolSchemaError, AssertionError, TypeError, ValueError, KeyError, RecursionError):
+            converted = None  # outside our subset: the model reads the schema, the check is full
+        if converted is not None and converted.get("type") == "object":
+            return converted
     shown = _cut(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), 3_000)
     return {
         "type": "object",
@@ -250,7 +251,7 @@ def render_result(result: JsonObject, images: ImageCaps) -> tuple[ContentBlock, 
     if not lines and structured is not None:
         lines.append(json.dumps(structured, ensure_ascii=False, separators=(",", ":")))
     blocks, notes = output_image_blocks(outputs, images)
-    text = "\n".join((*lines, *(f"[{n}]" for n in notes)))
+    text = "\n".join((*lines, *notes))
     if not text and not blocks:
         text = "(the tool returned no content)"
     head: tuple[ContentBlock, ...] = (TextBlock(text=text),) if text else ()
