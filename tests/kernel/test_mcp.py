@@ -19,7 +19,7 @@ from tests.kernel.conftest import Live, provider_env
 from tests.support import scenarios as sc
 from tests.support.frontend import Frontend, last_turn, sql_rows
 from tests.support.kernel import start_kernel
-from tests.support.mcp_server import read_records, stdio_argv
+from tests.support.mcp_server import McpServerProcess, read_records, stdio_argv
 from tests.support.sse_server import SseServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -210,3 +210,73 @@ def test_an_image_reaches_a_vision_model_as_an_image(server: SseServer, tmp_path
         ex = Frontend(kernel).run("Show me the image.", timeout=120)
         assert ex.status == "ok", ex.content
     assert "data:image/png;base64" in json.dumps(server.requests[-1].json)
+
+
+def test_a_streamable_http_server_with_a_header_from_the_environment(
+    server: SseServer, tmp_path: Path
+) -> None:
+    """The same tools over streamable HTTP: a header from ``${NAME}`` (never written anywhere we
+    write), progress outliving the idle timeout, Stop cancelling the call on the server, and a crash
+    that fails the call without failing the turn."""
+    token = "mcp-test-token-5f2c9a71e0"
+    with McpServerProcess(tmp_path) as http:
+        config = tmp_path / "servers.json"
+        config.write_text(
+            json.dumps(
+                {
+                    "mcpServers": {
+                        "h": {
+                            "url": http.url,
+                            "headers": {"Authorization": "Bearer ${MCP_TEST_TOKEN}"},
+                            "timeout": 2,
+                        }
+                    }
+                }
+            )
+        )
+        env = provider_env(
+            server,
+            tmp_path,
+            DSH_MCP_CONFIG=str(config),
+            DSH_MCP_WAIT="60",
+            DSH_APPROVAL="auto",
+            MCP_TEST_TOKEN=token,
+        )
+        with start_kernel(tmp_path, "dsh", env=env) as kernel:
+            live = Live(kernel=kernel, fe=Frontend(kernel), server=server, tmp=tmp_path)
+            server.script(
+                sc.tool_calls(("h__echo", {"text": "over http"})),
+                sc.tool_calls(("h__slow_progress", {"seconds": 4, "interval": 0.5})),
+                sc.text("Both done."),
+            )
+            assert live.fe.run("Echo, then the slow task.", timeout=120).status == "ok"
+            echo, slow = results(live)
+            assert "error" not in echo and "error" not in slow, (echo, slow)
+            assert "over http" in json.dumps(echo["message"])
+
+            server.script(sc.tool_calls(("h__wait_forever", {})), sc.text("unused"))
+            cell = live.fe.submit("Wait until I stop you.")
+            cell.pump(
+                lambda: any(r["event"] == "tool-started" for r in read_records(http.cancel_log)),
+                what="the call running on the server",
+                timeout=60,
+            )
+            live.fe.click(live.fe.buttons("Stop")[0])
+            assert cell.finish(timeout=60).status == "error"
+            [stopped] = results(live)
+            assert stopped["error"]["code"] == "ABORTED", stopped
+            deadline = time.monotonic() + 30
+            while not any(r["event"] == "tool-cancelled" for r in read_records(http.cancel_log)):
+                assert time.monotonic() < deadline, "the server never cancelled the call"
+                time.sleep(0.1)
+
+            server.script(sc.tool_calls(("h__crash", {})), sc.text("It went away."))
+            ex = live.fe.run("Crash it.", timeout=120)
+            assert ex.status == "ok", ex.content
+            [crashed] = results(live)
+            assert crashed["error"]["code"] == "MCP_SERVER_CRASHED", crashed
+            live.fe.python("get_ipython().kernel.host.flush()")
+        for path in (tmp_path / "store").rglob("*"):
+            if path.is_file():
+                assert token.encode() not in path.read_bytes(), path
+        assert token not in (tmp_path / "kernel.log").read_text(errors="replace")
