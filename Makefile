@@ -19,7 +19,7 @@ NODE_DEPS := widgets/node_modules/.package-lock.json
 WIDGET_SOURCES := $(wildcard widgets/src/* widgets/style/*) widgets/package.json widgets/tsconfig.json
 WIDGET_BUILD := widgets/labextension/package.json
 
-.PHONY: help setup-run setup-dev notebook-copy run test test-fast stress test-local lint format typecheck bench clean
+.PHONY: help setup-run setup-dev notebook-copy run mcp-servers test test-fast stress test-local lint format typecheck bench clean
 
 # `make help` (also plain `make`): every target with its one line, read from the `## ` comment
 # after the target's prerequisites.
@@ -103,13 +103,22 @@ space := $(empty) $(empty)
 # `$(call pytest_tiers,TIERS)`: the pytest arguments that run exactly those tiers' directories.
 pytest_tiers = -m '($(subst $(space), or ,$(strip $(1)))) and not stress and not local' $(addprefix tests/,$(1))
 
-test: $(DEV_STAMP) ## run the suite (what CI runs after lint and typecheck), with each run's 25 slowest tests
+# `make mcp-servers`: the reference MCP servers the MCP tests talk to (mcp-server-time, -git, -fetch:
+# servers nobody here wrote), pip-installed from the package index into a venv of their own in a
+# cache outside the repo (`tests/mcp_servers/reference.py`: $DSH_MCP_CACHE, else
+# ~/.cache/dsh-kernel/mcp; about 100 MB), and each checked to answer the MCP handshake. The first
+# run takes about half a minute; later runs find it in place and start nothing (well under a
+# second), so `make test` and `make test-fast` run it first every time.
+mcp-servers: | $(PY) ## build (or find in place) the cache of reference MCP servers the MCP tests talk to
+	$(PY) -m tests.mcp_servers.reference >/dev/null
+
+test: $(DEV_STAMP) mcp-servers ## run the suite (what CI runs after lint and typecheck), with each run's 25 slowest tests
 	@status=0; \
 	$(PY) -m pytest -q --durations=25 $(XDIST) $(call pytest_tiers,$(PARALLEL_TIERS)) $(PYTEST_ARGS) || status=$$?; \
 	$(PY) -m pytest -q --durations=25 $(call pytest_tiers,$(SERIAL_TIERS)) $(PYTEST_ARGS) || status=$$?; \
 	exit $$status
 
-test-fast: $(DEV_STAMP) ## the fast loop: the unit and integration tiers only, on two workers
+test-fast: $(DEV_STAMP) mcp-servers ## the fast loop: the unit and integration tiers only, on two workers
 	$(PY) -m pytest -q --durations=10 $(XDIST) $(call pytest_tiers,$(FAST_TIERS)) $(PYTEST_ARGS)
 
 stress: $(DEV_STAMP) ## run the long fault-injection tier (tests/reliability, -m stress)
@@ -151,6 +160,7 @@ bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/tools.py
 	$(PY) benchmarks/live_output.py
 	$(PY) benchmarks/first_token.py
+	$(PY) benchmarks/mcp_stop.py
 
 clean: ## remove .venv, build outputs and caches (the notebook extension's node_modules and build too)
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache artifacts

@@ -347,6 +347,10 @@ class McpServer:
             if not aborted.done():
                 aborted.cancel()
         try:
+            if task.cancelled():
+                # Not our cancel (that path raised above): the SDK cancels a call whose HTTP
+                # connection broke (the 2026 streamable-HTTP transport).
+                raise ConnectionError("the request was cancelled by the transport")
             result = task.result()
         except Exception as exc:
             if _connection_lost(exc):
