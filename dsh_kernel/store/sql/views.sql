@@ -52,7 +52,9 @@ WITH waiting AS (  -- approval questions with no answer yet, by the call they as
     GROUP BY session_id, data ->> '$.id'
     HAVING count(*) FILTER (WHERE type = 'approval/decided') = 0
 )
-SELECT c.session_id, c.turn, c.step, c.call_id, c.name, r.meta ->> '$.origin.mcp' AS server, c.arguments,
+SELECT c.session_id, c.turn, c.step, c.call_id, c.name,
+       r.meta ->> '$.origin.mcp' AS server,  -- origin: put in every result's meta by the pipeline
+       c.arguments,
        epoch_ms(c.time_ms) AS started_at, epoch_ms(r.time_ms) AS ended_at,
        coalesce(r.duration_ms, r.time_ms - c.time_ms) AS duration_ms,
        CASE
