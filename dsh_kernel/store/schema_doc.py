@@ -28,6 +28,7 @@ PUBLIC_VIEWS = (
     "messages",
     "events",
     "tool_calls",
+    "mcp_calls",
     "requests",
     "usage",
     "compactions",

@@ -52,7 +52,9 @@ WITH waiting AS (  -- approval questions with no answer yet, by the call they as
     GROUP BY session_id, data ->> '$.id'
     HAVING count(*) FILTER (WHERE type = 'approval/decided') = 0
 )
-SELECT c.session_id, c.turn, c.step, c.call_id, c.name, c.arguments,
+SELECT c.session_id, c.turn, c.step, c.call_id, c.name,
+       r.meta ->> '$.origin.mcp' AS server,  -- origin: put in every result's meta by the pipeline
+       c.arguments,
        epoch_ms(c.time_ms) AS started_at, epoch_ms(r.time_ms) AS ended_at,
        coalesce(r.duration_ms, r.time_ms - c.time_ms) AS duration_ms,
        CASE
@@ -76,6 +78,7 @@ LEFT JOIN (SELECT DISTINCT * FROM waiting WHERE call_id IS NOT NULL) w
 COMMENT ON VIEW tool_calls IS 'One row per tool call that started: arguments, status, duration, result and error code.';
 COMMENT ON COLUMN tool_calls.call_id IS 'The call id the model chose.';
 COMMENT ON COLUMN tool_calls.name IS 'Tool name.';
+COMMENT ON COLUMN tool_calls.server IS 'The MCP server whose tool it is (its result''s meta.origin.mcp; mcp_calls has the rest); NULL for the kernel''s own tools, and for an MCP call without such a result: waiting, running, or interrupted (crash repair''s result names no server).';
 COMMENT ON COLUMN tool_calls.arguments IS 'The model''s raw argument JSON text.';
 COMMENT ON COLUMN tool_calls.started_at IS 'When the tool body was about to run (before any approval question).';
 COMMENT ON COLUMN tool_calls.ended_at IS 'When the result was logged.';
@@ -89,6 +92,32 @@ COMMENT ON COLUMN tool_calls.synthetic IS 'Written by the harness, not asked for
 COMMENT ON COLUMN tool_calls.call_seq IS 'seq of the tool/call event.';
 COMMENT ON COLUMN tool_calls.result_seq IS 'seq of the tool/result event.';
 COMMENT ON COLUMN tool_calls.seeded IS 'Copied from the parent session by a fork: filter with NOT seeded to count each call once.';
+
+CREATE OR REPLACE VIEW mcp_calls AS
+SELECT session_id, turn, step, call_id, name, server, meta ->> '$.origin.tool' AS tool, arguments,
+       started_at, ended_at, duration_ms, status, is_error, error_code, error_name, result,
+       meta -> '$.structuredContent' AS structured_content,
+       TRY_CAST(meta -> '$.resources' AS VARCHAR[]) AS resources, call_seq, result_seq, seeded
+FROM tool_calls
+WHERE server IS NOT NULL;
+COMMENT ON VIEW mcp_calls IS 'One row per call to an MCP server''s tool that has its result (done, failed, denied or aborted): the server, its own name for the tool, the arguments, how it ended and its structured content. Each is the row of tool_calls whose server is set.';
+COMMENT ON COLUMN mcp_calls.call_id IS 'The call id the model chose (tool_calls.call_id).';
+COMMENT ON COLUMN mcp_calls.name IS 'The name the model called the tool by: <server>__<tool>, made fit for the providers'' name rules (characters outside A-Z, a-z, 0-9, _ and - become _; a long one is cut and ends in a short hash).';
+COMMENT ON COLUMN mcp_calls.server IS 'The MCP server, as mcp.json names it.';
+COMMENT ON COLUMN mcp_calls.tool IS 'The tool''s own name on that server (as its tools/list gave it).';
+COMMENT ON COLUMN mcp_calls.arguments IS 'The model''s raw argument JSON text.';
+COMMENT ON COLUMN mcp_calls.started_at IS 'When the call was about to run (before any approval question).';
+COMMENT ON COLUMN mcp_calls.ended_at IS 'When the result was logged.';
+COMMENT ON COLUMN mcp_calls.duration_ms IS 'The call''s own duration when logged, else result time minus call time.';
+COMMENT ON COLUMN mcp_calls.status IS 'As tool_calls.status: done, failed, denied or aborted (a call waiting, running or interrupted has no result naming its server, and no row).';
+COMMENT ON COLUMN mcp_calls.is_error IS 'The call failed (any error status).';
+COMMENT ON COLUMN mcp_calls.error_code IS 'Stable error code of a failed call: MCP_TOOL_ERROR (the server flagged its result an error), MCP_TIMEOUT (silent past the idle timeout, or over the deadline), MCP_SERVER_CRASHED (the server went away during the call), MCP_SERVER_UNAVAILABLE, MCP_ERROR, INVALID_ARGS (the arguments failed the server''s input schema, before approval), DENIED, ABORTED, ... (docs/mcp.md says what to do about each).';
+COMMENT ON COLUMN mcp_calls.result IS 'The result text the model saw (the server''s text; an embedded resource as its URI; structured content as JSON when the server sent no text).';
+COMMENT ON COLUMN mcp_calls.structured_content IS 'The server''s structuredContent (JSON), as it sent it; NULL when it sent none, or more than the kernel keeps (meta.structuredContentOmitted then says how much).';
+COMMENT ON COLUMN mcp_calls.resources IS 'URIs of the resources and resource links the result held; NULL when none.';
+COMMENT ON COLUMN mcp_calls.call_seq IS 'seq of the tool/call event.';
+COMMENT ON COLUMN mcp_calls.result_seq IS 'seq of the tool/result event.';
+COMMENT ON COLUMN mcp_calls.seeded IS 'Copied from the parent session by a fork: filter with NOT seeded to count each call once.';
 
 CREATE OR REPLACE VIEW requests AS
 WITH hdr AS NOT MATERIALIZED (  -- read by both branches: not materialized, so each keeps its pushdown

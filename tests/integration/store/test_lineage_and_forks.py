@@ -30,7 +30,7 @@ from .conftest import as_before_projection_versions, chat, make_agent
 from .test_queries_doc import doc_queries, owners, record_documented_sessions
 
 SEEDED_VIEWS = ("events", "messages", "tool_calls", "approvals", "code_runs", "errors", "requests")
-SEEDED_VIEWS += ("usage", "turns", "images", "notebook_edits")
+SEEDED_VIEWS += ("usage", "turns", "images", "notebook_edits", "mcp_calls")
 
 
 async def _record(store: Store) -> None:
@@ -57,7 +57,7 @@ async def test_a_fork_changes_no_documented_cross_session_answer(store: Store) -
     await _record(store)
     with_forks = _answers(store)
     forks = run_query(store, "SELECT journal FROM sessions WHERE parent_session IS NOT NULL").rows
-    assert len(forks) == 5  # one per documented session
+    assert len(forks) == 6  # one per documented session
     for (journal,) in forks:
         (store.root / str(journal)).unlink()
     store.db_path.unlink()  # rebuilt from the journals left: the parents alone

@@ -20,6 +20,7 @@ from dsh_kernel.tools.approval import ApprovalPolicy, ApprovalRequest
 from .compaction_session import Recorded, record_compacted_session, resume_after_crash
 from .conftest import chat, make_agent, record_rich_session, usage
 from .image_session import PLOTS, RED, USER_IMAGE, record_image_session
+from .mcp_session import NOTES_URI, record_mcp_session
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "queries.md"
 
@@ -50,11 +51,12 @@ def publish(text: str) -> str:
 
 async def record_documented_sessions(
     store: Store,
-) -> tuple[Recorded, Agent, Agent, Agent, Agent]:
+) -> tuple[Recorded, Agent, Agent, Agent, Agent, Agent]:
     """The sessions the documented queries are run over: one with compactions (its clock in the
     past; resumed after the crash in its turn 5), one whose ``publish`` call a person rejected, one
-    that adds notebook cells, one with images, and the rich session (tools, failures, reasoning, two
-    turns), the latest; every journal closed. Returns them in that order."""
+    that adds notebook cells, one with images, one calling MCP servers' tools, and the rich session
+    (tools, failures, reasoning, two turns), the latest; every journal closed. Returns them in that
+    order."""
     # its own tool name, so the documented python counts stay the rich session's
     compacted = resume_after_crash(store, record_compacted_session(store, tool="inspect"))
 
@@ -76,9 +78,10 @@ async def record_documented_sessions(
     notebook = await record_notebook_session(store)
     pictures, images = await record_image_session(store)  # before the rich one, the latest
     images.close()
+    mcp, _ = await record_mcp_session(store)
     agent, writer = await record_rich_session(store)
     writer.close()
-    return compacted, other, notebook, pictures, agent
+    return compacted, other, notebook, pictures, mcp, agent
 
 
 async def record_notebook_session(store: Store) -> Agent:
@@ -179,7 +182,21 @@ async def test_every_documented_query(store: Store) -> None:
     assert edits.column("source") == ["%%python\ndf.describe()", "The summary."]
     assert edits.column("cell_id") == [None, None]
 
+    [servers, structured] = results[
+        "MCP servers: how often the agent called each, and how many calls failed"
+    ]
+    assert servers.rows == (
+        ("time", 3, 1, 2, 0, ["convert_time", "get_current_time"],
+         ["INVALID_ARGS", "MCP_TOOL_ERROR"], servers.column("avg_ms")[0]),
+        ("my.files", 2, 1, 0, 1, ["read_file", "write_file"], ["DENIED"],
+         servers.column("avg_ms")[1]),
+        ("db", 1, 0, 1, 0, ["query"], ["MCP_TIMEOUT"], servers.column("avg_ms")[2]),
+    )  # fmt: skip
+    assert structured.column("tool") == ["read_file", "convert_time", "get_current_time"]
+    assert structured.column("datetime") == [None, None, "2026-03-01T12:00:00+00:00"]
+    assert structured.column("resources") == [[NOTES_URI], None, None]
+
     [refused] = results["Approvals that were refused"]
-    assert refused.column("outcome") == ["rejected"]
+    assert refused.column("outcome") == ["rejected", "rejected"]
     [teams] = results["Joining a DataFrame from the notebook"]
     assert sorted(map(str, teams.column("team"))) == ["a", "b", "c", "d"]
