@@ -5,6 +5,7 @@
     DshError (code)
     ├── UsageError            misuse of an API by its caller (bad arguments, wrong state)
     │   ├── ReentrantAppendError      Session.append from inside an observer
+    │   ├── McpConfigError            (mcp/config.py) an mcp.json file or entry we cannot use
     │   └── TemplateError             unknown/empty {{variable}} in a prompt section
     ├── CommandError          a failed ``%agent`` command (one subclass per code, named by it)
     ├── LlmError (failure: LlmFailure)    a provider call failed; the failure carries the stable code
@@ -21,6 +22,7 @@
     │   ├── ToolArgsError             INVALID_ARGS
     │   ├── ToolOutputError           INVALID_TOOL_OUTPUT
     │   ├── ToolSchemaError           a tool declared with a schema we cannot enforce
+    │   ├── McpCallError              (mcp/server.py) an MCP call without a result; MCP_* codes
     │   └── CodeRunFailedError        (kernel/toolbox/python.py) the ``python`` tool's code raised
     └── StoreError            the journal or database failed
         ├── QueryError                (store/query/run.py) a SQL query refused or failed; SQL_* codes

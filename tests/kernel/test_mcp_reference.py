@@ -55,11 +55,9 @@ def test_time_git_and_fetch_answer_a_chat_cell(server: SseServer, tmp_path: Path
         assert "UTC" in json.dumps(clock["message"])
         assert repo.messages[-1] in json.dumps(log["message"])
         assert PAGE_PHRASE in json.dumps(page["message"])
-        rows = sql_rows(
-            live.fe, "SELECT name FROM tool_calls WHERE name LIKE '%\\_\\_%' ESCAPE '\\' ORDER BY 1"
-        )
-        assert [r["name"] for r in rows] == [
-            "fetch__fetch",
-            "git__git_log",
-            "time__get_current_time",
+        rows = sql_rows(live.fe, "SELECT server, tool, status FROM mcp_calls ORDER BY 1")
+        assert [(r["server"], r["tool"], r["status"]) for r in rows] == [
+            ("fetch", "fetch", "done"),
+            ("git", "git_log", "done"),
+            ("time", "get_current_time", "done"),
         ], rows

@@ -169,8 +169,9 @@ def sql_tool(
         description=(
             "Run one read-only SQL query (DuckDB dialect) over the session store: every session's "
             "events and the views sessions, turns, messages, events, tool_calls, requests, usage, "
-            "compactions, notebook_edits, approvals, code_runs, errors, images. Use it to look up what happened "
-            "earlier (in this session or others, also what a compaction summarised: messages keeps "
+            "compactions, notebook_edits, approvals, code_runs, errors, images, mcp_calls. Use it to "
+            "look up what happened earlier (in this session or others, also what a compaction "
+            "summarised: messages keeps "
             "every original turn), what tools failed, what a turn cost. "
             "Only SELECT/WITH/SHOW/DESCRIBE/EXPLAIN; "
             f"at most {MAX_ROWS} rows (default {DEFAULT_ROWS}) and {limits.result_bytes // 1000} kB; "
