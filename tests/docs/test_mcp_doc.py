@@ -31,11 +31,19 @@ def test_the_json_examples_are_accepted_as_written() -> None:
 
 
 def test_the_add_examples_are_accepted_as_written() -> None:
-    examples = re.findall(r"`%agent mcp add (\S+) ([^`]+)`", DOC)
-    assert len(examples) >= 2
-    for name, text in examples:
-        entry = entry_from_text(name, text)
-        assert entry.problem is None
+    examples = re.findall(r"`%agent mcp add ([a-z][\w.-]*) ([^`]+)`", DOC)
+    assert [name for name, _ in examples] == ["time", "git"]
+    time, git = (entry_from_text(name, text) for name, text in examples)
+    assert time.command == "uvx" and time.args == ("mcp-server-time",)
+    assert git.args == ("mcp-server-git",) and git.trust == "read-only-hints"
+
+
+def test_a_windows_path_on_the_add_line_is_as_the_doc_says() -> None:
+    assert "`C:\\tools\\server.exe` would become `C:toolsserver.exe`" in DOC
+    assert entry_from_text("s", r"C:\tools\server.exe").command == "C:toolsserver.exe"
+    assert entry_from_text("s", "C:/tools/server.exe").command == "C:/tools/server.exe"
+    as_json = '{"command": "C:\\\\tools\\\\server.exe"}'
+    assert entry_from_text("s", as_json).command == r"C:\tools\server.exe"
 
 
 def test_the_secret_rules_hold_as_the_doc_says() -> None:
