@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("transcript",),
     ("tools",),
     ("runtime", "agent"),
-    ("store", "views"),
+    ("store", "views", "mcp"),
     ("kernel",),
     ("testing", "__init__", "__main__"),
 )

@@ -205,6 +205,7 @@ def test_the_agent_subcommands() -> None:
         "fork",
         "help",
         "key",
+        "mcp",
         "model",
         "new",
         "provider",
