@@ -123,12 +123,6 @@ def test_the_explicit_file_starts(tmp_path: Path) -> None:
     assert servers.waiting == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: config_files resolves a Jupyter config dir's mcp.json, so one that is a symlink "
-    "(a Kubernetes ConfigMap mount: /etc/jupyter/mcp.json -> ..data/mcp.json) has another parent "
-    "and _is_project (mcp/servers.py) takes it for a project file that waits",
-)
 def test_a_symlinked_jupyter_config_file_starts(tmp_path: Path) -> None:
     (tmp_path / "nb").mkdir()
     jupyter = tmp_path / "etc-jupyter"
@@ -329,11 +323,6 @@ def _stand_in(name: str) -> ToolDefinition:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: lines() (mcp/servers.py) counts a server's offered tools by the prefix "
-    "'<server>__', but a server name with '.' is exposed with '_' (exposed_name): 0 offered",
-)
 def test_the_listing_counts_the_offered_tools_of_a_dotted_server(tmp_path: Path) -> None:
     servers = make(tmp_path)
     ready(servers, "my.clock", NOW, SET)
@@ -357,12 +346,6 @@ def test_the_listing_names_state_tools_and_log(tmp_path: Path) -> None:
     assert gone.startswith("gone: failed") and "last error: command not found" in gone
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: sync (mcp/servers.py) lets an exception from one server's tool_definitions "
-    "escape (a schema _parameters cannot convert, a name over 64): no other server's tools are "
-    "offered, and the caller (before_turn, a server's on_change) fails",
-)
 def test_one_servers_bad_tool_spoils_only_itself(tmp_path: Path) -> None:
     servers = make(tmp_path)
     ready(

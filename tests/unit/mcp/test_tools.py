@@ -94,11 +94,6 @@ def test_every_plain_name_is_within_64_characters() -> None:
         assert len(name) <= MAX_NAME and TOOL_NAME_PATTERN.match(name), name
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a name with a replaced character and 58-64 characters gets the 7-character hash "
-    "suffix without being cut first (mcp/tools.py exposed_name), so it exceeds 64",
-)
 def test_every_replaced_name_is_within_64_characters() -> None:
     for length in range(1, 120):
         for tool in ("t." + "t" * length, "t" * length + " "):
@@ -221,12 +216,6 @@ def test_a_schema_our_subset_cannot_express_is_carried_in_the_description() -> N
     defn.check_args({"when": "now", "x-extra": "y"})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: _parameters (mcp/tools.py) falls back only on ToolSchemaError; a conversion that "
-    "asserts (a non-list 'required') or yields a non-object (a top-level oneOf) escapes "
-    "tool_definitions, and McpServers.sync with it",
-)
 @pytest.mark.parametrize(
     "schema",
     [
@@ -321,11 +310,6 @@ def test_an_image_that_cannot_be_sent_is_named() -> None:
     assert "image 1 not sent" in text and not any(isinstance(b, ImageBlock) for b in blocks)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: render_result wraps output_image_blocks' notes, already '[…]', in brackets again "
-    "(mcp/tools.py render_result: f'[{n}]' for n in notes)",
-)
 def test_a_withheld_image_note_is_bracketed_once() -> None:
     blocks = render_result(
         {"content": [{"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zy8+"}]}, CAPS
