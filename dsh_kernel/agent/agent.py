@@ -614,6 +614,13 @@ class Agent:
             self.approval_policy, "user" if self.status == "idle" else "code-during-turn"
         )
 
+    def forget_approval(self, tool: str, source: str) -> None:
+        """Drop ``tool``'s own approval mode (it follows the default again: an "Always allow"
+        is gone), logged as ``approval/policy`` with ``source`` saying why (``mcp-tool-changed``:
+        an MCP server changed the tool since it was allowed)."""
+        self.approval_policy.set(tool, None)
+        self._approval_log.policy(self.approval_policy, source)
+
     async def _before_tool(self, inp: PreExecuteInput) -> PreDecision | None:
         turn, step = self._phase_turn, self._phase_step
         await self._checkpoint("before-tool", turn, step)

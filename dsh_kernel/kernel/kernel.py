@@ -346,6 +346,7 @@ class DshKernel(IPythonKernel):
             late = await self._wait_for_mcp(self.mcp, silent=silent, write=write)
             if late and not silent:
                 (write or print)(late + ("\n" if write else ""))
+            self.mcp.sync()  # what the policy in force (maybe changed by this cell) allows
         view = open_view(host, prompt.message.id, silent=silent, kernel=self, write=write)
         desk = host.desk  # the notebook tools serve this cell's frontend (kernel.notebook.tools)
         if desk is not None:

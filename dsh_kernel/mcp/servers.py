@@ -151,7 +151,7 @@ class McpServers:
         return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def allow(self) -> list[Path]:
-        """Allow the waiting project files (as they are now) and start their servers."""
+        """Allow the waiting project files (as they are now); ``command`` then starts them."""
         allowed = self._allowed()
         done = list(self.waiting)
         for path in done:
@@ -264,7 +264,7 @@ class McpServers:
         before = self._fingerprints.get(name)
         self._fingerprints[name] = print_
         if before not in (None, print_) and agent.approval_policy.tools.get(name) == "auto":
-            agent.approval_policy.set(name, None)
+            agent.forget_approval(name, "mcp-tool-changed")
             _log.info("dsh: MCP tool %s changed; it asks for approval again", name)
 
     @property

@@ -183,12 +183,27 @@ def _parameters(schema: JsonObject) -> JsonObject:
         except (ToolSchemaError, AssertionError, TypeError, ValueError, KeyError, RecursionError):
             converted = None  # outside our subset: the model reads the schema, the check is full
         if converted is not None and converted.get("type") == "object":
+            if "additionalProperties" not in json.dumps(schema):
+                _allow_extra(converted)  # the server accepts what JSON Schema does by default
             return converted
     shown = _cut(json.dumps(schema, separators=(",", ":"), ensure_ascii=False), 3_000)
     return {
         "type": "object",
         "description": f"The arguments, as this JSON Schema says: {shown}",
     }
+
+
+def _allow_extra(node: JsonValue) -> None:
+    """Drop the ``additionalProperties: false`` our subset's conversion adds where the server's
+    schema said nothing: the model may send what the server takes (the full check still runs)."""
+    if isinstance(node, dict):
+        if node.get("additionalProperties") is False:
+            del node["additionalProperties"]
+        for value in node.values():
+            _allow_extra(value)
+    elif isinstance(node, list):
+        for value in node:
+            _allow_extra(value)
 
 
 def _checker(schema: JsonObject, name: str) -> Callable[[JsonObject], object] | None:
