@@ -1,7 +1,8 @@
 """A step's tool calls and the approvals they ask for, written to the log (SPINE §3.4, §7.2).
 
 ``run_step_tools`` hands the calls of one assistant message to the scheduler and logs each as it
-goes: ``tool/call`` when the call starts, ``tool/result`` (a ``user`` message with one
+goes: ``tool/call`` when the call starts (with the tool's ``origin`` when it has one: an MCP
+server's tool, named before any result), ``tool/result`` (a ``user`` message with one
 ``ToolResultBlock``, its ``error`` name and code, its presentation ``meta``) when it settles, whose
 ``source_event_seqs`` point at the call. A result's additional contexts are queued for the next
 step. Calls the caller refuses (``refusals``: the repeated-call guard's, ``agent.repeats``) are
@@ -59,6 +60,9 @@ async def run_step_tools(
         data = payloads.ToolCall(
             turn=turn, step=step, callId=call.call_id, name=call.name, arguments=call.arguments
         )
+        defn = runtime.registry.get(call.name)
+        if defn is not None and defn.origin is not None:
+            data["origin"] = defn.origin  # whose tool: known before any result (an MCP server's)
         call_seqs[call.call_id] = session.append("tool/call", data).seq
 
     def on_result(call: ToolCall, result: ToolResult) -> None:

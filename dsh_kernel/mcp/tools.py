@@ -5,8 +5,8 @@
 
 * **Name** ``<server>__<tool>`` with every character outside ``[A-Za-z0-9_-]`` made ``_``, cut to the
   providers' 64 characters with a short hash of the full name when longer (``exposed_name``); the
-  ``origin`` (``{"mcp": server, "tool": tool}``) goes into every result's meta, so the store names
-  the server of every call (``mcp_calls``).
+  ``origin`` (``{"mcp": server, "tool": tool}``) goes onto the call's ``tool/call`` event and into
+  every result's meta, so the store names the server of every call, from its start (``mcp_calls``).
 * **Description** marked as the server's (``[MCP server time] …``) and cut to ``MAX_DESCRIPTION``
   characters: it is text from outside, shown through the safe renderer like every card.
 * **Parameters**: the server's input schema turned into our checked subset when it fits

@@ -224,7 +224,11 @@ class AssistantHeld(TypedDict):
 
 
 class ToolCall(TypedDict):
-    """A tool call starts; `arguments` is the model's raw JSON text."""
+    """A tool call starts; `arguments` is the model's raw JSON text. `synthetic`: written by the
+    harness, not asked for by the model. `origin`: whose tool it is, when not the kernel's own — an
+    MCP server's tool has `{"mcp": server, "tool": its name on that server}`, the same object every
+    result of the call carries as `meta.origin` (crash repair's result too); absent for the
+    kernel's own tools, and in logs written before it was added."""
 
     turn: int
     step: int
@@ -232,6 +236,8 @@ class ToolCall(TypedDict):
     name: str
     arguments: str
     synthetic: NotRequired[bool]
+    origin: NotRequired[JsonObject]
+    """``ToolDefinition.origin`` of the tool called (class docstring)."""
 
 
 class ToolResultError(TypedDict):

@@ -23,6 +23,10 @@ closers, which keep ``seq`` contiguous and reuse the last event's ``time`` (repa
      run, so the text tells the model to retry only read-only or idempotent work and otherwise verify
      state or ask the user; the result cites the ``tool/call`` seq in ``source_event_seqs``;
 
+   a result whose ``tool/call`` names the tool's ``origin`` (an MCP server's tool) carries it as
+   ``meta.origin``, as the live pipeline's results do, so the repaired log still says whose tool it
+   was; otherwise it has no ``meta``;
+
 2. ``step/end`` if a step is open;
 3. ``turn/end{turn, reason: {kind: "interrupted"}}``.
 
@@ -105,7 +109,14 @@ class PendingEvent:
 
 
 def _synthetic_result(
-    *, turn: int, step: int, call_id: str, call_seq: int | None, awaiting: bool, seq: int
+    *,
+    turn: int,
+    step: int,
+    call_id: str,
+    call_seq: int | None,
+    awaiting: bool,
+    seq: int,
+    origin: JsonObject | None,
 ) -> PendingEvent:
     if call_seq is not None and awaiting:
         text = _AWAITING_APPROVAL_TEXT.format(seq=call_seq)
@@ -129,11 +140,14 @@ def _synthetic_result(
         ],
         "source": {"kind": "tool", "callId": call_id},
     }
+    data = ToolResult(
+        turn=turn, step=step, message=message, error=ToolResultError(name=name, code=code)
+    )
+    if origin is not None:
+        data["meta"] = {"origin": origin}
     return PendingEvent(
         type="tool/result",
-        data=ToolResult(
-            turn=turn, step=step, message=message, error=ToolResultError(name=name, code=code)
-        ),
+        data=data,
         surface_op="append",
         source_event_seqs=(call_seq,) if call_seq is not None else None,
     )
@@ -216,6 +230,7 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
     # Tool-call blocks of the open step awaiting a result: call id -> seq of its tool/call (if any).
     # Insertion order is model order.
     owed: dict[str, int | None] = {}
+    origins: dict[str, JsonObject] = {}  # call id -> its tool/call's origin, when it names one
     asked: dict[str, str] = {}  # approval id -> call id, for approvals not decided yet
     stream = _Stream()
     for ev in events:
@@ -259,9 +274,15 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
                 for cid in message_tool_call_ids(ev.data) or ():
                     owed.setdefault(cid, None)
         elif t == "tool/call":
-            cid = payload_of(ev, "tool/call")["callId"]
+            call = payload_of(ev, "tool/call")
+            cid = call["callId"]
             if cid in owed and owed[cid] is None:
                 owed[cid] = ev.seq
+                origin = call.get("origin")
+                if origin is not None:
+                    origins[cid] = origin
+                else:  # a call id may come again in a later step (some providers number them)
+                    origins.pop(cid, None)
         elif t == "approval/asked":
             question = payload_of(ev, "approval/asked")
             cid = question.get("callId")
@@ -292,6 +313,7 @@ def closers(events: Sequence[SessionEvent]) -> list[PendingEvent]:  # noqa: C901
                     call_seq=call_seq,
                     awaiting=cid in awaiting,
                     seq=next_seq + len(out),
+                    origin=origins.get(cid) if call_seq is not None else None,
                 )
             )
         out.append(PendingEvent(type="step/end", data=StepEnd(turn=open_turn, step=open_step)))

@@ -223,8 +223,9 @@ class ToolDefinition:
     always validated against ``parameters``."""
     origin: JsonObject | None = None
     """Where the tool comes from when it is not ours (an MCP server's tool: ``{"mcp": server,
-    "tool": its own name}``): kept as ``origin`` in the meta of every result of a call to it —
-    denied, aborted and failed ones too — so the log and the store say whose tool it was."""
+    "tool": its own name}``): logged on the call's ``tool/call`` event (``agent.tool_calls``) and
+    kept as ``origin`` in the meta of every result of a call to it — denied, aborted and failed
+    ones too, and crash repair's — so the log and the store say whose tool it was."""
     lean_when_named: bool = False
     """In the lean tool set only in a turn whose user message names the tool (``ask_user``: a
     small model reaches for it instead of the tool the user asked for). The full set always has it,

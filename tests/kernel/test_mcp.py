@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+from dsh_kernel.store.layout import Store
+from dsh_kernel.store.query.run import run_query
 from tests.kernel.conftest import Live, provider_env
 from tests.support import scenarios as sc
 from tests.support.frontend import Frontend, last_turn, sql_rows
@@ -80,9 +82,13 @@ def test_an_mcp_tool_is_offered_approved_called_and_queryable(mcp_live: Live) ->
     [result] = results(live)
     assert "error" not in result, result
     assert result["meta"]["origin"] == {"mcp": "t", "tool": "echo"}
+    # the call names its origin before any result: a call in flight has its server too
+    [call] = [e["data"] for e in last_turn(live.fe.events()) if e["type"] == "tool/call"]
+    assert call["origin"] == {"mcp": "t", "tool": "echo"}
     assert "hello mcp" in json.dumps(live.server.requests[-1].json)
-    rows = sql_rows(live.fe, "SELECT name, status FROM tool_calls WHERE name = 't__echo'")
+    rows = sql_rows(live.fe, "SELECT name, server, status FROM tool_calls WHERE name = 't__echo'")
     assert rows and rows[-1]["name"] == "t__echo", rows
+    assert rows[-1]["server"] == "t", rows
 
 
 def test_read_only_hints_are_trusted_only_where_the_entry_says_so(mcp_live: Live) -> None:
@@ -140,6 +146,12 @@ def test_stop_cancels_a_running_call_and_the_server_stays_usable(mcp_live: Live)
         what="the call running on the server",
         timeout=60,
     )
+    # the kernel is busy with it; another process's query finds it running, naming its server
+    running = run_query(
+        Store.at(live.tmp / "store"),
+        "SELECT name, server, tool FROM mcp_calls WHERE status = 'running'",
+    )
+    assert running.rows == (("t__wait_forever", "t", "wait_forever"),), running
     live.fe.click(live.fe.buttons("Stop")[0])
     ex = cell.finish(timeout=60)
     assert ex.status == "error", ex.content

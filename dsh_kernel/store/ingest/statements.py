@@ -271,11 +271,13 @@ FROM _m
 """
 
 # Each reads the fields it needs from one parse of the event's data (a list of paths).
+# The origin's two paths ride on the same one parse: a call to the kernel's own tool has neither.
 _TOOL_CALLS = """
 INSERT INTO t_tool_calls
 SELECT session_id, seq, turn, step, time_ms, v[1], v[2], v[3], coalesce(TRY_CAST(v[4] AS BOOLEAN), false),
-       seeded
-FROM (SELECT *, json_extract_string(data, ['$.callId', '$.name', '$.arguments', '$.synthetic']) AS v
+       v[5], v[6], seeded
+FROM (SELECT *, json_extract_string(data, ['$.callId', '$.name', '$.arguments', '$.synthetic',
+                                           '$.origin.mcp', '$.origin.tool']) AS v
       FROM _ev WHERE type = 'tool/call')
 """
 

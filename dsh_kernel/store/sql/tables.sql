@@ -102,10 +102,15 @@ CREATE TABLE t_tool_calls (
     name VARCHAR,
     arguments VARCHAR,
     synthetic BOOLEAN,
+    server VARCHAR,
+    tool VARCHAR,
     seeded BOOLEAN DEFAULT false
 );
 COMMENT ON TABLE t_tool_calls IS 'tool/call events: a tool body is about to run.';
 COMMENT ON COLUMN t_tool_calls.arguments IS 'The model''s raw argument JSON text.';
+COMMENT ON COLUMN t_tool_calls.synthetic IS 'Written by the harness, not asked for by the model.';
+COMMENT ON COLUMN t_tool_calls.server IS 'The MCP server whose tool it is (the event''s origin.mcp); NULL for the kernel''s own tools and in logs written before tool/call named its origin.';
+COMMENT ON COLUMN t_tool_calls.tool IS 'The tool''s own name on that server (origin.tool).';
 COMMENT ON COLUMN t_tool_calls.seeded IS 'A fork''s copy of its parent''s call.';
 
 CREATE TABLE t_tool_results (

@@ -53,7 +53,9 @@ WITH waiting AS (  -- approval questions with no answer yet, by the call they as
     HAVING count(*) FILTER (WHERE type = 'approval/decided') = 0
 )
 SELECT c.session_id, c.turn, c.step, c.call_id, c.name,
-       r.meta ->> '$.origin.mcp' AS server,  -- origin: put in every result's meta by the pipeline
+       -- origin: on the tool/call (so a call waiting, running or interrupted names its server too),
+       -- else in its result's meta (every result of such a call, crash repair's too; older logs)
+       coalesce(c.server, r.meta ->> '$.origin.mcp') AS server,
        c.arguments,
        epoch_ms(c.time_ms) AS started_at, epoch_ms(r.time_ms) AS ended_at,
        coalesce(r.duration_ms, r.time_ms - c.time_ms) AS duration_ms,
@@ -78,7 +80,7 @@ LEFT JOIN (SELECT DISTINCT * FROM waiting WHERE call_id IS NOT NULL) w
 COMMENT ON VIEW tool_calls IS 'One row per tool call that started: arguments, status, duration, result and error code.';
 COMMENT ON COLUMN tool_calls.call_id IS 'The call id the model chose.';
 COMMENT ON COLUMN tool_calls.name IS 'Tool name.';
-COMMENT ON COLUMN tool_calls.server IS 'The MCP server whose tool it is (its result''s meta.origin.mcp; mcp_calls has the rest); NULL for the kernel''s own tools, and for an MCP call without such a result: waiting, running, or interrupted (crash repair''s result names no server).';
+COMMENT ON COLUMN tool_calls.server IS 'The MCP server whose tool it is (the tool/call''s origin.mcp, else its result''s meta.origin.mcp; mcp_calls has the rest), whatever the status (waiting and running calls too); NULL for the kernel''s own tools.';
 COMMENT ON COLUMN tool_calls.arguments IS 'The model''s raw argument JSON text.';
 COMMENT ON COLUMN tool_calls.started_at IS 'When the tool body was about to run (before any approval question).';
 COMMENT ON COLUMN tool_calls.ended_at IS 'When the result was logged.';
@@ -94,22 +96,24 @@ COMMENT ON COLUMN tool_calls.result_seq IS 'seq of the tool/result event.';
 COMMENT ON COLUMN tool_calls.seeded IS 'Copied from the parent session by a fork: filter with NOT seeded to count each call once.';
 
 CREATE OR REPLACE VIEW mcp_calls AS
-SELECT session_id, turn, step, call_id, name, server, meta ->> '$.origin.tool' AS tool, arguments,
-       started_at, ended_at, duration_ms, status, is_error, error_code, error_name, result,
-       meta -> '$.structuredContent' AS structured_content,
-       TRY_CAST(meta -> '$.resources' AS VARCHAR[]) AS resources, call_seq, result_seq, seeded
-FROM tool_calls
-WHERE server IS NOT NULL;
-COMMENT ON VIEW mcp_calls IS 'One row per call to an MCP server''s tool that has its result (done, failed, denied or aborted): the server, its own name for the tool, the arguments, how it ended and its structured content. Each is the row of tool_calls whose server is set.';
+SELECT t.session_id, t.turn, t.step, t.call_id, t.name, t.server,
+       coalesce(c.tool, t.meta ->> '$.origin.tool') AS tool, t.arguments,
+       t.started_at, t.ended_at, t.duration_ms, t.status, t.is_error, t.error_code, t.error_name, t.result,
+       t.meta -> '$.structuredContent' AS structured_content,
+       TRY_CAST(t.meta -> '$.resources' AS VARCHAR[]) AS resources, t.call_seq, t.result_seq, t.seeded
+FROM tool_calls t
+JOIN t_tool_calls c ON c.session_id = t.session_id AND c.seq = t.call_seq  -- the call's origin.tool
+WHERE t.server IS NOT NULL;
+COMMENT ON VIEW mcp_calls IS 'One row per call to an MCP server''s tool, whatever its status (waiting, running, done, failed, denied, aborted, interrupted): the server, its own name for the tool, the arguments, how it ended and its structured content. Each is the row of tool_calls whose server is set.';
 COMMENT ON COLUMN mcp_calls.call_id IS 'The call id the model chose (tool_calls.call_id).';
 COMMENT ON COLUMN mcp_calls.name IS 'The name the model called the tool by: <server>__<tool>, made fit for the providers'' name rules (characters outside A-Z, a-z, 0-9, _ and - become _; a long one is cut and ends in a short hash).';
 COMMENT ON COLUMN mcp_calls.server IS 'The MCP server, as mcp.json names it.';
 COMMENT ON COLUMN mcp_calls.tool IS 'The tool''s own name on that server (as its tools/list gave it).';
 COMMENT ON COLUMN mcp_calls.arguments IS 'The model''s raw argument JSON text.';
 COMMENT ON COLUMN mcp_calls.started_at IS 'When the call was about to run (before any approval question).';
-COMMENT ON COLUMN mcp_calls.ended_at IS 'When the result was logged.';
+COMMENT ON COLUMN mcp_calls.ended_at IS 'When the result was logged; NULL while there is none (waiting, running).';
 COMMENT ON COLUMN mcp_calls.duration_ms IS 'The call''s own duration when logged, else result time minus call time.';
-COMMENT ON COLUMN mcp_calls.status IS 'As tool_calls.status: done, failed, denied or aborted (a call waiting, running or interrupted has no result naming its server, and no row).';
+COMMENT ON COLUMN mcp_calls.status IS 'As tool_calls.status: waiting (for an approval click), running (no result yet), done, failed, denied, aborted, or interrupted (the kernel stopped before a result: crash repair closed it; error_code TOOL_NOT_STARTED says it never ran, TOOL_OUTCOME_UNKNOWN that it may have).';
 COMMENT ON COLUMN mcp_calls.is_error IS 'The call failed (any error status).';
 COMMENT ON COLUMN mcp_calls.error_code IS 'Stable error code of a failed call: MCP_TOOL_ERROR (the server flagged its result an error), MCP_TIMEOUT (silent past the idle timeout, or over the deadline), MCP_SERVER_CRASHED (the server went away during the call), MCP_SERVER_UNAVAILABLE, MCP_ERROR, INVALID_ARGS (the arguments failed the server''s input schema, before approval), DENIED, ABORTED, ... (docs/mcp.md says what to do about each).';
 COMMENT ON COLUMN mcp_calls.result IS 'The result text the model saw (the server''s text; an embedded resource as its URI; structured content as JSON when the server sent no text).';

@@ -21,7 +21,7 @@ def test_every_event_type_has_one_payload_and_the_catalog_is_derived_from_it() -
         assert set(spec.required) == cls.__required_keys__
         assert spec.summary and spec.summary == " ".join((cls.__doc__ or "").split())
     assert EVENT_CATALOG["tool/call"].required == ("turn", "step", "callId", "name", "arguments")
-    assert EVENT_CATALOG["tool/call"].optional == ("synthetic",)
+    assert EVENT_CATALOG["tool/call"].optional == ("synthetic", "origin")
 
 
 def test_a_payload_built_with_its_constructor_is_accepted_by_the_log() -> None:
@@ -30,6 +30,26 @@ def test_a_payload_built_with_its_constructor_is_accepted_by_the_log() -> None:
     call = payloads.ToolCall(turn=1, step=1, callId="c1", name="python", arguments="{}")
     ev = session.append("tool/call", call)
     assert ev.data == {"turn": 1, "step": 1, "callId": "c1", "name": "python", "arguments": "{}"}
+
+
+def test_a_tool_call_may_name_its_origin_as_an_object() -> None:
+    session = new_session()
+    session.append("turn/start", payloads.TurnStart(turn=1))
+    call = payloads.ToolCall(
+        turn=1,
+        step=1,
+        callId="c1",
+        name="time__now",
+        arguments="{}",
+        origin={"mcp": "time", "tool": "now"},
+    )
+    assert session.append("tool/call", call).data["origin"] == {"mcp": "time", "tool": "now"}
+    plain = {"turn": 1, "step": 1, "callId": "c2", "name": "add", "arguments": "{}"}
+    assert payload_check.problem("tool/call", plain) is None  # a log written before it is read
+    wrong = {**plain, "origin": "time"}
+    assert payload_check.problem("tool/call", wrong) == (
+        "tool/call data field 'origin' must be an object, not 'time'"
+    )
 
 
 def test_payload_of_narrows_by_tag_and_refuses_another_type() -> None:

@@ -233,3 +233,75 @@ def test_a_pruned_result_does_not_count_as_an_answer() -> None:
     answered = [p.data["message"]["source"]["callId"] for p in out if p.type == "tool/result"]  # type: ignore[index]
     assert answered == ["c2", "c3"]
     assert check_invariants(repair(list(s.events))) == []
+
+
+TIME = {"mcp": "time", "tool": "get_current_time"}
+FILES = {"mcp": "files", "tool": "write_file"}
+
+
+def test_a_closer_for_a_call_whose_tool_call_names_an_origin_carries_it_as_meta() -> None:
+    # c1 running (an MCP tool), c2 waiting for its approval (an MCP tool), c3 never logged,
+    # c4 the kernel's own tool running: only the logged calls that name an origin repeat it
+    s = new_session()
+    s.append("turn/start", {"turn": 1})
+    s.append("step/start", {"turn": 1, "step": 1})
+    s.append("user/message", user_message(), surface_op="append")
+    s.append(
+        "assistant/message",
+        {"turn": 1, "step": 1, "message": assistant_message("go", ("c1", "c2", "c3", "c4"))},
+        surface_op="append",
+    )
+    call = {"turn": 1, "step": 1, "arguments": "{}"}
+    s.append("tool/call", {**call, "callId": "c1", "name": "time__now", "origin": TIME})
+    s.append("tool/call", {**call, "callId": "c2", "name": "files__write", "origin": FILES})
+    s.append("approval/asked", {"id": "ap2", "toolName": "files__write", "callId": "c2"})
+    s.append("tool/call", {**call, "callId": "c4", "name": "echo"})
+    log = list(s.events)
+    out = [p for p in closers(log) if p.type == "tool/result"]
+    codes = [p.data["error"]["code"] for p in out]  # type: ignore[index]
+    assert codes == [TOOL_OUTCOME_UNKNOWN, TOOL_NOT_STARTED, TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN]
+    assert [p.data.get("meta") for p in out] == [
+        {"origin": TIME},
+        {"origin": FILES},
+        None,  # no tool/call: whose tool it was is not in the log
+        None,  # the kernel's own
+    ]
+    repaired = repair(log)
+    assert check_invariants(repaired) == []
+    assert repair(repaired) == repaired
+    assert repaired[len(log)].data["meta"] == {"origin": TIME}  # a copy, as it is logged
+    assert new_session(repaired).events[len(log)].data["meta"] == {"origin": TIME}
+
+
+def test_an_origin_of_an_earlier_step_is_not_taken_by_a_later_call_with_the_same_id() -> None:
+    # some providers number call ids per message: call_0 again in step 2, now the kernel's own tool
+    s = new_session()
+    s.append("turn/start", {"turn": 1})
+    for step, name, origin in ((1, "time__now", TIME), (2, "echo", None)):
+        s.append("step/start", {"turn": 1, "step": step})
+        s.append(
+            "assistant/message",
+            {"turn": 1, "step": step, "message": assistant_message("", ("call_0",))},
+            surface_op="append",
+        )
+        data: dict[str, Any] = {
+            "turn": 1,
+            "step": step,
+            "callId": "call_0",
+            "name": name,
+            "arguments": "{}",
+        }
+        if origin is not None:
+            data["origin"] = origin
+        c = s.append("tool/call", data)
+        if step == 1:
+            s.append(
+                "tool/result",
+                tool_result_data(1, 1, "call_0"),
+                surface_op="append",
+                source_event_seqs=[c.seq],
+            )
+            s.append("step/end", {"turn": 1, "step": 1})
+    [result] = [p for p in closers(list(s.events)) if p.type == "tool/result"]
+    assert result.data["error"]["code"] == TOOL_OUTCOME_UNKNOWN  # type: ignore[index]
+    assert "meta" not in result.data
