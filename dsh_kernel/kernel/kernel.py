@@ -100,6 +100,7 @@ class DshKernel(IPythonKernel):
         """The variables read at kernel start (``kernel.configuration``: the store's, the course's,
         who the user is): later changes to ``os.environ`` from the notebook change nothing."""
         self._protect_secrets()
+        self._log_to_kernel_log()
         self._store = self._open_store()
         self.mcp: McpServers | None = None
         """The MCP servers (``kernel.mcp``), made and started in ``start``."""
@@ -116,6 +117,24 @@ class DshKernel(IPythonKernel):
         for warning in KEYS.take_environment():
             self.log.warning("dsh: %s", warning)
         take_password(self.log)
+
+    def _log_to_kernel_log(self) -> None:
+        """The package's warnings (``logging.getLogger("dsh_kernel.…")``) go where the kernel's own
+        log goes (Jupyter's terminal), redacted — not to ``logging.lastResort``, whose
+        ``sys.stderr`` is the notebook's stream inside a kernel."""
+        import logging
+
+        from dsh_kernel.llm.secrets import install_log_filter
+
+        package = logging.getLogger("dsh_kernel")
+        if package.handlers:
+            return
+        handlers = list(getattr(self.log, "handlers", []))
+        for handler in handlers:
+            package.addHandler(handler)
+        if handlers:
+            package.propagate = False
+        install_log_filter(package)
 
     def _open_store(self) -> Store | StoreError:
         """Open the store once, at start: when it cannot be written say so in the kernel log (where
@@ -504,7 +523,16 @@ class DshKernel(IPythonKernel):
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def do_shutdown(self, restart: bool) -> dict[str, Any]:
+    async def do_shutdown(self, restart: bool) -> dict[str, Any]:  # pyright: ignore[reportIncompatibleMethodOverride]
+        if self.mcp is not None:
+            # stdio servers run in their own process group: end them (the SDK escalates to a kill)
+            import asyncio
+
+            try:
+                async with asyncio.timeout(10):
+                    await self.mcp.stop()
+            except Exception as exc:
+                self.log.warning("dsh: MCP servers not all stopped at shutdown: %s", exc)
         if self._host is not None:
             try:
                 self._host.shutdown()

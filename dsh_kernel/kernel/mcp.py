@@ -68,8 +68,13 @@ async def before_turn(
     servers.sync()
     if not late:
         return None
+    why = (
+        "not ready (the wait was interrupted)"
+        if interrupted is not None and interrupted.is_set()
+        else f"not ready after {seconds:g} s"
+    )
     return (
-        f"MCP: {', '.join(late)} not ready after {seconds:g} s; this turn goes without "
+        f"MCP: {', '.join(late)} {why}; this turn goes without "
         f"{'its' if len(late) == 1 else 'their'} tools (`%agent mcp` shows the state)"
     )
 
@@ -84,7 +89,7 @@ def status_text(servers: McpServers | None) -> str | None:
     parts = [f"{state}: {', '.join(names)}" for state, names in by_state.items()]
     if servers.waiting:
         parts.append(
-            f"{sum(len(v) for v in servers.waiting.values())} waiting for `%agent mcp allow`"
+            f"{sum(len(v.entries) for v in servers.waiting.values())} waiting for `%agent mcp allow`"
         )
     if servers.problems:
         parts.append(f"{len(servers.problems)} file problem(s)")

@@ -148,7 +148,9 @@ def config_files(
                 found.append(candidate)
                 break
     for directory in jupyter_dirs:
-        candidate = Path(directory).absolute() / "mcp.json"
+        if not str(directory).strip() or not Path(directory).is_absolute():
+            continue  # "" or "." in JUPYTER_CONFIG_PATH would make a project's file the user's
+        candidate = Path(directory) / "mcp.json"
         if candidate.is_file():
             found.append(candidate)  # as named: a mounted file may be a symlink elsewhere
     unique: list[Path] = []
@@ -246,6 +248,14 @@ def _parse_entry(name: str, value: JsonValue, source: str) -> ServerEntry:
     if url is not None or kind in ("http", "streamable-http", "streamableHttp"):
         if not isinstance(url, str) or not url.startswith(("http://", "https://")):
             raise McpConfigError(f"{where}: url must be an http:// or https:// address")
+        from dsh_kernel.llm.secrets import url_credentials
+
+        if url_credentials(url):
+            raise McpConfigError(
+                f"{where}: the url carries a credential (a password or a token parameter); put it "
+                'in a header that refers to an environment variable, e.g. "Authorization": '
+                '"Bearer ${MY_TOKEN}"'
+            )
         headers = _strings(value.get("headers"), f"{where}: headers")
         _no_literal_secrets(headers, f"{where}: headers")
         return ServerEntry(
@@ -285,14 +295,14 @@ def _strings(value: JsonValue, where: str) -> dict[str, str]:
 
 
 def _no_literal_secrets(values: Mapping[str, str], where: str) -> None:
-    from dsh_kernel.llm.secrets import KEY_VARIABLES
+    from dsh_kernel.llm.secrets import KEY_VARIABLES, WATCHED_URLS
 
     for key, text in values.items():
         for ref in REFERENCE.findall(text):
-            if ref in KEY_VARIABLES.values():
+            if ref in KEY_VARIABLES.values() or ref in WATCHED_URLS:
                 raise McpConfigError(
-                    f"{where}.{key} refers to {ref}, a model provider's API key: an MCP server "
-                    "never gets the kernel's keys; give it its own variable"
+                    f"{where}.{key} refers to {ref}, a model provider's API key or endpoint: an MCP "
+                    "server is never given the kernel's keys; give it its own variable"
                 )
         if _credential_name(key) and text.strip() and not REFERENCE.search(text):
             raise McpConfigError(
@@ -345,7 +355,7 @@ def entry_from_text(name: str, text: str) -> ServerEntry:
         try:
             value = json.loads(text)
         except ValueError as exc:
-            raise McpConfigError(f"%agent mcp add {name}: not JSON ({exc})") from exc
+            raise McpConfigError(f"the entry for {name!r} is not JSON ({exc})") from exc
         entry = parse_entry(name, value, source)
     elif text.startswith(("http://", "https://")):
         entry = parse_entry(name, {"url": text}, source)
@@ -355,7 +365,7 @@ def entry_from_text(name: str, text: str) -> ServerEntry:
         try:
             words = shlex.split(text)
         except ValueError as exc:
-            raise McpConfigError(f"%agent mcp add {name}: {exc}") from exc
+            raise McpConfigError(f"the command line for {name!r}: {exc}") from exc
         args: list[JsonValue] = list(words[1:])
         entry = parse_entry(name, {"command": words[0], "args": args}, source)
     if entry.problem is not None:

@@ -7,7 +7,8 @@ and a kernel never waits for its servers to start. ``state`` is ``starting``, ``
 or ``stopped``; ``settled`` is set once it is ``ready`` or ``failed``, and ``on_change`` is told of
 every change (the tools the agent is offered follow it: ``mcp.servers``).
 
-A stdio server's stderr goes to its own file, ``log_path`` (``<store>/mcp/logs/<name>.log``), appended,
+A stdio server's stderr goes to its own file, ``log_path`` (``<store>/mcp/logs/<name>.log``), appended (past ``MAX_LOG_BYTES`` at a start,
+the old one is kept as ``<name>.log.1``),
 never to the notebook (ipykernel's ``sys.stderr`` has no file descriptor: a subprocess cannot
 inherit it). The server's environment is the SDK's safe set plus its entry's ``env``; an HTTP
 server's headers are its entry's. Both are resolved from ``${NAME}`` references when the server
@@ -68,6 +69,7 @@ def import_sdk() -> None:
         import mcp  # pyright: ignore[reportUnusedImport]
         import mcp.client.stdio  # pyright: ignore[reportUnusedImport]
         import mcp.client.streamable_http  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        from jsonschema import validators  # noqa: F401  # pyright: ignore[reportUnusedImport]
     except ImportError as exc:
         raise McpUnavailable(
             "the MCP client is not installed: pip install 'dsh-kernel[mcp]' (the `mcp` package), "
@@ -105,6 +107,7 @@ class McpServer:
         self._stop = asyncio.Event()
         self._lost = asyncio.Event()
         self._relisting: set[asyncio.Future[None]] = set()
+        self._relist_again = False
         if entry.problem is not None:
             self._settle("failed", entry.problem)
 
@@ -193,6 +196,7 @@ class McpServer:
                 from mcp.client.stdio import StdioServerParameters, stdio_client
 
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                _rotate(self.log_path)
                 errlog = stack.enter_context(self.log_path.open("a", encoding="utf-8"))
                 errlog.write(f"--- dsh-kernel starts {entry.describe()} ---\n")
                 errlog.flush()
@@ -254,9 +258,22 @@ class McpServer:
         """The server's notifications: a changed tool list is listed again."""
         method = getattr(getattr(message, "root", message), "method", None)
         if method == "notifications/tools/list_changed":
-            task = asyncio.ensure_future(self.relist())
+            # Coalesced: one listing in flight and at most one more after it, however many
+            # notices a server sends.
+            if self._relist_again:
+                return
+            if self._relisting:
+                self._relist_again = True
+                return
+            task = asyncio.ensure_future(self._relist_until_quiet())
             self._relisting.add(task)
             task.add_done_callback(self._relisting.discard)
+
+    async def _relist_until_quiet(self) -> None:
+        await self.relist()
+        while self._relist_again:
+            self._relist_again = False
+            await self.relist()
 
     async def relist(self) -> None:
         client = self._client
@@ -368,6 +385,16 @@ class McpServer:
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
+MAX_LOG_BYTES: Final = 5_000_000
+"""A server's log past this size at a start is moved to ``<name>.log.1`` (one old log kept)."""
+
+
+def _rotate(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        if path.stat().st_size > MAX_LOG_BYTES:
+            path.replace(path.with_name(path.name + ".1"))
+
+
 async def _settle(task: asyncio.Future[Any]) -> None:
     """Wait for a cancelled call to unwind (the SDK sends ``notifications/cancelled`` then)."""
     with contextlib.suppress(BaseException):
@@ -392,6 +419,8 @@ def describe_exception(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:  # pyright: ignore[reportUnknownMemberType]
         exc = exc.exceptions[0]  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     text = str(exc).strip() or type(exc).__name__  # pyright: ignore[reportUnknownArgumentType]
+    lines = text.splitlines()
+    text = lines[0][:300] + (" …" if len(lines) > 1 or len(lines[0]) > 300 else "")
     if isinstance(exc, FileNotFoundError):
         return f"command not found: {exc.filename or text}"
     if isinstance(exc, TimeoutError):

@@ -34,8 +34,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from dsh_kernel.errors import UsageError
-from dsh_kernel.jsonvalue import JsonValue
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.mcp.config import (
+    REFERENCE,
     McpConfigError,
     ServerEntry,
     config_files,
@@ -45,9 +46,13 @@ from dsh_kernel.mcp.config import (
 from dsh_kernel.mcp.server import McpServer
 from dsh_kernel.mcp.tools import CallLimits, fingerprint, tool_definitions
 from dsh_kernel.runtime.image_reduce import ImageCaps
+from dsh_kernel.tools.types import ToolDefinition
 
 if TYPE_CHECKING:
     from dsh_kernel.agent.agent import Agent
+
+MAX_TOOLS_PER_SERVER: Final = 128
+"""The most tools one server may offer (more are listed, not offered; each is in every request)."""
 
 USAGE: Final = (
     "usage: %agent mcp [add NAME <command> [args…] | add NAME <url> | add NAME <JSON> | "
@@ -55,6 +60,14 @@ USAGE: Final = (
 )
 
 _log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Waiting:
+    """A project file not allowed yet: its entries and its content hash, as listed."""
+
+    entries: list[ServerEntry]
+    digest: str
 
 
 @dataclass(slots=True)
@@ -85,7 +98,9 @@ class McpServers:
         add_secret: Callable[[str], None] = lambda _s: None,
     ) -> None:
         self.notebook_dir = notebook_dir
-        self.jupyter_dirs = tuple(jupyter_dirs)
+        self.jupyter_dirs = tuple(d for d in jupyter_dirs if str(d).strip() and d.is_absolute())
+        """Only absolute ones: ``""`` or ``.`` in ``JUPYTER_CONFIG_PATH`` would make the notebook's
+        folder (a project's file) the user's own."""
         self.explicit = explicit
         self.state_dir = state_dir
         self.limits = limits
@@ -95,13 +110,16 @@ class McpServers:
         self.problems: list[str] = []
         """Files that could not be read at all (one line each)."""
         self.files: list[Path] = []
-        self.waiting: dict[Path, list[str]] = {}
-        """Project files not allowed yet, with the servers they name."""
+        self.waiting: dict[Path, _Waiting] = {}
+        """Project files not allowed yet: what they say and their content hash when listed."""
         self.added: dict[str, ServerEntry] = {}
         """Servers added with ``%agent mcp add`` this session (kept over ``reload``)."""
         self.removed: set[str] = set()
         self._offer: _Offer | None = None
         self._fingerprints: dict[str, str] = {}
+        self._made: dict[
+            str, tuple[tuple[JsonObject, ...], ImageCaps, bool, list[ToolDefinition]]
+        ] = {}
         self._started = False
 
     # -- configuration ----------------------------------------------------------------------------
@@ -118,13 +136,14 @@ class McpServers:
         allowed = self._allowed()
         usable: list[Path] = []
         for path in files:
-            if self._is_project(path) and allowed.get(str(path)) != _digest(path):
+            digest = _digest(path)
+            if self._is_project(path) and allowed.get(str(path)) != digest:
                 try:
-                    names = list(load_servers([path])[0])
+                    entries = list(load_servers([path])[0].values())
                 except Exception:
-                    names = []
-                if names:
-                    self.waiting[path] = names
+                    entries = []
+                if entries:
+                    self.waiting[path] = _Waiting(entries=entries, digest=digest)
                 continue
             usable.append(path)
         entries, problems = load_servers(usable)
@@ -151,11 +170,21 @@ class McpServers:
         return {k: str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
     def allow(self) -> list[Path]:
-        """Allow the waiting project files (as they are now); ``command`` then starts them."""
+        """Allow the waiting project files as they were listed; ``command`` then starts them. A file
+        changed since it was listed, or one another user could have written (not yours, or
+        writable by others), is refused with its line (``McpConfigError``)."""
+        for path, waiting in self.waiting.items():
+            if _digest(path) != waiting.digest:
+                raise McpConfigError(
+                    f"{path} changed since it was listed; run `%agent mcp` to see it as it is now"
+                )
+            problem = _foreign(path)
+            if problem:
+                raise McpConfigError(f"{path} {problem}: not allowed (move or fix it first)")
         allowed = self._allowed()
         done = list(self.waiting)
         for path in done:
-            allowed[str(path)] = _digest(path)
+            allowed[str(path)] = self.waiting[path].digest
         self.state_dir.mkdir(parents=True, exist_ok=True)
         target = self.state_dir / "allowed.json"
         tmp = target.with_suffix(".tmp")
@@ -238,9 +267,7 @@ class McpServers:
                 else:
                     allowed = server.entry.trust == "read-only-hints"
                 try:
-                    defns = tool_definitions(
-                        server, images=offer.images, limits=self.limits, read_only_allowed=allowed
-                    )
+                    defns = self._definitions(server, offer.images, allowed)
                 except Exception as exc:  # one server's odd listing spoils only that server
                     _log.warning(
                         "dsh: MCP server %s: tools not offered", server.name, exc_info=True
@@ -250,7 +277,9 @@ class McpServers:
                 for defn in defns:
                     if policy == "explain" and not defn.read_only:
                         continue
-                    self._recheck(offer.agent, defn.name, fingerprint(defn))
+                    self._recheck(
+                        offer.agent, defn.name, fingerprint(defn, server.entry.describe())
+                    )
                     try:
                         offer.disposers.append(offer.agent.registry.register(defn))
                     except UsageError as exc:
@@ -259,6 +288,29 @@ class McpServers:
                     names.add(defn.name)
                     offer.by_server[server.name] = offer.by_server.get(server.name, 0) + 1
         offer.names = frozenset(names)
+
+    def _definitions(
+        self, server: McpServer, images: ImageCaps, allowed: bool
+    ) -> list[ToolDefinition]:
+        """``server``'s definitions, made once per listing (and per images/trust), the first
+        ``MAX_TOOLS_PER_SERVER`` of them."""
+        cached = self._made.get(server.name)
+        if cached is not None and cached[0] is server.tools and cached[1:3] == (images, allowed):
+            return cached[3]
+        listed = server.tools
+        if len(listed) > MAX_TOOLS_PER_SERVER:
+            server.last_error = (
+                f"it lists {len(listed)} tools; only the first {MAX_TOOLS_PER_SERVER} are offered"
+            )
+            server.tools = listed[:MAX_TOOLS_PER_SERVER]
+        try:
+            made = tool_definitions(
+                server, images=images, limits=self.limits, read_only_allowed=allowed
+            )
+        finally:
+            server.tools = listed
+        self._made[server.name] = (listed, images, allowed, made)
+        return made
 
     def _recheck(self, agent: Agent, name: str, print_: str) -> None:
         before = self._fingerprints.get(name)
@@ -284,6 +336,11 @@ class McpServers:
         match args[0]:
             case "add" if len(args) >= 2:
                 name = args[1]
+                if self._offer is not None and self._offer.policy() in ("explain", "off"):
+                    raise UsageError(
+                        "the course's AI policy in force does not let a notebook add MCP servers "
+                        "(the course configuration names them)"
+                    )
                 entry = entry_from_text(name, rest)
                 self._replace(name, entry)
                 self.added[name] = entry
@@ -293,7 +350,7 @@ class McpServers:
                 name = args[1]
                 server = self.servers.pop(name, None)
                 if server is None:
-                    raise UsageError(f"no MCP server named {name!r}; {self._names()}")
+                    raise self._unknown(name)
                 _later(server.stop())
                 self.added.pop(name, None)
                 self.removed.add(name)
@@ -305,7 +362,7 @@ class McpServers:
                 name = args[1]
                 server = self.servers.get(name)
                 if server is None:
-                    raise UsageError(f"no MCP server named {name!r}; {self._names()}")
+                    raise self._unknown(name)
                 self._replace(name, server.entry)
                 return f"MCP server {name} restarting"
             case "reload" if len(args) == 1:
@@ -335,8 +392,15 @@ class McpServers:
             _later(server.stop())
         self.sync()
 
-    def _names(self) -> str:
-        return "servers: " + (", ".join(sorted(self.servers)) or "none")
+    def _unknown(self, name: str) -> UsageError:
+        for path, waiting in self.waiting.items():
+            if any(e.name == name for e in waiting.entries):
+                return UsageError(
+                    f"MCP server {name!r} is in {path}, which waits for `%agent mcp allow`"
+                )
+        return UsageError(
+            f"no MCP server named {name!r}; servers: " + (", ".join(sorted(self.servers)) or "none")
+        )
 
     def lines(self) -> list[str]:
         """The listing of ``%agent mcp``."""
@@ -366,11 +430,26 @@ class McpServers:
                 line += f"\n    log: {s.log_path}"
             line += f"\n    from: {s.entry.source}"
             out.append(line)
-        for path, names in self.waiting.items():
-            out.append(
-                f"{path} (a project file) names {', '.join(names)}: not started until you allow "
-                "it — `%agent mcp allow` (a stdio server is a command run on this machine)"
-            )
+        for path, waiting in self.waiting.items():
+            names = ", ".join(e.name for e in waiting.entries)
+            lines = [
+                f"{path} (a project file) names {names}: not started until you allow it — "
+                "`%agent mcp allow` (a stdio server is a command run on this machine, as you):"
+            ]
+            for e in waiting.entries:
+                refs = sorted(
+                    {
+                        r
+                        for v in (*e.env.values(), *e.headers.values())
+                        for r in REFERENCE.findall(v)
+                    }
+                )
+                given = f"; gets ${{{'}, ${'.join(refs)}}}" if refs else ""
+                lines.append(f"    {e.name}: {e.describe()}{given}")
+            problem = _foreign(path)
+            if problem:
+                lines.append(f"    (cannot be allowed: {problem})")
+            out.append("\n".join(lines))
         out += self.problems
         return out
 
@@ -383,6 +462,22 @@ def _later(stopping: Coroutine[Any, Any, None]) -> None:
     task = asyncio.ensure_future(stopping)
     _pending.add(task)
     task.add_done_callback(_pending.discard)
+
+
+def _foreign(path: Path) -> str | None:
+    """Why a project file may be someone else's (not ours, or writable by others), else ``None``."""
+    if not hasattr(os, "getuid"):
+        return None  # Windows: no owner check here
+    try:
+        for target in (path, path.parent):
+            st = target.stat()
+            if st.st_uid != os.getuid():
+                return f"({target} belongs to another user)"
+            if target == path and st.st_mode & 0o022:
+                return "is writable by other users"
+    except OSError as exc:
+        return f"cannot be checked ({exc.strerror})"
+    return None
 
 
 def _digest(path: Path) -> str:

@@ -15,7 +15,7 @@
   call against the server's *full* schema (``jsonschema``) before approval, so a call that cannot
   run is never shown for approval.
 * **Approval**: every tool asks, unless the server's entry trusts read-only hints and the tool is
-  annotated ``readOnlyHint: true`` (``read_only``). Under the course policy ``explain`` only servers
+  annotated ``readOnlyHint: true`` and not ``destructiveHint: true`` (``read_only``). Under the course policy ``explain`` only servers
   the course names as trusted (``c.DshKernel.mcp_trusted``) may have read-only tools; the rest of
   MCP is not offered there (``mcp.servers``).
 * **Results** (``render``): text as text; images through the image path the ``python`` tool uses
@@ -74,11 +74,19 @@ def exposed_name(server: str, tool: str) -> str:
     return f"{name[: MAX_NAME - 7]}_{digest}"
 
 
-def fingerprint(defn: ToolDefinition) -> str:
-    """What approval depends on: the tool's name and the parameters made from its input schema
-    (a change asks again)."""
+def fingerprint(defn: ToolDefinition, program: str) -> str:
+    """What an "Always allow" was given to: the tool's name, description, parameters and
+    read-only-ness, and the program behind it (``program``: the entry's command or URL). Any
+    change asks again."""
     body = json.dumps(
-        {"name": defn.name, "origin": defn.origin, "parameters": defn.parameters},
+        {
+            "name": defn.name,
+            "origin": defn.origin,
+            "description": defn.description,
+            "parameters": defn.parameters,
+            "readOnly": defn.read_only,
+            "program": program,
+        },
         sort_keys=True,
         separators=(",", ":"),
     )
@@ -119,8 +127,13 @@ def tool_definitions(
 
 
 def _read_only_hint(tool: JsonObject) -> bool:
+    """Annotated read-only, and not also destructive (a contradiction is not read-only)."""
     annotations = tool.get("annotations")
-    return isinstance(annotations, dict) and annotations.get("readOnlyHint") is True
+    return (
+        isinstance(annotations, dict)
+        and annotations.get("readOnlyHint") is True
+        and annotations.get("destructiveHint") is not True
+    )
 
 
 def _definition(
@@ -215,7 +228,8 @@ def _checker(schema: JsonObject, name: str) -> Callable[[JsonObject], object] | 
         cls: Any = validators.validator_for(schema)
         cls.check_schema(schema)
         validator: Any = cls(schema)
-    except Exception:
+        list(validator.iter_errors({}))  # a schema that refers to itself in a loop fails here
+    except (Exception, RecursionError):
         return None
 
     def check(args: JsonObject) -> None:

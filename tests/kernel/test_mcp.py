@@ -43,6 +43,8 @@ def mcp_live(server: SseServer, tmp_path_factory: pytest.TempPathFactory) -> Ite
                     "t": entry(tmp, trust="read-only-hints"),
                     # the same server with a short idle timeout: progress must keep a call alive
                     "quick": entry(tmp, timeout=2),
+                    # a command that does not exist: listed with its error, in the kernel log
+                    "broken": {"command": str(tmp / "no-such-mcp-server")},
                 }
             }
         )
@@ -191,6 +193,14 @@ def test_a_crashed_server_is_restarted_once(mcp_live: Live) -> None:
     live.server.script(sc.tool_calls(("t__echo", {"text": "back"})), sc.text("ok"))
     assert run_approved(live, "Echo once more.").status == "ok"
     assert "back" in json.dumps(live.server.requests[-1].json)
+
+
+def test_a_server_that_cannot_start_is_listed_and_in_the_kernel_log(mcp_live: Live) -> None:
+    out = mcp_live.fe.python("%agent mcp")
+    assert "broken: failed" in out and "command not found" in out, out
+    assert mcp_live.kernel.log_path is not None
+    log = mcp_live.kernel.log_path.read_text(errors="replace")
+    assert "dsh: MCP server broken" in log, log[-2000:]
 
 
 def test_a_project_file_waits_for_allow(mcp_live: Live) -> None:

@@ -253,7 +253,8 @@ def test_a_reference_to_a_provider_key_is_refused(variable: str) -> None:
         got = entry({"command": "x", "env": {"MY_SETTING": f"prefix-{ref}"}})
         assert got.problem is not None
         assert (
-            f"refers to {variable}" in got.problem and "never gets the kernel's keys" in got.problem
+            f"refers to {variable}" in got.problem
+            and "never given the kernel's keys" in got.problem
         )
 
 
@@ -344,7 +345,7 @@ def test_entry_from_json() -> None:
         ("", "usage: %agent mcp add"),
         ("{not json", "not JSON"),
         ('{"command": "x", "env": {"API_TOKEN": "abc"}}', "is written in the file"),
-        ('uvx "unclosed', "%agent mcp add x"),
+        ('uvx "unclosed', "the command line for 'x'"),
     ],
 )
 def test_entry_from_bad_text_raises_one_line(text: str, said: str) -> None:
@@ -359,3 +360,14 @@ def test_as_json_never_holds_a_resolved_value() -> None:
         "url": "https://x.org/mcp",
         "headers": {"Authorization": "Bearer ${T}"},
     }
+
+
+def test_a_url_carrying_a_credential_is_refused() -> None:
+    for url in ("https://h/mcp?api_key=sk-literal-123456", "https://u:secret-pass@h/mcp"):
+        got = entry({"url": url})
+        assert got.problem is not None and "carries a credential" in got.problem, got
+
+
+def test_a_reference_to_a_provider_endpoint_is_refused() -> None:
+    got = entry({"url": "https://h/mcp", "headers": {"X": "${DSH_BASE_URL}"}})
+    assert got.problem is not None and "refers to DSH_BASE_URL" in got.problem

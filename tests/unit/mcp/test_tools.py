@@ -239,12 +239,23 @@ def test_an_invalid_schema_has_no_full_check_but_still_a_definition() -> None:
     assert defn.parameters["type"] == "object"
 
 
-def test_the_fingerprint_follows_the_schema() -> None:
+def test_the_fingerprint_follows_the_schema_the_description_and_the_program() -> None:
     a = one({"name": "log", "inputSchema": SCHEMA, "description": "one"})
+    same = one({"name": "log", "inputSchema": SCHEMA, "description": "one"})
     b = one({"name": "log", "inputSchema": SCHEMA, "description": "two"})
     changed = one({"name": "log", "inputSchema": {**SCHEMA, "required": ["count", "branch"]}})
-    assert fingerprint(a) == fingerprint(b)
-    assert fingerprint(a) != fingerprint(changed)
+    assert fingerprint(a, "stdio: x") == fingerprint(same, "stdio: x")
+    assert fingerprint(a, "stdio: x") != fingerprint(b, "stdio: x")
+    assert fingerprint(a, "stdio: x") != fingerprint(changed, "stdio: x")
+    assert fingerprint(a, "stdio: x") != fingerprint(a, "stdio: y")
+
+
+def test_a_destructive_hint_is_never_read_only() -> None:
+    both: JsonObject = {
+        "name": "wipe",
+        "annotations": {"readOnlyHint": True, "destructiveHint": True},
+    }
+    assert one(both, read_only_allowed=True).read_only is False
 
 
 # -- approval -------------------------------------------------------------------------------------
