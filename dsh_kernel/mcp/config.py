@@ -31,9 +31,11 @@ with ``${NAME}`` (also ``${env:NAME}``, VS Code's spelling), anywhere in the val
 when the server starts, from the kernel's environment, and every resolved value is added to the
 redactor (``llm.secrets``). A value under a name that looks like a credential (``*KEY*``,
 ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``Authorization``, …) written literally is refused, and so
-is a reference to a provider's API key variable (``llm.secrets.KEY_VARIABLES``): a server never sees
-our keys. A stdio server's environment is the SDK's small safe set (``PATH``, ``HOME``, …) plus its
-``env``; nothing else of the notebook's.
+is a reference to a provider's key or endpoint variable (``llm.secrets.KEY_VARIABLES``,
+``WATCHED_URLS``) and a ``url`` carrying a credential: the kernel never hands a server its keys.
+Only absolute Jupyter config directories are read (``""`` or ``.`` in ``JUPYTER_CONFIG_PATH`` would
+be the notebook's folder). A stdio server's environment is the SDK's small safe set (``PATH``,
+``HOME``, …) plus its ``env`` — but it runs as the user, and can read what the user can.
 
 Every problem is one line naming the file, the server and what to do (``McpConfigError``); a bad
 entry spoils only its own server (``ServerEntry.problem``), a file that is not JSON spoils that file.

@@ -7,10 +7,11 @@ and a kernel never waits for its servers to start. ``state`` is ``starting``, ``
 or ``stopped``; ``settled`` is set once it is ``ready`` or ``failed``, and ``on_change`` is told of
 every change (the tools the agent is offered follow it: ``mcp.servers``).
 
-A stdio server's stderr goes to its own file, ``log_path`` (``<store>/mcp/logs/<name>.log``), appended (past ``MAX_LOG_BYTES`` at a start,
-the old one is kept as ``<name>.log.1``),
-never to the notebook (ipykernel's ``sys.stderr`` has no file descriptor: a subprocess cannot
-inherit it). The server's environment is the SDK's safe set plus its entry's ``env``; an HTTP
+A stdio server's stderr goes to its own file, ``log_path`` (``<store>/mcp/logs/<name>.log``),
+appended (a log past ``MAX_LOG_BYTES`` at a start is kept as ``<name>.log.1``), never to the
+notebook (ipykernel's ``sys.stderr`` has no file descriptor: a subprocess cannot inherit it). A
+server's notices that its tool list changed are coalesced: one listing at a time, and at most one
+more after it. The server's environment is the SDK's safe set plus its entry's ``env``; an HTTP
 server's headers are its entry's. Both are resolved from ``${NAME}`` references when the server
 starts (``mcp.config.resolve``), and what they supplied is added to the redactor.
 

@@ -15,9 +15,10 @@
   call against the server's *full* schema (``jsonschema``) before approval, so a call that cannot
   run is never shown for approval.
 * **Approval**: every tool asks, unless the server's entry trusts read-only hints and the tool is
-  annotated ``readOnlyHint: true`` and not ``destructiveHint: true`` (``read_only``). Under the course policy ``explain`` only servers
-  the course names as trusted (``c.DshKernel.mcp_trusted``) may have read-only tools; the rest of
-  MCP is not offered there (``mcp.servers``).
+  annotated ``readOnlyHint: true`` and not ``destructiveHint: true`` (``read_only``). Under the
+  course policy ``explain`` only servers the course names as trusted (``c.DshKernel.mcp_trusted``)
+  may have read-only tools; the rest of MCP is not offered there (``mcp.servers``). What an
+  "Always allow" was given to is the tool's ``fingerprint``.
 * **Results** (``render``): text as text; images through the image path the ``python`` tool uses
   (reduced, described for a model that takes none); an embedded resource as its URI and media type
   with its text cut to ``MAX_RESOURCE_TEXT``; a resource link as its URI; audio named, not sent.
