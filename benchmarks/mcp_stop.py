@@ -11,6 +11,10 @@ connected through ``McpServer`` exactly as the kernel connects it. Measured, in 
 2. **Round trip** — ``echo`` through ``McpServer.call`` (idle timer, abort watch, result as JSON)
    against the same call through the SDK's ``Client.call_tool`` directly on the same connection,
    alternating; medians and the ratio.
+3. **In a kernel** — a real ``dsh`` kernel with the server in its ``mcp.json`` and the loopback fake
+   model calling ``wait_forever``: once the server logs that the call runs, the cell's Stop button
+   is clicked (a comm message, as the page sends it) or the kernel is interrupted, alternating;
+   timed to the cell's reply (``ABORTED``), target < 250 ms.
 
 Run: ``python benchmarks/mcp_stop.py [--runs 15]``; ``--quick`` runs each step a few times.
 """
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -132,12 +137,61 @@ async def main_async(runs: int) -> None:
     )
 
 
+def kernel_stops(runs: int) -> None:
+    """Part 3 (module docstring)."""
+    from tests.kernel.conftest import provider_env
+    from tests.support import scenarios as sc
+    from tests.support.frontend import Frontend
+    from tests.support.kernel import start_kernel
+    from tests.support.sse_server import SseServer
+
+    work = Path(tempfile.mkdtemp(prefix="dsh-mcp-kernel-"))
+    log = work / "cancel.log"
+    argv = stdio_argv(cancel_log=log)
+    config = work / "servers.json"
+    entry = {"command": argv[0], "args": argv[1:], "cwd": str(ROOT)}
+    config.write_text(json.dumps({"mcpServers": {"t": entry}}))
+    times: dict[str, list[float]] = {"stop": [], "interrupt": []}
+    with SseServer() as model:
+        env = provider_env(
+            model, work, DSH_MCP_CONFIG=str(config), DSH_MCP_WAIT="120", DSH_APPROVAL="auto"
+        )
+        with start_kernel(work, "dsh", env=env) as k:
+            fe = Frontend(k)
+            for i in range(runs * 2 + 2):
+                how = "stop" if i % 2 == 0 else "interrupt"
+                started = count(log, "tool-started")
+                model.script(sc.tool_calls(("t__wait_forever", {})))
+                cell = fe.submit(f"wait ({how})")
+                cell.pump(lambda n=started: count(log, "tool-started") > n, timeout=120)
+                t0 = time.perf_counter()
+                if how == "stop":
+                    fe.click(fe.buttons("Stop")[-1])
+                else:
+                    k.km.interrupt_kernel()
+                ex = cell.finish(timeout=60)
+                elapsed = (time.perf_counter() - t0) * 1000
+                assert ex.status == "error" and ex.content["ename"] == "ABORTED", ex.content
+                if i >= 2:  # the first of each is a warm-up
+                    times[how].append(elapsed)
+    load = os.getloadavg()[0]
+    for how, xs in times.items():
+        print(
+            f"  {how} of a running MCP call -> the cell's ABORTED reply: median "
+            f"{statistics.median(xs):.0f} ms (spread {min(xs):.0f}-{max(xs):.0f}, {len(xs)} runs, "
+            f"load {load:.2f}; target < 250 ms)"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="MCP benchmark: Stop, and a call's cost")
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--quick", action="store_true", help="a few runs: it runs, nothing more")
     args = parser.parse_args()
-    asyncio.run(main_async(3 if args.quick else args.runs))
+    runs = 3 if args.quick else args.runs
+    asyncio.run(main_async(runs))
+    print("MCP Stop in a kernel (the chat cell's Stop button, and an interrupt):")
+    kernel_stops(1 if args.quick else max(5, runs // 3))
 
 
 if __name__ == "__main__":
