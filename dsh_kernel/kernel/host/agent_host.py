@@ -73,6 +73,7 @@ from dsh_kernel.llm.config import (
     KEYS,
     KeyStore,
 )
+from dsh_kernel.llm.secrets import redact
 from dsh_kernel.llm.types import ModelInfo
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session, wall_clock_ms
@@ -218,8 +219,7 @@ class AgentHost:
             except StoreError as exc:
                 store = exc
         if isinstance(store, StoreError):
-            self.store_warning = store.message
-            _log.warning("%s", self.store_warning)
+            self._warn_store(store.message)
             return
         self.store = store
 
@@ -248,8 +248,17 @@ class AgentHost:
             self.journal = attach_journal(agent, self.store)
             self.shared.follow(self.journal, agent.hooks)
         except (OSError, DshError) as exc:
-            self.store_warning = f"the session journal could not be opened ({exc}); in memory only"
-            _log.warning("%s", self.store_warning)
+            self._warn_store(f"the session journal could not be opened ({exc}); in memory only")
+
+    def _warn_store(self, text: str) -> None:
+        """Say that sessions are kept in memory only: in the kernel's log and, as it happens during
+        the cell that first needs the store, in that cell's output (stderr)."""
+        import sys
+
+        self.store_warning = text
+        _log.warning("%s", text)
+        with contextlib.suppress(Exception):
+            print(redact(text), file=sys.stderr)
 
     def store_description(self) -> str:
         if self.store is None:
