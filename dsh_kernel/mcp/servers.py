@@ -120,7 +120,6 @@ class McpServers:
         self._made: dict[
             str, tuple[tuple[JsonObject, ...], ImageCaps, bool, list[ToolDefinition]]
         ] = {}
-        self._started = False
 
     # -- configuration ----------------------------------------------------------------------------
 
@@ -196,7 +195,6 @@ class McpServers:
 
     def start(self) -> None:
         """Read the configuration and start every usable server in the background."""
-        self._started = True
         for name, entry in self._entries().items():
             self._launch(name, entry)
 
@@ -263,7 +261,10 @@ class McpServers:
                 if server.state != "ready":
                     continue
                 if policy == "explain":
-                    allowed = server.name in self.trusted
+                    # the course's trust is for its own configuration, not a notebook's folder
+                    allowed = server.name in self.trusted and not self._is_project(
+                        Path(server.entry.source)
+                    )
                 else:
                     allowed = server.entry.trust == "read-only-hints"
                 try:

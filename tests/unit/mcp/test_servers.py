@@ -534,3 +534,21 @@ def test_a_notebook_cannot_add_a_server_under_explain(tmp_path: Path) -> None:
     servers.follow(agent(), lambda: "explain", ImageCaps())
     with pytest.raises(UsageError, match="does not let a notebook add MCP servers"):
         servers.command(["add", "docs"], "/bin/my-own-docs")
+
+
+def test_under_explain_the_course_trusts_its_own_configuration_not_a_notebooks_folder(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "nb").mkdir()
+    servers = make(tmp_path, trusted=frozenset({"docs"}))
+    hinted: JsonObject = {"name": "look", "annotations": {"readOnlyHint": True}}
+    course = ready(servers, "docs", hinted)
+    servers.follow(agent(), lambda: "explain", ImageCaps())
+    assert servers.offered == {"docs__look"}
+    # the same name, from an allowed project file in the notebook's folder: not the course's
+    entry = ServerEntry(name="docs", source=str(tmp_path / "nb" / "mcp.json"), command="x")
+    student = McpServer(entry, log_dir=tmp_path / "logs")
+    student.tools, student.state = course.tools, "ready"
+    servers.servers["docs"] = student
+    servers.sync()
+    assert servers.offered == frozenset()
