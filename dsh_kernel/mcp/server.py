@@ -109,6 +109,7 @@ class McpServer:
         self._lost = asyncio.Event()
         self._relisting: set[asyncio.Future[None]] = set()
         self._relist_again = False
+        self._last_status: int | None = None
         if entry.problem is not None:
             self._settle("failed", entry.problem)
 
@@ -150,7 +151,7 @@ class McpServer:
                 self._settle("failed", exc.message)
                 return
             except BaseException as exc:
-                error = describe_exception(exc)
+                error = self._with_status(describe_exception(exc))
                 _log.warning("dsh: MCP server %s: %s", self.name, error)
                 was_ready = self.state == "ready"
                 self._client = None
@@ -216,6 +217,7 @@ class McpServer:
                     httpx2.AsyncClient(
                         headers=dict(resolved.headers),
                         timeout=httpx2.Timeout(30.0, read=None),
+                        event_hooks={"response": [self._http_status]},
                     )
                 )
                 transport = streamable_http_client(entry.url, http_client=http)
@@ -241,6 +243,21 @@ class McpServer:
                 self._client = None
             if self._lost.is_set() and not self._stop.is_set():
                 raise ConnectionError("the connection to the server was lost")
+
+    async def _http_status(self, response: Any) -> None:
+        """Keep an HTTP server's last error status: the SDK's message for it names none."""
+        status = getattr(response, "status_code", 0)
+        self._last_status = status if status >= 400 else None
+
+    def _with_status(self, error: str) -> str:
+        status, self._last_status = self._last_status, None
+        if status is None:
+            return error
+        hint = {
+            401: "the server wants credentials: check the entry's headers and their variables",
+            403: "the server refused these credentials: check the entry's headers",
+        }.get(status, "")
+        return f"{error} (HTTP {status}{'; ' + hint if hint else ''})"
 
     async def _list(self, client: Client) -> tuple[JsonObject, ...]:
         tools: list[JsonObject] = []
@@ -380,7 +397,8 @@ class McpServer:
                     code="MCP_SERVER_CRASHED",
                 ) from exc
             raise McpCallError(
-                f"MCP tool {tool!r} of server {self.name!r} failed: {describe_exception(exc)}",
+                f"MCP tool {tool!r} of server {self.name!r} failed: "
+                + self._with_status(describe_exception(exc)),
                 code="MCP_ERROR",
             ) from exc
         return result.model_dump(mode="json", by_alias=True, exclude_none=True)
