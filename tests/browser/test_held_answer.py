@@ -55,10 +55,14 @@ def test_held_text_shows_a_growing_count_then_the_text(tmp_path: Path) -> None:
             held.wait_for(state="visible", timeout=120_000)
             text = held.inner_text()
             assert "writing a tool call…" in text and "characters" in text, text
-            style = held.evaluate(
-                "(el) => { const cs = getComputedStyle(el);"
-                " return {border: cs.borderLeftStyle, color: cs.color}; }"
-            )
+            # read from the element on the page now: each redraw of the growing count replaces it,
+            # and a replaced (detached) element has no computed style
+            style = page.wait_for_function(
+                "() => { const el = document.querySelector('.dsh-turn .dsh-held');"
+                " if (!el || !el.isConnected) return null; const cs = getComputedStyle(el);"
+                " return cs.borderLeftStyle ? {border: cs.borderLeftStyle, color: cs.color} : null; }",
+                timeout=30_000,
+            ).json_value()
             assert style["border"] == "solid", style  # drawn as the turn's notices are
             assert page.locator(".dsh-turn", has_text='{"name": "python"').count() == 0
             lab_page.screenshot(ARTIFACTS / "held-progress.png")
