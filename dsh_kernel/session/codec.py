@@ -10,7 +10,7 @@ nesting deeper than 256 levels, which Python's own JSON reader could not read ba
 Journal format (one UTF-8 JSON object per line):
 
 * line 1 — the header: ``{"type": "session", "version": 0, "id", "createdAt", "cwd"?, "notebook"?,
-  "parentSession"?, "seedLength"?, "user"?, "aiPolicy"?}``; any other ``version`` is refused;
+  "parentSession"?, "parentKind"?, "seedLength"?, "user"?, "aiPolicy"?}``; any other ``version`` is refused;
 * every following line — one event: ``{"type", "seq", "time", "data", "ignorable"?, "surfaceOp"?,
   "sourceEventSeqs"?}``.
 
@@ -409,6 +409,8 @@ def header_to_json(header: SessionHeader) -> JsonObject:
         out["notebook"] = header.notebook
     if header.parent_session is not None:
         out["parentSession"] = header.parent_session
+    if header.parent_kind is not None:
+        out["parentKind"] = header.parent_kind
     if header.seed_length is not None:
         out["seedLength"] = header.seed_length
     if header.user is not None:
@@ -458,6 +460,7 @@ def header_from_json(obj: JsonValue, *, where: str = "journal header") -> Sessio
         cwd=opt_str("cwd"),
         notebook=opt_str("notebook"),
         parent_session=opt_str("parentSession"),
+        parent_kind=opt_str("parentKind"),
         seed_length=seed,
         user=opt_str("user"),
         ai_policy=opt_str("aiPolicy"),

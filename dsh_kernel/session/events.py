@@ -119,6 +119,11 @@ class SessionHeader:
     cwd: str | None = None
     notebook: str | None = None
     parent_session: str | None = None
+    parent_kind: str | None = None
+    """How this session came from ``parent_session``: ``fork`` (``%agent fork``), ``rewind`` (a chat
+    cell re-run above the end of the conversation: ``kernel.rewind``), ``policy`` (the course's AI
+    policy changed); later ``import`` and ``subagent``. ``None`` with a parent: a session written
+    before this field, a fork."""
     seed_length: int | None = None
     user: str | None = None
     """Who the session is for: ``JUPYTERHUB_USER``, else ``USER``, else the account's name (a

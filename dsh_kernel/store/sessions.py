@@ -168,8 +168,12 @@ def fork(
     cwd: str | None = None,
     user: str | None = None,
     ai_policy: str | None = None,
+    kind: str = "fork",
 ) -> Session:
     """A new session seeded with ``events`` up to and including the ``turn/end`` of ``turn``.
+
+    ``kind`` is recorded as the child's ``parent_kind``: ``fork`` (``%agent fork``), ``rewind`` (a
+    re-run chat cell: ``kernel.rewind``) or ``policy`` (the course's AI policy changed).
 
     ``turn=0`` forks before the first turn (only the events before any ``turn/start``). Raises
     ``UsageError`` when the turn does not exist or has not ended. The child's ``user`` and
@@ -201,6 +205,7 @@ def fork(
         cwd=cwd if cwd is not None else (header.cwd or os.getcwd()),
         notebook=header.notebook,
         parent_session=header.id,
+        parent_kind=kind,
         seed_length=len(prefix),
         user=user if user is not None else header.user,
         ai_policy=ai_policy if ai_policy is not None else header.ai_policy,

@@ -403,6 +403,7 @@ def _settle(host: PolicyHost, now: PolicyInForce) -> str | None:
             cwd=os.getcwd(),
             user=host.policy.course.user,
             ai_policy=now.policy,
+            kind="policy",
         )
     except UsageError:  # its last turn never ended: start afresh rather than send under the old
         forked = None
