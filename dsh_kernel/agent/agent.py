@@ -614,6 +614,19 @@ class Agent:
             self.approval_policy, "user" if self.status == "idle" else "code-during-turn"
         )
 
+    def adopt_approval(self, other: ApprovalPolicy, source: str) -> None:
+        """Take ``other``'s modes (the global one and each tool's) as this agent's, logged as
+        ``approval/policy`` with ``source`` when that changes anything (``rewind``: a branch of
+        the same conversation keeps the user's "Always allow")."""
+        if other.to_json() == self.approval_policy.to_json():
+            return
+        self.approval_policy.set(None, other.default)
+        for tool in list(self.approval_policy.tools):
+            self.approval_policy.set(tool, None)
+        for tool, mode in other.tools.items():
+            self.approval_policy.set(tool, mode)
+        self._approval_log.policy(self.approval_policy, source)
+
     def forget_approval(self, tool: str, source: str) -> None:
         """Drop ``tool``'s own approval mode (it follows the default again: an "Always allow"
         is gone), logged as ``approval/policy`` with ``source`` saying why (``mcp-tool-changed``:

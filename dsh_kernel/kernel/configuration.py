@@ -126,6 +126,12 @@ def _switch(raw: str, where: str) -> bool:
     return parse_compaction(raw, where)
 
 
+def _rewind(raw: str, where: str) -> bool:
+    from dsh_kernel.kernel.host.settings import parse_rewind
+
+    return parse_rewind(raw, where)
+
+
 def _vision(raw: str, where: str) -> bool | None:
     from dsh_kernel.kernel.magic.vision import parse_vision
 
@@ -332,6 +338,22 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "still does it by hand). Also `true`/`false`, `1`/`0`; anything else fails the first chat "
         "cell with `USAGE` naming the variable ([Compaction](#compaction))",
         status=StatusLine(label="compaction", text=_compaction_text),
+    ),
+    Setting(
+        name="rewind",
+        what="rewind by re-running chat cells",
+        trait=lambda: Bool(True),
+        help="A notebook's chat cells are the conversation: re-running or editing an earlier chat "
+        "cell re-asks from there (a new branch), deleting one takes its turn out (on/off).",
+        env="DSH_REWIND",
+        parse=_rewind,
+        default="on",
+        doc="`on`: in a notebook (a request carrying a cell id) the context of a chat cell's turn "
+        "is the turns of the chat cells above it; re-running or editing an earlier chat cell "
+        "re-asks from there on a new branch (a session forked before its turn), deleting one "
+        "takes its turn out ([Rewind](rewind.md)); `off`: every chat cell appends. Also "
+        "`true`/`false`, `1`/`0`; anything else fails the first chat cell with `USAGE` naming "
+        "the variable",
     ),
     Setting(
         name="repeat_limit",

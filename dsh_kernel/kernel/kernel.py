@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, assert_never, cast
 
 from ipykernel.ipkernel import IPythonKernel
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from dsh_kernel.errors import StoreError
     from dsh_kernel.kernel.host.agent_host import AgentHost
     from dsh_kernel.kernel.toolbox.notebook import NotebookDesk
+    from dsh_kernel.llm.types import Message
     from dsh_kernel.mcp.servers import McpServers
     from dsh_kernel.store.layout import Store
 
@@ -104,6 +106,8 @@ class DshKernel(IPythonKernel):
         self._store = self._open_store()
         self.mcp: McpServers | None = None
         """The MCP servers (``kernel.mcp``), made and started in ``start``."""
+        self._deleted_cells: set[str] = set()
+        """Cells a frontend reported deleted, for the next chat cell (``kernel.rewind``)."""
 
     def _protect_secrets(self) -> None:
         """See the module docstring (light imports only: this runs at kernel start)."""
@@ -229,6 +233,7 @@ class DshKernel(IPythonKernel):
         # person's message: VS Code runs its start-up code (which sets __vsc_ipynb_file__) and its
         # variable viewer with store_history=False. Python, unless it starts with %%chat.
         machinery = silent or not store_history
+        self._note_deleted_cells()
         typed_exit = not cell_id and allow_stdin and code.strip() in EXIT_CELLS
         chat_default = self._chat_cells and not machinery and not typed_exit
         cell = classify(code, "chat" if chat_default else "python")
@@ -350,6 +355,9 @@ class DshKernel(IPythonKernel):
             return self.error_reply(count, "INVALID_PROMPT", str(exc))
         if prompt is None:
             return self.ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
+        if cell_id and not silent:  # a notebook's cell: it owns its turn (``kernel.rewind``)
+            prompt = replace(prompt, message=await self._rewind(cell_id, prompt.message))
+            agent = host.agent  # a rewind goes on with a new branch's agent
         check_offered(host, prompt.tools)  # explain: no &`fn` that is not read-only
         disposers: list[Callable[[], None]] = []
         try:
@@ -411,6 +419,31 @@ class DshKernel(IPythonKernel):
                 return self.ok_reply(count, payload)
             case _:
                 assert_never(end)
+
+    def _note_deleted_cells(self) -> None:
+        """Keep the ids of the cells a notebook frontend says were deleted (JupyterLab sends
+        ``metadata.deletedCells`` with the next ``execute_request`` of any cell) for the next chat
+        cell, which takes their turns out of the context (``kernel.rewind``)."""
+        parent: dict[str, Any] = self.get_parent("shell")  # pyright: ignore[reportUnknownMemberType]
+        meta: object = parent.get("metadata")
+        raw = (
+            cast("dict[str, object]", meta).get("deletedCells") if isinstance(meta, dict) else None
+        )
+        if isinstance(raw, list):
+            cells = cast("list[object]", raw)
+            self._deleted_cells.update(c for c in cells[:10_000] if isinstance(c, str) and c)
+
+    async def _rewind(self, cell_id: str, message: Message) -> Message:
+        """``message`` recording its cell, after shaping the context for it (``kernel.rewind``)."""
+        from dsh_kernel.kernel.rewind import notebook_order, rewind, with_cell
+
+        host = self.host
+        if not host.settings.rewind:  # strict appending; the log still says which cell asked
+            return with_cell(message, cell_id, None)
+        order = await notebook_order(self.notebook_comms, self._client_session())
+        deleted, self._deleted_cells = self._deleted_cells, set()
+        context = rewind(host, cell_id, deleted=deleted, order=order)
+        return with_cell(message, cell_id, context)
 
     async def _wait_for_mcp(
         self, mcp: McpServers, *, silent: bool, write: Callable[[str], None] | None

@@ -184,6 +184,43 @@ class UserMessage(TypedDict):
     inserted: NotRequired[JsonValue]
 
 
+class LeftTurn(TypedDict):
+    """A turn that is not in the model's context (``CellContext``), and why: ``rerun`` (the cell
+    that asked it was run again), ``below`` (its cell is below the one that ran, in the notebook's
+    order or in the order first run), ``deleted`` (its cell was deleted), ``after`` (asked after the
+    re-run cell's earlier turn, with no cell of its own or from a cell since moved above)."""
+
+    turn: int
+    why: Literal["rerun", "below", "deleted", "after"]
+    cellId: NotRequired[str]
+
+
+class BranchPoint(TypedDict):
+    """Where a rewind branched (``CellContext.branch``): the session it came from, its last turn
+    copied (``0``: none), the turn of that session the same cell had asked (``replaces``), and the
+    turns of that session after the copy that this branch does not carry."""
+
+    session: str
+    turn: int
+    dropped: list[LeftTurn]
+    replaces: NotRequired[int]
+
+
+class CellContext(TypedDict):
+    """A chat cell's turn whose context is not plain appending (``kernel.rewind``): carried by its
+    prompt's source as ``context`` (``UserSource.extra``, written into the logged source object;
+never sent). ``order`` says how "above" was judged
+    (``notebook``: the notebook's order, from the frontend extension; ``run``: the order first
+    run); ``left``: turns of this session's log taken out of the context just before it (a
+    ``dsh/rewind`` note stands in for each); ``names``: names in the notebook's namespace that the
+    turns left out created or changed (the namespace is not rolled back)."""
+
+    order: Literal["notebook", "run"]
+    branch: NotRequired[BranchPoint]
+    left: NotRequired[list[LeftTurn]]
+    names: NotRequired[list[str]]
+
+
 class AssistantChunk(TypedDict):
     """One raw stream chunk, for replay and live views; never derived into messages."""
 

@@ -90,6 +90,7 @@ from dsh_kernel.transcript.model import (
     TurnModel,
     TurnState,
 )
+from dsh_kernel.transcript.rewind_note import rewind_notice
 
 _ABORT_CODES: frozenset[str] = frozenset({"ABORTED", "ABORTED_BEFORE_DISPATCH"})
 _REPEATED_CALL = "REPEATED_CALL"
@@ -433,6 +434,9 @@ class TurnFold:
         if is_prompt:
             self._prompt = text
             self._prompt_id = mid
+            notice = rewind_notice(d["source"])
+            if notice is not None:
+                self._entries.append(NoticeItem(key=f"rewind-{seq}", text=notice, level="info"))
         else:
             self._entries.append(SteerItem(key=f"steer-{seq}", text=text))
 

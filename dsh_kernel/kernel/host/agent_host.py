@@ -500,3 +500,13 @@ class AgentHost:
         self._hinted = True  # the user chose a session (new, resume, fork, replay): no hint
         self.agent = self._build_agent(session)
         return self.agent
+
+    def branch(self, session: Session) -> Agent:
+        """Go on with ``session``, a branch of the current conversation (``kernel.rewind``): its
+        agent keeps the current one's route (provider and model: ``%agent model`` holds across a
+        rewind) and the user's approval decisions."""
+        old = self.agent
+        agent = self.new_session(session)
+        agent.set_route(provider=old.provider, model=old.model)
+        agent.adopt_approval(old.approval_policy, "rewind")
+        return agent

@@ -7,7 +7,7 @@ environment variables over them), plus ``base_url_provider`` and the course's se
 table, the environment and ``%agent`` all take it, and refuse anything else with a ``UsageError``
 whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
 ``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
-``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` (on/off),
+``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` and ``parse_rewind`` (on/off),
 ``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout``,
 ``parse_repeat_limit``, ``parse_redraw_rate``, ``parse_temperature``, ``parse_seed`` and
 ``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
@@ -77,6 +77,9 @@ class HostSettings:
     """The sampling seed sent with every request, for repeatable answers (``None``: none sent)."""
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
+    rewind: bool = True
+    """A notebook's chat cells shape the context (``kernel.rewind``): re-running a chat cell
+    re-asks from there, deleting one takes its turn out; ``False``: every cell appends."""
     repeat_limit: int = DEFAULT_REPEAT_LIMIT
     """Identical tool calls with an identical result in a row before the next is not run
     (``agent.repeats``; 0: the guard is off)."""
@@ -134,6 +137,18 @@ def parse_compaction(raw: str, where: str = "") -> bool:
         raise UsageError(
             f"{where}{raw.strip()!r} is not a compaction setting: use on (older turns are "
             "summarised when the context window fills up) or off"
+        )
+    return _SWITCH[text]
+
+
+def parse_rewind(raw: str, where: str = "") -> bool:
+    """``raw`` as the rewind switch (``on``/``off``; ``true``/``false``, ``1``/``0``); a
+    ``UsageError`` for anything else, its message starting with ``where``."""
+    text = raw.strip().lower()
+    if text not in _SWITCH:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a rewind setting: use on (re-running a chat cell "
+            "re-asks from there) or off (every chat cell appends to the conversation)"
         )
     return _SWITCH[text]
 
