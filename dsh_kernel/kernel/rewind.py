@@ -292,6 +292,71 @@ def names_made(events: Sequence[SessionEvent], turns: Iterable[int]) -> list[str
     return sorted(names)
 
 
+# --- %agent history --------------------------------------------------------------------------------
+
+
+def _prompt_line(data: JsonObject) -> str:
+    content = data.get("content")
+    texts = [
+        b.get("text")
+        for b in (content if isinstance(content, list) else [])
+        if isinstance(b, dict) and b.get("type") == "text"
+    ]
+    line = next((t for t in texts if isinstance(t, str) and t.strip()), "").strip().splitlines()
+    first = line[0] if line else ""
+    return first if len(first) <= 60 else first[:59] + "…"
+
+
+def history_text(session: Session) -> str:
+    """``%agent history``: the current branch, turn by turn — its cell, its prompt's first line,
+    whether it was copied from the session it branched from, and whether it is out of the context."""
+    header = session.header
+    head = f"session {session.id[:8]}"
+    if header.parent_session is not None:
+        kind = header.parent_kind or "fork"
+        head += f" — a {kind} of {header.parent_session[:8]}"
+    lines = [head]
+    prompts: dict[int, str] = {}
+    current: int | None = None
+    for ev in session.events:
+        if ev.type == "turn/start":
+            current = payload_of(ev, "turn/start")["turn"]
+        elif ev.type == "turn/end":
+            current = None
+        elif ev.type == "user/message" and current is not None and current not in prompts:
+            data = cast("JsonObject", payload_of(ev, "user/message"))
+            if _source(data).get("kind") == "user":
+                prompts[current] = _prompt_line(data)
+    seeded = session.header.seed_length or 0
+    events = session.events
+    copied = {
+        payload_of(events[s], "turn/start")["turn"]
+        for s in session.seqs_of("turn/start")
+        if s < seeded
+    }
+    infos = turns_of(session)
+    if not infos:
+        return head + "\n(no turns yet)"
+    lines.append(f"{'turn':>5}  {'cell':<10} prompt")
+    for info in infos:
+        cell = info.cell_id[-8:] if info.cell_id else "-"
+        notes: list[str] = []
+        if info.turn in copied:
+            notes.append("copied")
+        if info.left:
+            notes.append("left out of the context")
+        elif info.summary and not info.nodes:
+            notes.append("in a compaction summary")
+        tail = f"  ({'; '.join(notes)})" if notes else ""
+        lines.append(f"{info.turn:>5}  {cell:<10} {prompts.get(info.turn, '')}{tail}")
+    if header.parent_session is not None:
+        lines.append(
+            "The whole tree: %%sql SELECT * FROM branches WHERE root_session = "
+            "(SELECT root_session FROM branches WHERE session_id = '" + session.id + "')"
+        )
+    return "\n".join(lines)
+
+
 # --- doing ---------------------------------------------------------------------------------------
 
 

@@ -112,6 +112,13 @@ def test_rerunning_cell_2_of_4_sends_turn_1_and_the_new_2(
     assert "kiwi-1" in body and "mango-2" in body and "Answer 2b noted." in body
     assert "pear-3" in body and "kiwi-3" not in body and "kiwi-4" not in body
     assert session_of(fe)["id"] == branch["id"]  # no second branch: c3 had no turn on this one
+    # %agent history shows the current branch.
+    history = fe.run("%agent history").stdout
+    assert f"a rewind of {first['id'][:8]}" in history
+    rows = [line.split() for line in history.splitlines()[2:5]]
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    assert "copied" in history.splitlines()[2] and "kiwi-1" in history.splitlines()[2]
+    assert "mango-2" in history.splitlines()[3] and "pear-3" in history.splitlines()[4]
 
 
 def test_deleting_a_cell_takes_its_turn_out_of_the_next_request(

@@ -80,6 +80,8 @@ HELP = """\
   %agent resume [session-id]     continue a stored session (an id or its first characters;
                                  with none, this notebook's latest session)
   %agent fork <turn>             a new session with this session's turns up to <turn>
+  %agent history                 the current branch, turn by turn: its cell and prompt
+                                 (re-running a chat cell branches: docs/rewind.md)
   %agent replay <session-id>     answer from a recorded session (deterministic, offline; an id
                                  or its first characters)
   %agent search <text>           search messages, tool arguments and results in the store
@@ -421,6 +423,13 @@ class AgentMagics(Magics):
         )
         agent = host.new_session(session)
         return f"forked session {agent.session.id} from {old.id} at turn {args[0]}"
+
+    def _cmd_history(self, args: list[str]) -> str:
+        from dsh_kernel.kernel.rewind import history_text
+
+        if args:
+            raise UsageError("usage: %agent history (the current branch, turn by turn)")
+        return history_text(self._host().agent.session)
 
     def _cmd_replay(self, args: list[str]) -> str:
         from dsh_kernel.kernel.course.policy import refuse_if_off
