@@ -440,7 +440,22 @@ class DshKernel(IPythonKernel):
         host = self.host
         if not host.settings.rewind:  # strict appending; the log still says which cell asked
             return with_cell(message, cell_id, None)
-        order = await notebook_order(self.notebook_comms, self._client_session())
+        import asyncio
+
+        # An interrupt while the notebook is asked for its order ends the wait (the run order
+        # stands in), never the kernel: an await with no SIGINT handler would kill it.
+        asking = asyncio.ensure_future(notebook_order(self.notebook_comms, self._client_session()))
+
+        def stop() -> None:
+            asking.cancel()
+
+        with sigint_calls(stop):
+            try:
+                order = await asking
+            except asyncio.CancelledError:
+                if not asking.cancelled():
+                    raise
+                order = None
         deleted, self._deleted_cells = self._deleted_cells, set()
         context = rewind(host, cell_id, deleted=deleted, order=order)
         return with_cell(message, cell_id, context)

@@ -50,9 +50,10 @@ def rewind_notice(source: JsonValue) -> str | None:
         session = b.get("session")
         where = f" (kept in session {session[:8]})" if isinstance(session, str) else ""
         if gone:
+            verb = "is" if len(gone) == 1 else "are"
             parts.append(
-                f"Re-asked from here on a new branch: {_span(gone)} that followed are no longer "
-                f"in the model's context{where}"
+                f"Re-asked from here on a new branch: {_span(gone)} of the earlier branch {verb} "
+                f"no longer in the model's context{where}"
             )
         else:
             parts.append(f"Asked on a new branch of the conversation{where}")

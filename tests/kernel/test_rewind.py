@@ -235,3 +235,28 @@ def test_rewind_off_keeps_strict_appending(tmp_path: Path) -> None:
             assert session_of(fe)["parent"] is None
             # The cell is still recorded on the prompt.
             assert prompts(fe.events())[-1]["source"]["cellId"] == "k1"
+
+
+def test_an_interrupt_while_the_notebook_is_asked_for_its_order_keeps_the_kernel(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.run("%agent new")
+    [cell_id] = ids(1)
+    nb = Notebook(fe, [{"id": cell_id, "cell_type": "code", "source": "…"}])
+    nb.answer = False  # the frontend never answers the read
+    try:
+        server.script(sc.text("Still here."))
+        cell = CellWithId(fe, "Are you there?", cell_id)
+        asked = lambda: any(  # noqa: E731
+            m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == nb.comm_id
+            for m in cell.messages
+        )
+        cell.pump(asked, what="the kernel asking the notebook for its order")
+        fe.kernel.km.interrupt_kernel()
+        ex = cell.finish()
+        assert ex.status == "ok", ex.content  # the turn went on, by the order first run
+        assert "Are you there?" in sent(server)
+        assert fe.python("print('alive')").strip() == "alive"
+    finally:
+        nb.close()
