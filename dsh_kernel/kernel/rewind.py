@@ -18,14 +18,14 @@ script) appends as before, and so does every request with ``c.DshKernel.rewind =
 **How it is done without erasing anything** (``plan`` decides, ``apply`` does):
 
 * the cell's own turn, or a turn of a cell now below it, is on the session → a **rewind**: a new
-  session forked just before the first such turn (``store.sessions.fork``, ``parent_kind =
+  session forked just before the first such turn (so a turn below is always dropped, never cut) (``store.sessions.fork``, ``parent_kind =
   'rewind'``), and the notebook's chat cells follow that branch from then on. The turns after the
   fork point stay in their session, queryable; they are the branch's ``dropped``. A turn after the
   fork point is not carried even if its cell is above (its place in the log is after the re-run
   point: a branch is a prefix). The new agent keeps the route (provider and model) and the user's
   approval decisions (logged ``approval/policy``, ``source: rewind``);
-* a turn before the fork point (or on the session as it is) whose cell was deleted or is below →
-  its nodes on the surface are replaced by one short ``dsh/rewind`` note (the harness's surface
+* a turn before the fork point (or on the session as it is) whose cell was deleted → its nodes
+  on the surface are replaced by one short ``dsh/rewind`` note (the harness's surface
   ``replace``: the log keeps the turn, the model sees the note); a turn already folded into a
   compaction summary stays in that summary (said in ``left`` with ``summary: true``);
 * the prompt carries what was done as ``source.context`` (``session.payloads.CellContext``):
@@ -247,13 +247,8 @@ def plan(
                 why = "after"
             dropped.append(_left(info, why))
             continue
-        if info.cell_id is not None and info.cell_id in gone:
-            why = "deleted"
-        elif below(info):
-            why = "below"
-        else:
-            continue
-        (summarized if info.summary or not info.nodes else left).append(_left(info, why))
+        if info.cell_id in gone:  # (a turn below forked the branch before it: never here)
+            (summarized if info.summary or not info.nodes else left).append(_left(info, "deleted"))
     if fork_at is None and not left and not summarized:
         return None
     return Plan(

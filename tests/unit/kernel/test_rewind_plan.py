@@ -1,0 +1,150 @@
+"""The rewind's decisions (``kernel.rewind``) on real sessions: which cell asked each turn, what a
+re-run, a deletion or a cell placed above does to the context, and that every cut keeps the log
+rebuildable (the agent's dev invariants check each request)."""
+
+from __future__ import annotations
+
+import json
+
+from dsh_kernel import Agent
+from dsh_kernel.ids import new_message_id
+from dsh_kernel.kernel.rewind import context_of, cut, names_made, plan, turns_of, with_cell
+from dsh_kernel.llm.codec import message_to_json
+from dsh_kernel.llm.types import Message, TextBlock, UserSource
+from dsh_kernel.session.log import Session
+from dsh_kernel.store.sessions import fork
+from dsh_kernel.testing import ScriptedProvider, text_response
+from dsh_kernel.transcript.rewind_note import rewind_notice
+from tests.unit.agent.helpers import agent_with
+
+
+def prompt(text: str, cell: str | None) -> Message:
+    msg = Message(
+        id=new_message_id(), role="user", content=(TextBlock(text=text),), source=UserSource()
+    )
+    return with_cell(msg, cell, None) if cell is not None else msg
+
+
+async def conversation(*cells: str | None) -> Agent:
+    """An agent whose session has one turn per entry of ``cells`` (``None``: a console's)."""
+    provider = ScriptedProvider([text_response(f"answer {i}") for i in range(1, len(cells) + 1)])
+    agent = agent_with(provider)
+    for i, cell in enumerate(cells, 1):
+        agent.followup(prompt(f"question {i}", cell))
+        await agent.when_idle()
+    return agent
+
+
+def sent_text(session: Session) -> str:
+    return json.dumps([message_to_json(m) for m in session.derive_messages()])
+
+
+async def test_each_turn_knows_its_cell_and_its_surface_nodes() -> None:
+    agent = await conversation("a", None, "c")
+    turns = turns_of(agent.session)
+    assert [(t.turn, t.cell_id) for t in turns] == [(1, "a"), (2, None), (3, "c")]
+    assert all(len(t.nodes) == 2 and not t.left and not t.summary for t in turns)
+
+
+async def test_a_plain_next_cell_appends() -> None:
+    agent = await conversation("a", "b")
+    assert plan(turns_of(agent.session), "c") is None
+    assert plan(turns_of(agent.session), "c", order=["a", "b", "c"]) is None
+
+
+async def test_rerunning_forks_before_its_turn_and_drops_what_followed() -> None:
+    agent = await conversation("a", "b", None, "d")
+    p = plan(turns_of(agent.session), "b")
+    assert p is not None
+    assert (p.order, p.fork_after, p.replaces) == ("run", 1, 2)
+    assert [(d["turn"], d["why"]) for d in p.dropped] == [
+        (2, "rerun"),
+        (3, "after"),
+        (4, "below"),
+    ]
+    assert p.left == ()
+
+
+async def test_a_cell_placed_above_forks_before_the_first_turn_below_it() -> None:
+    agent = await conversation("a", "c")
+    p = plan(turns_of(agent.session), "b", order=["a", "b", "c"])
+    assert p is not None
+    assert (p.order, p.fork_after, p.replaces) == ("notebook", 1, None)
+    assert [(d["turn"], d["why"]) for d in p.dropped] == [(2, "below")]
+
+
+async def test_a_cell_moved_below_forks_before_its_turn() -> None:
+    # c asked turn 1, then was moved below b; b (turn 2) is re-run: c's turn 1 is below it, and a
+    # branch is a prefix, so it branches before turn 1.
+    agent = await conversation("c", "b")
+    p = plan(turns_of(agent.session), "b", order=["a", "b", "c"])
+    assert p is not None
+    assert (p.fork_after, p.replaces, p.left) == (0, 2, ())
+    assert [(x["turn"], x["why"]) for x in p.dropped] == [(1, "below"), (2, "rerun")]
+
+
+async def test_a_deleted_cell_is_cut_on_the_same_session_and_the_log_stays_sound() -> None:
+    agent = await conversation("a", "b", "c")
+    p = plan(turns_of(agent.session), "d", deleted=["b"])
+    assert p is not None and p.fork_after is None
+    assert [(x["turn"], x["why"]) for x in p.left] == [(2, "deleted")]
+    cut(agent.session, p.left)
+    text = sent_text(agent.session)
+    assert "question 2" not in text and "answer 2" not in text
+    assert "Turn 2 is left out" in text and "question 3" in text
+    turns = turns_of(agent.session)
+    assert [t.left for t in turns] == [False, True, False]
+    # Cut once: the next plan does not see it again, and the next request checks the invariants.
+    assert plan(turns, "d", deleted=["b"]) is None
+    agent.provider.push(text_response("answer 4"))  # type: ignore[attr-defined]
+    agent.followup(prompt("question 4", "d"))
+    await agent.when_idle()
+    assert "question 2" not in sent_text(agent.session)
+
+
+async def test_a_branch_seeds_the_prefix_and_its_cuts() -> None:
+    agent = await conversation("a", "b", "c", "d")
+    session = agent.session
+    p = plan(turns_of(session), "c", deleted=["a"])
+    assert p is not None and p.fork_after == 2
+    child = fork(session.header, list(session.events), p.fork_after, kind="rewind")
+    assert child.header.parent_kind == "rewind"
+    cut(child, p.left)
+    text = sent_text(child)
+    assert "question 2" in text and "question 1" not in text and "question 3" not in text
+    assert [(t.turn, t.left) for t in turns_of(child)] == [(1, True), (2, False)]
+
+
+async def test_names_made_reads_the_python_results_of_the_turns_left_out() -> None:
+    agent = await conversation("a")
+    assert names_made(agent.session.events, [1]) == []  # no code ran
+    assert names_made(agent.session.events, []) == []
+
+
+def test_the_notice_names_the_branch_the_cuts_and_the_names() -> None:
+    from dsh_kernel.kernel.rewind import Plan
+
+    p = Plan(
+        order="run",
+        fork_after=1,
+        replaces=2,
+        dropped=({"turn": 2, "why": "rerun"}, {"turn": 3, "why": "below"}),
+        left=({"turn": 1, "why": "deleted", "cellId": "x"},),
+    )
+    ctx = context_of(p, parent="0123456789abcdef", names=["df", "model"])
+    text = rewind_notice({"kind": "user", "context": json.loads(json.dumps(ctx))})
+    assert text == (
+        "Re-asked from here on a new branch: turns 2–3 of the earlier branch are no longer in the "
+        "model's context (kept in session 01234567). Left out of the model's context: turn 1 (its "
+        "cell was deleted). Not rolled back: the namespace still holds df, model as the turns "
+        "left out made them."
+    )
+    one = context_of(
+        Plan(order="run", fork_after=0, dropped=({"turn": 1, "why": "rerun"},)),
+        parent="p",
+        names=[],
+    )
+    assert "turn 1 of the earlier branch is no longer" in (
+        rewind_notice({"context": json.loads(json.dumps(one))}) or ""
+    )
+    assert rewind_notice({"kind": "user"}) is None
