@@ -84,7 +84,11 @@ def test_rerunning_cell_2_of_4_sends_turn_1_and_the_new_2(
     for i, cell in enumerate(c, 1):
         ask(fe, server, cell, f"Question {i}: the code word is kiwi-{i}.", f"Answer {i} noted.")
     first = session_of(fe)
+    assert fe.run("%agent approve never python").status == "ok"
     ask(fe, server, c[1], "Question 2, edited: the code word is mango-2.", "Answer 2b noted.")
+    # The branch keeps the user's approval decisions.
+    policy = fe.python("print(get_ipython().kernel.host.agent.approval_policy.tools.get('python'))")
+    assert policy.strip() == "never"
     body = sent(server)
     assert "kiwi-1" in body and "Answer 1 noted." in body
     assert "mango-2" in body

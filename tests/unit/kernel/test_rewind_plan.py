@@ -5,15 +5,25 @@ rebuildable (the agent's dev invariants check each request)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from dsh_kernel import Agent
 from dsh_kernel.ids import new_message_id
 from dsh_kernel.kernel.rewind import context_of, cut, names_made, plan, turns_of, with_cell
 from dsh_kernel.llm.codec import message_to_json
-from dsh_kernel.llm.types import Message, TextBlock, UserSource
+from dsh_kernel.llm.types import (
+    FinishChunk,
+    FinishError,
+    GenerateRequest,
+    LlmFailure,
+    Message,
+    StreamChunk,
+    TextBlock,
+    UserSource,
+)
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.sessions import fork
-from dsh_kernel.testing import ScriptedProvider, text_response
+from dsh_kernel.testing import FunctionProvider, ScriptedProvider, text_response
 from dsh_kernel.transcript.rewind_note import rewind_notice
 from tests.unit.agent.helpers import agent_with
 
@@ -148,3 +158,50 @@ def test_the_notice_names_the_branch_the_cuts_and_the_names() -> None:
         rewind_notice({"context": json.loads(json.dumps(one))}) or ""
     )
     assert rewind_notice({"kind": "user"}) is None
+
+
+async def test_a_summary_made_after_the_re_run_point_is_not_carried_by_the_branch() -> None:
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        if request.purpose == "compaction":
+            failure = LlmFailure(code="SERVER", message="overloaded")
+            return [FinishChunk(reason=FinishError(failure=failure))]
+        return text_response("noted")
+
+    agent = agent_with(FunctionProvider(fn), window=8192)
+    for i, cell in enumerate(("a", "b", "c", "d"), 1):
+        agent.followup(prompt(f"question {i} " + "detail " * 300, cell))
+        await agent.when_idle()
+    assert await agent.compact() is not None  # a reduction of the older turns
+    turns = turns_of(agent.session)
+    assert any(t.summary for t in turns)
+    p = plan(turns, "b")
+    assert p is not None and p.fork_after == 1
+    child = fork(agent.session.header, list(agent.session.events), p.fork_after, kind="rewind")
+    assert not any(e.type.startswith("compaction/") for e in child.events)
+    text = sent_text(child)
+    assert "question 1" in text and "compacted-summary" not in text
+    assert "question 2" not in text and "question 3" not in text
+
+
+async def test_a_deleted_cell_inside_a_summary_stays_there_and_is_said() -> None:
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        if request.purpose == "compaction":
+            failure = LlmFailure(code="SERVER", message="overloaded")
+            return [FinishChunk(reason=FinishError(failure=failure))]
+        return text_response("noted")
+
+    agent = agent_with(FunctionProvider(fn), window=8192)
+    for i, cell in enumerate(("a", "b", "c", "d"), 1):
+        agent.followup(prompt(f"question {i} " + "detail " * 300, cell))
+        await agent.when_idle()
+    await agent.compact()
+    summarized = [t.turn for t in turns_of(agent.session) if t.summary and not t.nodes]
+    assert summarized, "the reduction should fold the oldest turns"
+    gone = {1: "a", 2: "b", 3: "c", 4: "d"}[summarized[0]]
+    p = plan(turns_of(agent.session), "e", deleted=[gone])
+    assert p is not None and p.left == () and p.fork_after is None
+    assert [(x["turn"], x["why"]) for x in p.summarized] == [(summarized[0], "deleted")]
+    ctx = context_of(p, parent=None, names=[])
+    assert ctx["left"] == [
+        {"turn": summarized[0], "why": "deleted", "cellId": gone, "summary": True}
+    ]  # type: ignore[comparison-overlap]
