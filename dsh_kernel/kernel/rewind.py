@@ -124,29 +124,45 @@ def _note_turn(data: JsonObject) -> int | None:
     return turn if isinstance(turn, int) else None
 
 
+PROMPT_SCAN: Final = 64
+"""Events read after a ``turn/start`` for its prompt (it comes before the first stream chunk)."""
+
+
+def prompt_of(session: Session, start: int) -> JsonObject | None:
+    """The data of the prompt of the turn that ``turn/start`` ``start`` opens: its first
+    user-sourced ``user/message``, read before the turn's first stream chunk, so the chunk events a
+    finished turn stores compactly are never rebuilt (a long log is not walked at every cell)."""
+    events = session.events
+    for seq in range(start + 1, min(start + 1 + PROMPT_SCAN, len(events))):
+        ev = events[seq]
+        if ev.type == "user/message":
+            data = cast("JsonObject", payload_of(ev, "user/message"))
+            if _source(data).get("kind") == "user":
+                return data
+        elif ev.type in ("assistant/chunk", "assistant/message", "turn/end", "turn/start"):
+            return None
+    return None
+
+
 def turns_of(session: Session) -> list[TurnInfo]:
-    """Every turn of ``session``'s log with its cell, its surface nodes and whether it is left out."""
+    """Every turn of ``session``'s log with its cell, its surface nodes and whether it is left out.
+
+    Read from the index of turn brackets, the prompts (``prompt_of``) and the surface: no stream
+    chunk is read."""
     events = session.events
     turns: dict[int, TurnInfo] = {}
-    current: int | None = None
-    for ev in events:
-        t = ev.type
-        if t == "turn/start":
-            current = payload_of(ev, "turn/start")["turn"]
-            turns.setdefault(current, TurnInfo(current))
-        elif t == "turn/end":
-            current = None
-        elif t == "user/message":
-            data = payload_of(ev, "user/message")
-            noted = _note_turn(cast("JsonObject", data))
-            if noted is not None and noted in turns:
-                turns[noted].left = True
-            elif current is not None and turns[current].cell_id is None:
-                turns[current].cell_id = cell_of(cast("JsonObject", data))
+    for start in session.seqs_of("turn/start"):
+        turn = payload_of(events[start], "turn/start")["turn"]
+        data = prompt_of(session, start)
+        turns.setdefault(turn, TurnInfo(turn, cell_of(data) if data is not None else None))
     for seq in session.surface:
-        owner = _owner(session, events[seq])
+        ev = events[seq]
+        noted = _note_turn(ev.data) if ev.type == "user/message" else None
+        if noted is not None and noted in turns:
+            turns[noted].left = True
+        owner = _owner(session, ev)
         if owner is None:
-            for t in _sources_turns(session, events[seq]):
+            for t in _sources_turns(session, ev):
                 if t in turns:
                     turns[t].summary = True
         elif owner in turns:
@@ -264,26 +280,32 @@ def plan(
 # --- names the left-out turns made ---------------------------------------------------------------
 
 
-def names_made(events: Sequence[SessionEvent], turns: Iterable[int]) -> list[str]:
+def names_made(session: Session, turns: Iterable[int]) -> list[str]:
     """The namespace names that code run in ``turns`` created or changed (the ``python`` tool's
-    ``namesAdded``/``namesChanged``), sorted."""
+    ``namesAdded``/``namesChanged``), sorted: read from the tool results on the surface and those
+    its replacements (a pruned result, a summary) stand for — never the stream chunks."""
     wanted = set(turns)
     if not wanted:
         return []
+    events = session.events
     names: set[str] = set()
-    current: int | None = None
-    for ev in events:
-        if ev.type == "turn/start":
-            current = payload_of(ev, "turn/start")["turn"]
-        elif ev.type == "turn/end":
-            current = None
-        elif ev.type == "tool/result" and current in wanted:
-            meta = payload_of(ev, "tool/result").get("meta")
-            if isinstance(meta, dict):
-                for key in ("namesAdded", "namesChanged"):
-                    got = meta.get(key)
-                    if isinstance(got, list):
-                        names.update(n for n in got if isinstance(n, str))
+    seen: set[int] = set()
+    todo = list(session.surface)
+    while todo:
+        seq = todo.pop()
+        if seq in seen:
+            continue
+        seen.add(seq)
+        ev = events[seq]
+        todo.extend(ev.source_event_seqs or ())
+        if ev.type != "tool/result" or session.turn_at(seq) not in wanted:
+            continue
+        meta = payload_of(ev, "tool/result").get("meta")
+        if isinstance(meta, dict):
+            for key in ("namesAdded", "namesChanged"):
+                got = meta.get(key)
+                if isinstance(got, list):
+                    names.update(n for n in got if isinstance(n, str))
     return sorted(names)
 
 
@@ -311,19 +333,13 @@ def history_text(session: Session) -> str:
         kind = header.parent_kind or "fork"
         head += f" — a {kind} of {header.parent_session[:8]}"
     lines = [head]
-    prompts: dict[int, str] = {}
-    current: int | None = None
-    for ev in session.events:
-        if ev.type == "turn/start":
-            current = payload_of(ev, "turn/start")["turn"]
-        elif ev.type == "turn/end":
-            current = None
-        elif ev.type == "user/message" and current is not None and current not in prompts:
-            data = cast("JsonObject", payload_of(ev, "user/message"))
-            if _source(data).get("kind") == "user":
-                prompts[current] = _prompt_line(data)
-    seeded = session.header.seed_length or 0
     events = session.events
+    prompts: dict[int, str] = {}
+    for start in session.seqs_of("turn/start"):
+        data = prompt_of(session, start)
+        if data is not None:
+            prompts[payload_of(events[start], "turn/start")["turn"]] = _prompt_line(data)
+    seeded = session.header.seed_length or 0
     copied = {
         payload_of(events[s], "turn/start")["turn"]
         for s in session.seqs_of("turn/start")
@@ -490,7 +506,7 @@ def rewind(
         return None
     parent: str | None = None
     out_turns = [t["turn"] for t in (*p.dropped, *p.left, *p.summarized)]
-    names = names_made(session.events, out_turns)
+    names = names_made(session, out_turns)
     if p.fork_after is not None:
         parent = session.id
         child = fork(

@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+import pytest
+
 from dsh_kernel import Agent
 from dsh_kernel.ids import new_message_id
+from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.kernel.rewind import context_of, cut, names_made, plan, turns_of, with_cell
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import (
@@ -23,7 +26,13 @@ from dsh_kernel.llm.types import (
 )
 from dsh_kernel.session.log import Session
 from dsh_kernel.store.sessions import fork
-from dsh_kernel.testing import FunctionProvider, ScriptedProvider, text_response
+from dsh_kernel.testing import (
+    FunctionProvider,
+    ScriptedProvider,
+    text_response,
+    tool_call_response,
+)
+from dsh_kernel.tools.types import ToolContext, ToolDefinition
 from dsh_kernel.transcript.rewind_note import rewind_notice
 from tests.unit.agent.helpers import agent_with
 
@@ -125,10 +134,43 @@ async def test_a_branch_seeds_the_prefix_and_its_cuts() -> None:
     assert [(t.turn, t.left) for t in turns_of(child)] == [(1, True), (2, False)]
 
 
-async def test_names_made_reads_the_python_results_of_the_turns_left_out() -> None:
-    agent = await conversation("a")
-    assert names_made(agent.session.events, [1]) == []  # no code ran
-    assert names_made(agent.session.events, []) == []
+def made(name: str) -> ToolDefinition:
+    """A tool whose result's meta says it made ``name`` (as the python tool's ``namesAdded``)."""
+
+    def body(args: JsonObject, ctx: ToolContext) -> JsonValue:
+        return "made"
+
+    return ToolDefinition(
+        name="make",
+        description="makes a name",
+        parameters={"type": "object"},
+        execute=body,
+        read_only=True,  # runs without asking
+        presentation_meta=lambda args, value: {"namesAdded": [name], "namesChanged": ["shared"]},
+    )
+
+
+@pytest.mark.parametrize("compacted", [False, True])
+async def test_names_made_reads_the_results_of_the_turns_left_out(compacted: bool) -> None:
+    def fn(request: GenerateRequest) -> Iterable[StreamChunk]:
+        if request.purpose == "compaction":
+            failure = LlmFailure(code="SERVER", message="overloaded")
+            return [FinishChunk(reason=FinishError(failure=failure))]
+        last = request.messages[-1]
+        if last.role == "user" and "make it" in json.dumps(message_to_json(last)):
+            return tool_call_response("make", {})
+        return text_response("noted")
+
+    agent = agent_with(FunctionProvider(fn), window=8192, tools=[made("frame")])
+    for i, text in enumerate(("make it", "question", "question", "question"), 1):
+        agent.followup(prompt(f"{text} {i} " + "detail " * 300, f"c{i}"))
+        await agent.when_idle()
+    if compacted:
+        await agent.compact()
+        assert any(t.summary and not t.nodes for t in turns_of(agent.session) if t.turn == 1)
+    assert names_made(agent.session, [1]) == ["frame", "shared"]
+    assert names_made(agent.session, [2, 3]) == []
+    assert names_made(agent.session, []) == []
 
 
 def test_the_notice_names_the_branch_the_cuts_and_the_names() -> None:
