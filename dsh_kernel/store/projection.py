@@ -52,7 +52,7 @@ __all__ = [
     "rebuild",
 ]
 
-PROJECTION_VERSION = 4
+PROJECTION_VERSION = 5
 """The version of ``tables.sql``, ``views.sql`` and ingest's derivation: bump it with any change to
 them that rows already ingested would not show."""
 

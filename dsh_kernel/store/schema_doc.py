@@ -24,6 +24,7 @@ from dsh_kernel.store.projection import DURABLE_TABLES, PROJECTION_VERSION, prep
 
 PUBLIC_VIEWS = (
     "sessions",
+    "branches",
     "turns",
     "messages",
     "events",

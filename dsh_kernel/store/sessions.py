@@ -27,8 +27,9 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
 The Parquet export carries images by reference: ``images.parquet`` (the ``images`` view: one row per
 image a message carried, by ``hash``) and ``image_data.parquet`` (``hash, media_type, bytes, data``:
 the bytes once per hash); the events' ``image/data`` rows hold the hash, not the base64. It carries
-``compactions.parquet`` too (the ``compactions`` view: what each compaction replaced, and how), and
-``notebook_edits.parquet`` (the ``notebook_edits`` view: one row per cell the agent inserted).
+``compactions.parquet`` too (the ``compactions`` view: what each compaction replaced, and how),
+``notebook_edits.parquet`` (the ``notebook_edits`` view: one row per cell the agent inserted) and
+``branches.parquet`` (the ``branches`` view: one row per fork, rewind or policy fork, with its lineage).
 
 Exports never overwrite without ``force``: an existing Markdown file, or a folder that already holds
 a Parquet export (``events/`` or ``sessions.parquet``), is refused with ``UsageError(EXPORT_EXISTS)``;
@@ -265,6 +266,7 @@ EXPORT_VIEWS: tuple[tuple[str, str], ...] = (
     ("images", "session_id, seq, position"),
     ("compactions", "session_id, start_seq"),
     ("notebook_edits", "session_id, seq, position"),
+    ("branches", "session_id"),
 )
 """The views a Parquet export writes as ``<view>.parquet`` beside ``events/``, with their row order
 (so an export of the same store is the same rows in the same order); ``image_data`` comes after."""
@@ -284,7 +286,7 @@ def export_parquet(
 ) -> Path:
     """Write ``<out_dir>/events/date=…/session_id=…/*.parquet`` and one ``<view>.parquet`` per view
     of ``EXPORT_VIEWS`` (``sessions``, ``turns``, ``tool_calls``, ``errors``, ``usage``, ``images``,
-    ``compactions``, ``notebook_edits``), plus ``image_data.parquet`` (the images by reference: module docstring).
+    ``compactions``, ``notebook_edits``, ``branches``), plus ``image_data.parquet`` (the images by reference: module docstring).
 
     ``since`` keeps the sessions active on or after that UTC day (``last_active``), whole. Ingests
     first; needs the database (``DatabaseBusy`` when it stays locked). See the module docstring for

@@ -428,6 +428,7 @@ def _create_files(con: duckdb.DuckDBPyConnection, plans: list[Plan]) -> None:
             [s.message_tokens if s else None for s in st],
             [x.user if x else None for x in h],
             [x.ai_policy if x else None for x in h],
+            [x.parent_kind if x else None for x in h],
         ],
     )
 

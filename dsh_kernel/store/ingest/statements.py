@@ -71,7 +71,8 @@ SELECT unnest($1::VARCHAR[]) AS fname, unnest($2::VARCHAR[]) AS journal,
        unnest($19::VARCHAR[]) AS h_notebook, unnest($20::VARCHAR[]) AS h_parent,
        unnest($21::INTEGER[]) AS h_seed, unnest($22::BIGINT[]) AS last_ms,
        unnest($23::INTEGER[]) AS messages, unnest($24::BIGINT[]) AS message_tokens,
-       unnest($25::VARCHAR[]) AS h_user, unnest($26::VARCHAR[]) AS h_policy
+       unnest($25::VARCHAR[]) AS h_user, unnest($26::VARCHAR[]) AS h_policy,
+       unnest($27::VARCHAR[]) AS h_parent_kind
 ) x
 LEFT JOIN t_sessions s ON s.id = x.session_id AND NOT x.reset
 """
@@ -148,9 +149,10 @@ DELETE FROM t_sessions WHERE id IN (SELECT id FROM _reset);
 
 INSERT_SESSIONS = """
 INSERT INTO t_sessions
-    (id, version, created_ms, cwd, notebook, parent_session, seed_length, journal, "user", ai_policy)
+    (id, version, created_ms, cwd, notebook, parent_session, seed_length, journal, "user", ai_policy,
+     parent_kind)
 SELECT session_id, h_version, h_created, h_cwd, h_notebook, h_parent, h_seed, journal, h_user,
-       h_policy
+       h_policy, h_parent_kind
 FROM _files WHERE is_new
 """
 
@@ -192,8 +194,13 @@ JOIN _ctx c ON c.session_id = r.session_id AND c.seq = r.seq
 """
 
 _IMAGE_SIZE = '"width": "BIGINT", "height": "BIGINT", "description": "VARCHAR"'
+# The source's fields: a tool result's callId; a notebook cell's cellId (a user message); a plugin's
+# name and form (a rewind note's form: {"kind": "left-out", "turn", "why"}). ``json_transform`` is
+# lenient: a field of another JSON kind reads as NULL.
 MESSAGE_SHAPE = (  # the struct a message is parsed into (``m`` below)
-    '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR"}, '
+    '{"id": "VARCHAR", "role": "VARCHAR", "source": {"kind": "VARCHAR", "callId": "VARCHAR", '
+    '"cellId": "VARCHAR", "plugin": "VARCHAR", '
+    '"form": {"kind": "VARCHAR", "turn": "INTEGER", "why": "VARCHAR"}}, '
     '"content": [{"type": "VARCHAR", "text": "VARCHAR", "toolCallId": "VARCHAR", "isError": "BOOLEAN", '
     f'"name": "VARCHAR", "arguments": "VARCHAR", {_IMAGE_SIZE}, '
     f'"content": [{{"type": "VARCHAR", "text": "VARCHAR", {_IMAGE_SIZE}}}]}}]}}'
@@ -255,7 +262,12 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        seq AS surface_key, NULL::INTEGER AS replaced_by,
        CASE WHEN has_content THEN 1 ELSE 0 END AS dn,
        CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt,
-       first_source, sources, image_text
+       first_source, sources, image_text,
+       CASE WHEN m.source.kind = 'user' THEN m.source.cellId END AS cell_id,
+       CASE WHEN type = 'user/message' AND m.source.kind = 'plugin' AND m.source.plugin = 'rewind'
+             AND m.source.form.kind = 'left-out' THEN m.source.form.turn END AS left_turn,
+       CASE WHEN type = 'user/message' AND m.source.kind = 'plugin' AND m.source.plugin = 'rewind'
+             AND m.source.form.kind = 'left-out' THEN m.source.form.why END AS left_why
 FROM _msrc
 """
 )
@@ -266,7 +278,7 @@ _MESSAGES_INSERT = """
 INSERT INTO t_messages
 SELECT session_id, seq, turn, step, time_ms, event_type, message_id, role, source, call_id, text,
        reasoning, tool_calls, has_content, is_error, interrupted, surface_op, est_tokens, seeded,
-       surface_key, replaced_by
+       surface_key, replaced_by, cell_id, left_turn, left_why
 FROM _m
 """
 

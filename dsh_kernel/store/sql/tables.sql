@@ -14,7 +14,8 @@ CREATE TABLE t_sessions (
     seed_length INTEGER,
     journal VARCHAR NOT NULL,
     "user" VARCHAR,
-    ai_policy VARCHAR
+    ai_policy VARCHAR,
+    parent_kind VARCHAR
 );
 COMMENT ON TABLE t_sessions IS 'One row per journal header (the session header line).';
 COMMENT ON COLUMN t_sessions.id IS 'Session id (a UUID).';
@@ -27,6 +28,7 @@ COMMENT ON COLUMN t_sessions.seed_length IS 'How many events were copied from th
 COMMENT ON COLUMN t_sessions.journal IS 'The journal file, relative to the store directory.';
 COMMENT ON COLUMN t_sessions."user" IS 'Who the session is for: the header''s user (JUPYTERHUB_USER, else USER, else the account name).';
 COMMENT ON COLUMN t_sessions.ai_policy IS 'The header''s aiPolicy: full, explain or off.';
+COMMENT ON COLUMN t_sessions.parent_kind IS 'The header''s parentKind: how it came from parent_session (fork, rewind, policy); NULL in a header written before it was recorded.';
 
 CREATE TABLE t_events (
     session_id VARCHAR NOT NULL,
@@ -74,7 +76,10 @@ CREATE TABLE t_messages (
     est_tokens INTEGER,
     seeded BOOLEAN DEFAULT false,
     surface_key INTEGER,
-    replaced_by INTEGER
+    replaced_by INTEGER,
+    cell_id VARCHAR,
+    left_turn INTEGER,
+    left_why VARCHAR
 );
 COMMENT ON TABLE t_messages IS 'Surface events (user/message, assistant/message, tool/result) with their text extracted.';
 COMMENT ON COLUMN t_messages.event_type IS 'user/message, assistant/message or tool/result.';
@@ -91,6 +96,9 @@ COMMENT ON COLUMN t_messages.est_tokens IS 'The token meter''s estimate of the m
 COMMENT ON COLUMN t_messages.seeded IS 'A fork''s copy of its parent''s message.';
 COMMENT ON COLUMN t_messages.surface_key IS 'Order on the surface: an appended message''s own seq, a replacement the key of the first message it replaced (store.ingest.surface).';
 COMMENT ON COLUMN t_messages.replaced_by IS 'seq of the replacement that took this message off the surface; NULL while the model still sees it.';
+COMMENT ON COLUMN t_messages.cell_id IS 'User-sourced messages: the notebook cell that asked it (the source''s cellId); NULL otherwise.';
+COMMENT ON COLUMN t_messages.left_turn IS 'A rewind note (plugin rewind, form left-out): the turn it took out of the model''s context (form.turn); NULL for any other message.';
+COMMENT ON COLUMN t_messages.left_why IS 'A rewind note: why the turn was taken out (form.why: rerun, below, deleted, after).';
 
 CREATE TABLE t_tool_calls (
     session_id VARCHAR NOT NULL,

@@ -23,7 +23,7 @@ COMMENT ON COLUMN events.data IS 'The event data (JSON): query it with ->, ->> o
 
 CREATE OR REPLACE VIEW messages AS
 SELECT session_id, seq, turn, step, epoch_ms(time_ms) AS time, event_type AS type, role, source,
-       message_id, call_id, text, reasoning, tool_calls, has_content, is_error, interrupted, surface_op,
+       cell_id, message_id, call_id, text, reasoning, tool_calls, has_content, is_error, interrupted, surface_op,
        seeded, replaced_by, surface_key
 FROM t_messages;
 COMMENT ON VIEW messages IS 'The conversation: user prompts and context, assistant answers, tool results — every one ever logged, including those a compaction later took off the model''s view (replaced_by).';
@@ -31,6 +31,7 @@ COMMENT ON COLUMN messages.seq IS 'seq of the message event (join events on sess
 COMMENT ON COLUMN messages.type IS 'user/message, assistant/message or tool/result.';
 COMMENT ON COLUMN messages.role IS 'user or assistant (tool results are user-role messages with source tool).';
 COMMENT ON COLUMN messages.source IS 'user (typed by a person), plugin (injected context, a compaction summary), model, or tool.';
+COMMENT ON COLUMN messages.cell_id IS 'A message typed by a person in a notebook: the id of the cell that asked it (the source''s cellId); NULL otherwise.';
 COMMENT ON COLUMN messages.message_id IS 'The message id.';
 COMMENT ON COLUMN messages.call_id IS 'Tool results: the tool call answered.';
 COMMENT ON COLUMN messages.text IS 'The message text (tool results: the result text).';
@@ -551,15 +552,19 @@ tc AS (
     FROM t_tool_results WHERE surface_op = 'append' GROUP BY session_id, turn
 ),
 pr AS (
-    SELECT session_id, turn, arg_min(text, seq) AS prompt
+    SELECT session_id, turn, arg_min(text, seq) AS prompt, arg_min_null(cell_id, seq) AS cell_id
     FROM t_messages WHERE source = 'user' GROUP BY session_id, turn
+),
+lo AS (  -- the newest rewind note about each turn (t_messages.left_turn: only those notes have one)
+    SELECT session_id, left_turn AS turn, arg_max(coalesce(left_why, 'unknown'), seq) AS left_out
+    FROM t_messages WHERE left_turn IS NOT NULL GROUP BY session_id, left_turn
 )
 SELECT m.session_id, m.turn, epoch_ms(m.start_ms) AS started_at, epoch_ms(m.end_ms) AS ended_at,
        m.end_ms - m.start_ms AS duration_ms,
        m.end_data ->> '$.reason.kind' AS end_reason,
        m.end_data ->> '$.reason.error.code' AS error_code,
        m.end_data ->> '$.reason.error.message' AS error_message,
-       pr.prompt, m.steps::INTEGER AS steps, coalesce(u.requests, 0)::INTEGER AS requests,
+       pr.prompt, pr.cell_id, lo.left_out, m.steps::INTEGER AS steps, coalesce(u.requests, 0)::INTEGER AS requests,
        coalesce(tc.tool_calls, 0)::INTEGER AS tool_calls, coalesce(tc.tool_errors, 0)::INTEGER AS tool_errors,
        coalesce(u.input_tokens, 0) AS input_tokens, coalesce(u.cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(u.output_tokens, 0) AS output_tokens, u.cost,
@@ -570,6 +575,7 @@ FROM marks m
 LEFT JOIN u USING (session_id, turn)
 LEFT JOIN tc USING (session_id, turn)
 LEFT JOIN pr USING (session_id, turn)
+LEFT JOIN lo USING (session_id, turn)
 LEFT JOIN t_sessions s ON s.id = m.session_id;
 COMMENT ON VIEW turns IS 'One row per turn: when, how it ended, the prompt, steps, requests, tools, tokens and cost.';
 COMMENT ON COLUMN turns.turn IS 'Turn number, from 1.';
@@ -579,6 +585,8 @@ COMMENT ON COLUMN turns.end_reason IS 'completed (end_note says when without a r
 COMMENT ON COLUMN turns.error_code IS 'For end_reason error: the failure code.';
 COMMENT ON COLUMN turns.end_note IS 'For end_reason completed without the model''s reply: no-reply (after a tool step the model ended its turn with nothing; the tool results stand) or repeated-call (it kept repeating a tool call that was no longer run); NULL otherwise.';
 COMMENT ON COLUMN turns.prompt IS 'The first message typed by the user in the turn.';
+COMMENT ON COLUMN turns.cell_id IS 'The notebook cell that asked the turn (its first user message''s cellId); NULL when not asked from a chat cell.';
+COMMENT ON COLUMN turns.left_out IS 'Why the turn is out of the model''s context, as the newest rewind note about it in this session says: rerun (its cell was run again), below (a cell above it was re-run), deleted (its cell was deleted), after (it came after the point the context was rewound to); unknown (a note that gave no reason). NULL while the turn is in the model''s context.';
 COMMENT ON COLUMN turns.steps IS 'Steps (model call plus its tools) in the turn.';
 COMMENT ON COLUMN turns.requests IS 'Model requests with token counts (reported or estimated).';
 COMMENT ON COLUMN turns.tool_calls IS 'Tool results in the turn.';
@@ -641,7 +649,9 @@ SELECT s.id AS session_id,
        coalesce(ti.title, left(trim(regexp_replace(pr.prompt, '\s+', ' ', 'g')), 80)) AS title,
        epoch_ms(s.created_ms) AS created, epoch_ms(ev.last_ms) AS last_active, s.notebook, s.cwd,
        s."user", s.ai_policy,
-       s.parent_session, s.seed_length, coalesce(tu.turns, 0)::INTEGER AS turns,
+       s.parent_session,
+       CASE WHEN s.parent_session IS NOT NULL THEN coalesce(s.parent_kind, 'fork') END AS parent_kind,
+       s.seed_length, coalesce(tu.turns, 0)::INTEGER AS turns,
        coalesce(ev.events, 0)::INTEGER AS events,
        coalesce(us.input_tokens, 0) AS input_tokens, coalesce(us.cached_input_tokens, 0) AS cached_input_tokens,
        coalesce(us.output_tokens, 0) AS output_tokens, coalesce(us.total_tokens, 0) AS total_tokens,
@@ -663,6 +673,7 @@ COMMENT ON COLUMN sessions.cwd IS 'Working directory of the kernel.';
 COMMENT ON COLUMN sessions."user" IS 'Who the session is for (JUPYTERHUB_USER, else USER, else the account name); NULL for sessions written before dsh-kernel recorded it.';
 COMMENT ON COLUMN sessions.ai_policy IS 'The AI policy in force when the session was created: full, explain or off; NULL before dsh-kernel recorded it.';
 COMMENT ON COLUMN sessions.parent_session IS 'For a fork: the session it was forked from.';
+COMMENT ON COLUMN sessions.parent_kind IS 'How the session came from parent_session: fork (%agent fork; also a session written before the kind was recorded), rewind (a chat cell re-run above the end of the conversation), policy (the course''s AI policy changed); NULL without a parent. branches has the lineage.';
 COMMENT ON COLUMN sessions.seed_length IS 'For a fork: how many events were copied from the parent.';
 COMMENT ON COLUMN sessions.turns IS 'Turns in the log (a fork''s copied turns included).';
 COMMENT ON COLUMN sessions.events IS 'Events in the log.';
@@ -671,3 +682,63 @@ COMMENT ON COLUMN sessions.cost IS 'Sum of priced requests; NULL if none is pric
 COMMENT ON COLUMN sessions.cost_complete IS 'False when some requests have no cost (no price, or estimated counts): cost is then a lower bound.';
 COMMENT ON COLUMN sessions.journal IS 'The journal file, relative to the store directory.';
 COMMENT ON COLUMN sessions.estimated IS 'Some token counts are estimates (the server sent no usage for some requests).';
+
+CREATE OR REPLACE VIEW branches AS
+WITH RECURSIVE up(session_id, node, depth, path) AS (  -- each child's ancestors, nearest first
+    SELECT id, parent_session, 1, [id, parent_session] FROM t_sessions WHERE parent_session IS NOT NULL
+    UNION ALL
+    SELECT u.session_id, p.parent_session, u.depth + 1, list_append(u.path, p.parent_session)
+    FROM up u JOIN t_sessions p ON p.id = u.node
+    WHERE p.parent_session IS NOT NULL AND NOT list_contains(u.path, p.parent_session)  -- no cycle
+),
+lineage AS (
+    SELECT session_id, arg_max(node, depth) AS root_session, max(depth)::INTEGER AS depth
+    FROM up GROUP BY session_id
+),
+tt AS (  -- the turns each child copied, and its first own turn
+    SELECT e.session_id, max(e.turn) FILTER (WHERE e.seeded) AS last_seeded,
+           min(e.turn) FILTER (WHERE NOT e.seeded) AS first_live
+    FROM t_events e JOIN t_sessions s ON s.id = e.session_id
+    WHERE e.type = 'turn/start' AND s.parent_session IS NOT NULL
+    GROUP BY e.session_id
+),
+ctx AS (  -- the first own user message carrying the rewind's branch context
+    SELECT e.session_id, arg_min(e.data -> '$.source.context', e.seq) AS context
+    FROM t_events e JOIN t_sessions s ON s.id = e.session_id
+    WHERE e.type = 'user/message' AND NOT e.seeded AND s.parent_session IS NOT NULL
+      AND (e.data -> '$.source.context.branch') IS NOT NULL
+    GROUP BY e.session_id
+),
+cells AS (
+    SELECT session_id, turn, arg_min_null(cell_id, seq) AS cell_id
+    FROM t_messages WHERE source = 'user' AND NOT seeded
+      AND session_id IN (SELECT id FROM t_sessions WHERE parent_session IS NOT NULL)
+    GROUP BY session_id, turn
+)
+SELECT s.id AS session_id, s.parent_session, coalesce(s.parent_kind, 'fork') AS parent_kind,
+       l.root_session, l.depth, epoch_ms(s.created_ms) AS created_at,
+       coalesce(TRY_CAST(c.context ->> '$.branch.turn' AS INTEGER), q.last_seeded, 0) AS forked_after_turn,
+       q.first_live AS turn, ce.cell_id,
+       TRY_CAST(c.context ->> '$.branch.replaces' AS INTEGER) AS replaces_turn,
+       list_transform(TRY_CAST(c.context -> '$.branch.dropped' AS JSON[]),
+                      lambda d: TRY_CAST(d ->> '$.turn' AS INTEGER)) AS dropped_turns,
+       TRY_CAST(c.context -> '$.names' AS VARCHAR[]) AS names
+FROM t_sessions s
+JOIN lineage l ON l.session_id = s.id
+LEFT JOIN tt q ON q.session_id = s.id
+LEFT JOIN ctx c ON c.session_id = s.id
+LEFT JOIN cells ce ON ce.session_id = s.id AND ce.turn = q.first_live
+WHERE s.parent_session IS NOT NULL;
+COMMENT ON VIEW branches IS 'One row per session that came from another (a fork, a rewind when a chat cell is re-run above the end of the conversation, a policy change): its parent, the root of its lineage, where it branched off and what it left behind. The branches of a session: WHERE root_session = ?.';
+COMMENT ON COLUMN branches.session_id IS 'The branch (sessions.session_id).';
+COMMENT ON COLUMN branches.parent_session IS 'The session it came from (its header''s parentSession).';
+COMMENT ON COLUMN branches.parent_kind IS 'fork (%agent fork; also a session written before the kind was recorded), rewind (a re-run chat cell) or policy (the course''s AI policy changed): sessions.parent_kind.';
+COMMENT ON COLUMN branches.root_session IS 'The first session of its lineage: parent_session followed up to a session without a parent (a parent not in the store, e.g. deleted, ends the chain and is the root).';
+COMMENT ON COLUMN branches.depth IS 'Steps up to root_session: 1 for a direct child of the root, 2 for a grandchild, ...';
+COMMENT ON COLUMN branches.created_at IS 'When the branch was created (UTC).';
+COMMENT ON COLUMN branches.forked_after_turn IS 'The parent''s last turn the branch carries: the rewind''s branch.turn, else the last turn copied from the parent; 0 when none was.';
+COMMENT ON COLUMN branches.turn IS 'The first turn of the branch''s own (not copied); NULL until it has one.';
+COMMENT ON COLUMN branches.cell_id IS 'The notebook cell that asked that turn; NULL when not asked from a chat cell.';
+COMMENT ON COLUMN branches.replaces_turn IS 'A rewind: the parent''s turn the same cell had asked (the turn the re-run replaces); NULL otherwise.';
+COMMENT ON COLUMN branches.dropped_turns IS 'A rewind: the parent''s turns after the fork point this branch does not carry; NULL for a fork or a policy fork.';
+COMMENT ON COLUMN branches.names IS 'A rewind: the notebook names listed in the context of its first turn (context.names); NULL otherwise.';

@@ -21,6 +21,7 @@ from .compaction_session import Recorded, record_compacted_session, resume_after
 from .conftest import chat, make_agent, record_rich_session, usage
 from .image_session import PLOTS, RED, USER_IMAGE, record_image_session
 from .mcp_session import NOTES_URI, record_mcp_session
+from .rewind_sessions import G, O, P, R, Y, record_rewind_sessions
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "queries.md"
 
@@ -118,6 +119,7 @@ def owners() -> pd.DataFrame:
 
 async def test_every_documented_query(store: Store) -> None:
     *_, agent = await record_documented_sessions(store)
+    record_rewind_sessions(store)  # older than the rest: the latest session is still the rich one
     set_price(
         store,
         provider="scripted",
@@ -195,6 +197,21 @@ async def test_every_documented_query(store: Store) -> None:
     assert structured.column("tool") == ["read_file", "convert_time", "get_current_time"]
     assert structured.column("datetime") == [None, None, "2026-03-01T12:00:00+00:00"]
     assert structured.column("resources") == [[NOTES_URI], None, None]
+
+    lineage, left, cells = results["Branches: re-run chat cells"]
+    assert lineage.column("session_id") == [R, Y, O, G]  # the newest branch is in P's lineage
+    assert lineage.column("parent_kind") == ["rewind", "policy", "fork", "rewind"]
+    assert lineage.column("depth") == [1, 1, 1, 2] and lineage.column("parent_session")[3] == R
+    assert lineage.column("dropped_turns") == [[2, 3], None, None, [3, 4]]
+    assert lineage.column("replaces_turn") == [2, None, None, 3]
+    assert left.rows[:2] == (
+        (R, 1, "c1", "deleted", "question 1"),
+        (R, 3, "c4", "rerun", "question 4"),
+    )
+    assert P not in left.column("session_id")  # a rewind leaves the parent's context as it was
+    runs = dict(zip(cells.column("cell_id"), cells.column("runs"), strict=True))
+    assert runs == {"c1": 1, "c2": 2, "c3": 1, "c4": 3, "c5": 1, "k2": 1}
+    assert cells.column("in_context")[cells.column("cell_id").index("c4")] == 2
 
     [refused] = results["Approvals that were refused"]
     assert refused.column("outcome") == ["rejected", "rejected"]
