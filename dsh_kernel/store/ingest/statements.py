@@ -264,9 +264,9 @@ SELECT session_id, seq, turn, step, time_ms, type AS event_type, m.id AS message
        CASE WHEN has_content THEN est_tokens ELSE 0 END::BIGINT AS dt,
        first_source, sources, image_text,
        CASE WHEN m.source.kind = 'user' THEN m.source.cellId END AS cell_id,
-       CASE WHEN type = 'user/message' AND m.source.kind = 'plugin' AND m.source.plugin = 'rewind'
+       CASE WHEN type = 'user/message' AND m.source.kind = 'plugin' AND m.source.plugin = 'dsh/rewind'
              AND m.source.form.kind = 'left-out' THEN m.source.form.turn END AS left_turn,
-       CASE WHEN type = 'user/message' AND m.source.kind = 'plugin' AND m.source.plugin = 'rewind'
+       CASE WHEN type = 'user/message' AND m.source.kind = 'plugin' AND m.source.plugin = 'dsh/rewind'
              AND m.source.form.kind = 'left-out' THEN m.source.form.why END AS left_why
 FROM _msrc
 """

@@ -97,7 +97,7 @@ COMMENT ON COLUMN t_messages.seeded IS 'A fork''s copy of its parent''s message.
 COMMENT ON COLUMN t_messages.surface_key IS 'Order on the surface: an appended message''s own seq, a replacement the key of the first message it replaced (store.ingest.surface).';
 COMMENT ON COLUMN t_messages.replaced_by IS 'seq of the replacement that took this message off the surface; NULL while the model still sees it.';
 COMMENT ON COLUMN t_messages.cell_id IS 'User-sourced messages: the notebook cell that asked it (the source''s cellId); NULL otherwise.';
-COMMENT ON COLUMN t_messages.left_turn IS 'A rewind note (plugin rewind, form left-out): the turn it took out of the model''s context (form.turn); NULL for any other message.';
+COMMENT ON COLUMN t_messages.left_turn IS 'A rewind note (plugin dsh/rewind, form left-out): the turn it took out of the model''s context (form.turn); NULL for any other message.';
 COMMENT ON COLUMN t_messages.left_why IS 'A rewind note: why the turn was taken out (form.why: rerun, below, deleted, after).';
 
 CREATE TABLE t_tool_calls (

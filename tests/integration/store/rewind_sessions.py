@@ -24,6 +24,7 @@ from pathlib import Path
 
 from dsh_kernel.ids import MessageId
 from dsh_kernel.jsonvalue import JsonObject
+from dsh_kernel.kernel.rewind import REWIND_PLUGIN
 from dsh_kernel.llm.codec import message_to_json
 from dsh_kernel.llm.types import Message, ModelSource, PluginSource, TextBlock, UserSource
 from dsh_kernel.session.events import ReplaceOp, SessionHeader
@@ -89,7 +90,7 @@ def leave_out(
         id=MessageId(f"note-{s.id[-1]}-{n}-{why}"),
         role="user",
         content=(TextBlock(text=f"(turn {n} left out: {why})"),),
-        source=PluginSource(plugin="rewind", form=form),
+        source=PluginSource(plugin=REWIND_PLUGIN, form=form),
     )
     return s.append(
         "user/message",
