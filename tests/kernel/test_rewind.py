@@ -15,7 +15,7 @@ import pytest
 
 from tests.kernel.conftest import provider_env
 from tests.support import scenarios as sc
-from tests.support.frontend import Frontend
+from tests.support.frontend import Frontend, sql_rows
 from tests.support.kernel import Execution, start_kernel
 from tests.support.notebook_frontend import CellWithId, Notebook
 from tests.support.sse_server import SseServer
@@ -116,6 +116,23 @@ def test_rerunning_cell_2_of_4_sends_turn_1_and_the_new_2(
     assert "kiwi-1" in body and "mango-2" in body and "Answer 2b noted." in body
     assert "pear-3" in body and "kiwi-3" not in body and "kiwi-4" not in body
     assert session_of(fe)["id"] == branch["id"]  # no second branch: c3 had no turn on this one
+    # The branches are in SQL: the lineage, the cells, the turn the re-run replaced.
+    [row] = sql_rows(
+        fe,
+        "SELECT parent_session, parent_kind, root_session, replaces_turn, turn, cell_id, "
+        f"dropped_turns FROM branches WHERE session_id = '{branch['id']}'",
+    )
+    assert (row["parent_session"], row["parent_kind"], row["root_session"]) == (
+        first["id"],
+        "rewind",
+        first["id"],
+    )
+    assert (row["replaces_turn"], row["turn"], row["cell_id"]) == (2, 2, c[1])
+    assert list(row["dropped_turns"]) == [2, 3, 4]
+    cells = sql_rows(
+        fe, f"SELECT turn, cell_id FROM turns WHERE session_id = '{first['id']}' ORDER BY turn"
+    )
+    assert [(r["turn"], r["cell_id"]) for r in cells] == list(enumerate(c, 1))
     # %agent history shows the current branch.
     history = fe.run("%agent history").stdout
     assert f"a rewind of {first['id'][:8]}" in history
@@ -142,6 +159,15 @@ def test_deleting_a_cell_takes_its_turn_out_of_the_next_request(
     assert session_of(fe)["id"] == before["id"]  # a deletion alone does not branch
     context = prompts(fe.events())[-1]["source"]["context"]
     assert context["left"] == [{"turn": 3, "why": "deleted", "cellId": c[2]}]
+    rows = sql_rows(
+        fe, f"SELECT turn, left_out FROM turns WHERE session_id = '{before['id']}' ORDER BY turn"
+    )
+    assert [(r["turn"], r["left_out"]) for r in rows] == [
+        (1, None),
+        (2, None),
+        (3, "deleted"),
+        (4, None),
+    ]
     # The deleted cell's id arrives once; the next cell does not cut again.
     ask(fe, server, c[0] + "-next", "And now?", "Fine.")
     assert "context" not in prompts(fe.events())[-1]["source"]

@@ -169,7 +169,8 @@ def sql_tool(
         description=(
             "Run one read-only SQL query (DuckDB dialect) over the session store: every session's "
             "events and the views sessions, turns, messages, events, tool_calls, requests, usage, "
-            "compactions, notebook_edits, approvals, code_runs, errors, images, mcp_calls. Use it to "
+            "compactions, notebook_edits, approvals, code_runs, errors, images, mcp_calls, branches. "
+            "Use it to "
             "look up what happened earlier (in this session or others, also what a compaction "
             "summarised: messages keeps "
             "every original turn), what tools failed, what a turn cost. "
