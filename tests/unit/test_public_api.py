@@ -204,6 +204,7 @@ def test_the_agent_subcommands() -> None:
         "export",
         "fork",
         "help",
+        "history",
         "key",
         "mcp",
         "model",
