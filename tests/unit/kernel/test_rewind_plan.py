@@ -132,6 +132,14 @@ async def test_a_branch_seeds_the_prefix_and_its_cuts() -> None:
     text = sent_text(child)
     assert "question 2" in text and "question 1" not in text and "question 3" not in text
     assert [(t.turn, t.left) for t in turns_of(child)] == [(1, True), (2, False)]
+    # A turn on the branch: its request is rebuilt from the branch's log (dev invariants on).
+    branch = agent_with(ScriptedProvider([text_response("answer 3b")]), session=child)
+    branch.followup(prompt("question 3 again", "c"))
+    await branch.when_idle()
+    text = sent_text(child)
+    assert "question 3 again" in text and "answer 3b" in text and "question 1" not in text
+    assert child.events[-1].type == "turn/end"
+    assert child.events[-1].data["reason"] == {"kind": "completed"}
 
 
 def made(name: str) -> ToolDefinition:
