@@ -49,7 +49,7 @@ def median_ms(fn: Callable[[], object], reps: int) -> float:
 
 
 async def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=300)
     ap.add_argument("--chunks", type=int, default=200)
     ap.add_argument("--reps", type=int, default=15)
