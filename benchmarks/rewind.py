@@ -13,7 +13,8 @@ prompt recording its notebook cell (``c1``, ``c2``, …) answered by a ``Scripte
   decision precedes.
 
 Each is the median of ``--reps`` runs (default 15); the ratios are decide/turn and rewind/turn.
-Run: ``python benchmarks/rewind.py [--turns 300] [--chunks 200] [--reps 15]`` (about 30 s).
+Run: ``make bench`` or ``python benchmarks/rewind.py [--turns 300] [--chunks 200] [--reps 15]``
+(about 30 s; ``--quick``: a tiny run that only proves it works).
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ async def main() -> None:
     ap.add_argument("--turns", type=int, default=300)
     ap.add_argument("--chunks", type=int, default=200)
     ap.add_argument("--reps", type=int, default=15)
+    ap.add_argument("--quick", action="store_true", help="a tiny run that only proves it works")
     a = ap.parse_args()
+    if a.quick:
+        a.turns, a.chunks, a.reps = 6, 5, 3
     words = " ".join(f"w{i}" for i in range(a.chunks))
     n = a.turns + a.reps + 1
     provider = ScriptedProvider([text_response(words, pieces=a.chunks) for _ in range(n)])
