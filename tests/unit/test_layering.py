@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("abort", "failures"),
     ("llm",),
     ("session",),
-    ("transcript",),
+    ("transcript", "capsule"),
     ("tools",),
     ("runtime", "agent"),
     ("store", "views", "mcp"),
