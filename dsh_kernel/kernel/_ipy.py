@@ -20,8 +20,12 @@ def display_raw(bundle: dict[str, Any], *, display_id: str) -> None:
     _display_module().display(bundle, raw=True, display_id=display_id)
 
 
-def update_raw(bundle: dict[str, Any], *, display_id: str) -> None:
-    _display_module().update_display(bundle, raw=True, display_id=display_id)
+def update_raw(
+    bundle: dict[str, Any], *, display_id: str, metadata: dict[str, Any] | None = None
+) -> None:
+    _display_module().update_display(
+        bundle, raw=True, display_id=display_id, metadata=metadata or {}
+    )
 
 
 def display_object(value: object) -> None:

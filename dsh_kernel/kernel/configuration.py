@@ -132,6 +132,12 @@ def _rewind(raw: str, where: str) -> bool:
     return parse_rewind(raw, where)
 
 
+def _capsule(raw: str, where: str) -> bool:
+    from dsh_kernel.kernel.host.settings import parse_capsule
+
+    return parse_capsule(raw, where)
+
+
 def _vision(raw: str, where: str) -> bool | None:
     from dsh_kernel.kernel.magic.vision import parse_vision
 
@@ -354,6 +360,21 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         "takes its turn out ([Rewind](rewind.md)); `off`: every chat cell appends. Also "
         "`true`/`false`, `1`/`0`; anything else fails the first chat cell with `USAGE` naming "
         "the variable",
+    ),
+    Setting(
+        name="capsule",
+        what="session capsules in saved notebooks",
+        trait=lambda: Bool(True),
+        help="A chat cell's saved output carries its turn's events (the session capsule), so a "
+        "shared notebook carries its conversation (on/off).",
+        env="DSH_CAPSULE",
+        parse=_capsule,
+        default="on",
+        doc="`on`: each chat cell's saved output carries its turn — the messages, tool calls and "
+        "results, usage — in its metadata, so the notebook carries the conversation "
+        "([Capsules](capsule.md)); `off`: only the rendering (`dsh-kernel strip` removes "
+        "capsules already saved). Also `true`/`false`, `1`/`0`; anything else fails the first "
+        "chat cell with `USAGE` naming the variable",
     ),
     Setting(
         name="repeat_limit",

@@ -106,6 +106,8 @@ class DshKernel(IPythonKernel):
         self._store = self._open_store()
         self.mcp: McpServers | None = None
         """The MCP servers (``kernel.mcp``), made and started in ``start``."""
+        self._capsules_read = False
+        """The first chat cell looked for a conversation in the notebook's capsules."""
         self._deleted_cells: set[str] = set()
         """Cells a frontend reported deleted, for the next chat cell (``kernel.rewind``)."""
 
@@ -355,6 +357,8 @@ class DshKernel(IPythonKernel):
             return self.error_reply(count, "INVALID_PROMPT", str(exc))
         if prompt is None:
             return self.ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
+        if cell_id and not silent and self._import_capsules(host):
+            agent = host.agent  # the conversation the notebook carries (``kernel.capsules``)
         if cell_id and not silent:  # a notebook's cell: it owns its turn (``kernel.rewind``)
             prompt = replace(prompt, message=await self._rewind(cell_id, prompt.message))
             agent = host.agent  # a rewind goes on with a new branch's agent
@@ -419,6 +423,20 @@ class DshKernel(IPythonKernel):
                 return self.ok_reply(count, payload)
             case _:
                 assert_never(end)
+
+    def _import_capsules(self, host: AgentHost) -> bool:
+        """At the first chat cell, the conversation the notebook's capsules carry, if this store
+        does not hold it (``kernel.capsules``): whether the agent changed. A bad capsule raises
+        ``CapsuleError`` (the cell fails in one line; the next chat cell tries again)."""
+        if self._capsules_read or not host.settings.capsule or host.agent.session.last_turn:
+            return False
+        from dsh_kernel.kernel.capsules import import_notebook
+
+        note = import_notebook(host)
+        self._capsules_read = True
+        if note is not None:
+            print(note)
+        return note is not None
 
     def _note_deleted_cells(self) -> None:
         """Keep the ids of the cells a notebook frontend says were deleted (JupyterLab sends

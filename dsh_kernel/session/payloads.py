@@ -208,12 +208,12 @@ class BranchPoint(TypedDict):
 
 class CellContext(TypedDict):
     """A chat cell's turn whose context is not plain appending (``kernel.rewind``): carried by its
-    prompt's source as ``context`` (``UserSource.extra``, written into the logged source object;
-never sent). ``order`` says how "above" was judged
-    (``notebook``: the notebook's order, from the frontend extension; ``run``: the order first
-    run); ``left``: turns of this session's log taken out of the context just before it (a
-    ``dsh/rewind`` note stands in for each); ``names``: names in the notebook's namespace that the
-    turns left out created or changed (the namespace is not rolled back)."""
+        prompt's source as ``context`` (``UserSource.extra``, written into the logged source object;
+    never sent). ``order`` says how "above" was judged
+        (``notebook``: the notebook's order, from the frontend extension; ``run``: the order first
+        run); ``left``: turns of this session's log taken out of the context just before it (a
+        ``dsh/rewind`` note stands in for each); ``names``: names in the notebook's namespace that the
+        turns left out created or changed (the namespace is not rolled back)."""
 
     order: Literal["notebook", "run"]
     branch: NotRequired[BranchPoint]

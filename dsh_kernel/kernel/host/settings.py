@@ -78,6 +78,9 @@ class HostSettings:
     compaction: bool = True
     """Automatic compaction of the history (``agent.compaction.run``; ``%agent compact on|off``)."""
     rewind: bool = True
+    capsule: bool = True
+    """A chat cell's saved output carries its turn's capsule (``capsule``): the session travels in
+    the ``.ipynb``; ``False``: only the rendering."""
     """A notebook's chat cells shape the context (``kernel.rewind``): re-running a chat cell
     re-asks from there, deleting one takes its turn out; ``False``: every cell appends."""
     repeat_limit: int = DEFAULT_REPEAT_LIMIT
@@ -149,6 +152,19 @@ def parse_rewind(raw: str, where: str = "") -> bool:
         raise UsageError(
             f"{where}{raw.strip()!r} is not a rewind setting: use on (re-running a chat cell "
             "re-asks from there) or off (every chat cell appends to the conversation)"
+        )
+    return _SWITCH[text]
+
+
+def parse_capsule(raw: str, where: str = "") -> bool:
+    """``raw`` as the capsule switch (``on``/``off``; ``true``/``false``, ``1``/``0``); a
+    ``UsageError`` for anything else, its message starting with ``where``."""
+    text = raw.strip().lower()
+    if text not in _SWITCH:
+        raise UsageError(
+            f"{where}{raw.strip()!r} is not a capsule setting: use on (a chat cell's saved output "
+            "carries its turn, so the notebook carries the conversation) or off (only the "
+            "rendering)"
         )
     return _SWITCH[text]
 

@@ -102,9 +102,21 @@ class CellView:
             # nbconvert, GitHub and nbviewer. The widgets stay in the kernel (and in saved widget
             # state); the text/plain copy serves console clients.
             final: dict[str, Any] = {"text/plain": static["text/markdown"], **static}
-            update_raw(final, display_id=self.display_id)
+            # The turn itself travels with it (``capsule``): a shared notebook is the conversation.
+            update_raw(final, display_id=self.display_id, metadata=self._capsule())
             if self.hint_id is not None:  # live only: the saved notebook never holds the hint
                 update_raw({"text/plain": ""}, display_id=self.hint_id)
+
+    def _capsule(self) -> dict[str, Any]:
+        """The saved output's metadata: the turn's capsule, unless ``DSH_CAPSULE=off`` or the turn
+        has none (``capsule.format``)."""
+        turn = self.view.model.turn
+        if not self.host.settings.capsule or turn is None:
+            return {}
+        from dsh_kernel.capsule.format import CAPSULE_KEY, capsule_of
+
+        capsule = capsule_of(self.host.agent.session, turn)
+        return {} if capsule is None else {CAPSULE_KEY: capsule}
 
 
 class TextCellView:

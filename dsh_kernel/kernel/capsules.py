@@ -1,0 +1,62 @@
+"""Opening a notebook elsewhere: the first chat cell imports the conversation its capsules carry.
+
+When a kernel's first chat cell runs (its session has no turn yet) in a notebook saved with
+capsules (``capsule``; the saved file the server named, ``kernel.notebook.snapshot.fallback_file``),
+the capsules of the cells present are joined (``capsule.conversation.join``). If that conversation
+is a session this store does not hold, it is imported: a new session seeded with its log, linked
+to it with ``parent_kind = 'import'`` (what it holds is self-reported), and the cell continues it
+with its full context — then re-running an earlier chat cell rewinds it (``kernel.rewind``), as on
+the machine it came from. A session the store already holds is left alone (``%agent resume`` it).
+
+A capsule that is malformed or altered fails the chat cell with one line naming its cell
+(``CAPSULE_INVALID``, ``CAPSULE_ALTERED``) before anything is sent; the next chat cell tries again.
+Reading capsules never sends anything to a model and runs nothing they hold.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dsh_kernel.errors import StoreError
+
+if TYPE_CHECKING:
+    from dsh_kernel.kernel.host.agent_host import AgentHost
+
+
+def import_notebook(host: AgentHost) -> str | None:
+    """Import the conversation the notebook's capsules carry, if there is one to import (module
+    docstring): the line that says so, else ``None``. Raises ``CapsuleError``."""
+    from dsh_kernel.capsule.conversation import imported_session, join, notebook_capsules
+
+    desk = host.desk
+    path = desk.saved_file() if desk is not None else None
+    if path is None:
+        return None
+    joined = join(notebook_capsules(path))
+    source = joined.header
+    if source is None:
+        return None
+    store = host.store
+    if store is not None:
+        try:
+            store.find_journal(source.id)
+            return None  # this store holds it: nothing to import
+        except StoreError:
+            pass
+    session = imported_session(
+        joined,
+        notebook=host.notebook,
+        user=host.settings.course.user,
+        ai_policy=host.policy.in_force().policy,
+    )
+    if session is None:
+        return None
+    agent = host.new_session(session)
+    turns = len(joined.turns)
+    lines = [
+        f"imported the conversation this notebook carries: {turns} turn{'s' if turns != 1 else ''} "
+        f"of session {source.id[:8]} (self-reported, from the notebook's capsules), now session "
+        f"{agent.session.id[:8]}"
+    ]
+    lines += [f"  left out: {why}" for why in joined.left]
+    return "\n".join(lines)

@@ -1,0 +1,146 @@
+"""The session travels inside the .ipynb (issue 34): a notebook run on one store (its cells sent as
+JupyterLab sends them, the outputs kept as a frontend keeps them) carries each chat turn's capsule in
+its saved output; opened with another store, its first chat cell
+imports that conversation and continues it with its full context (checked in the request body);
+a tampered capsule is refused in one line, nothing is sent, and the kernel lives."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from dsh_kernel.capsule import CAPSULE_KEY
+from tests.kernel.conftest import provider_env
+from tests.support import scenarios as sc
+from tests.support.frontend import Frontend, sql_rows
+from tests.support.kernel import start_kernel
+from tests.support.notebook_frontend import CellWithId
+from tests.support.sse_server import SseServer
+
+
+def outputs_of(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A cell's saved outputs as a notebook frontend keeps them: each display, replaced by its
+    updates (``update_display_data`` of its display id), and the streams."""
+    outputs: list[dict[str, Any]] = []
+    by_id: dict[str, dict[str, Any]] = {}
+    for m in messages:
+        kind, content = m["msg_type"], m["content"]
+        display_id = content.get("transient", {}).get("display_id")
+        if kind == "display_data":
+            out = nbformat.v4.new_output(
+                "display_data", data=content["data"], metadata=content.get("metadata", {})
+            )
+            outputs.append(out)
+            if display_id:
+                by_id[display_id] = out
+        elif kind == "update_display_data" and display_id in by_id:
+            by_id[display_id]["data"] = content["data"]
+            by_id[display_id]["metadata"] = content.get("metadata", {})
+        elif kind == "stream":
+            outputs.append(
+                nbformat.v4.new_output("stream", name=content["name"], text=content["text"])
+            )
+    return outputs
+
+
+def saved_notebook(server: SseServer, tmp: Path) -> Path:
+    """Two chat cells run on store ``tmp/a`` as JupyterLab runs them (each with its cell id), the
+    notebook saved with their outputs to ``tmp/shared.ipynb``."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "dsh", "display_name": "DSH Agent", "language": "python"}
+    nb.cells = [
+        nbformat.v4.new_code_cell("My cat is called Bartholomew."),
+        nbformat.v4.new_code_cell("My dog is called Zanzibar."),
+    ]
+    server.script(sc.text("Noted the cat."), sc.text("Noted the dog."))
+    with start_kernel(tmp / "a", "dsh", env=provider_env(server, tmp / "a")) as kernel:
+        fe = Frontend(kernel)
+        for cell in nb.cells:
+            ex = CellWithId(fe, cell.source, cell.id).finish()
+            assert ex.status == "ok", ex.content
+            cell.outputs = outputs_of(ex.messages)
+            cell.execution_count = ex.reply["content"]["execution_count"]
+    path = tmp / "shared.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def capsule_outputs(path: Path) -> list[dict[str, Any]]:
+    nb = json.loads(path.read_text())
+    return [
+        o for c in nb["cells"] for o in c.get("outputs", []) if CAPSULE_KEY in o.get("metadata", {})
+    ]
+
+
+def opened_elsewhere(tmp: Path, server: SseServer, path: Path, store: str) -> Any:
+    env = provider_env(server, tmp, DSH_STORE=str(tmp / store), JPY_SESSION_NAME=str(path))
+    return start_kernel(tmp / store, "dsh", env=env)
+
+
+def test_a_notebook_opened_with_another_store_continues_its_conversation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SseServer() as server:
+        path = saved_notebook(server, tmp_path)
+        saved = nbformat.read(path, as_version=4)
+        nbformat.validate(saved)
+        outputs = capsule_outputs(path)
+        assert len(outputs) == 2
+        capsule = outputs[0]["metadata"][CAPSULE_KEY]
+        assert capsule["version"] == 1 and capsule["turn"] == 1
+        # The capsule is at most 1.5× the rendered output of the same turn... plus the fixed
+        # header: a short turn's capsule is mostly its envelope, so here it is only bounded.
+        rendered = len(json.dumps(outputs[1]["data"]))
+        assert len(json.dumps(outputs[1]["metadata"][CAPSULE_KEY])) < 4 * rendered + 4000
+        first_session = capsule["session"]
+        cell_ids = [c.id for c in saved.cells]
+
+        (tmp_path / "b").mkdir()
+        with opened_elsewhere(tmp_path, server, path, "b") as kernel:
+            fe = Frontend(kernel)
+            server.script(sc.text("Bartholomew and Zanzibar."))
+            ex = CellWithId(fe, "What are my pets called?", "new-cell").finish()
+            assert ex.status == "ok", ex.content
+            assert "imported the conversation this notebook carries: 2 turns" in ex.stdout
+            body = json.dumps(server.requests[-1].json["messages"])
+            assert "Bartholomew" in body and "Zanzibar" in body and "Noted the dog." in body
+            [row] = sql_rows(
+                fe,
+                "SELECT parent_session, parent_kind FROM sessions WHERE parent_kind = 'import'",
+            )
+            assert row == {"parent_session": first_session, "parent_kind": "import"}
+            # The imported cells own their turns here too: re-running the second rewinds.
+            server.script(sc.text("Noted the new dog."))
+            ex = CellWithId(fe, "My dog is called Quintus.", cell_ids[1]).finish()
+            assert ex.status == "ok", ex.content
+            body = json.dumps(server.requests[-1].json["messages"])
+            assert "Bartholomew" in body and "Quintus" in body and "Zanzibar" not in body
+
+
+def test_a_tampered_capsule_is_refused_in_one_line_and_nothing_is_sent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with SseServer() as server:
+        path = saved_notebook(server, tmp_path)
+        nb = json.loads(path.read_text())
+        out = next(o for o in nb["cells"][1]["outputs"] if CAPSULE_KEY in o.get("metadata", {}))
+        capsule = out["metadata"][CAPSULE_KEY]
+        text = json.dumps(capsule).replace("Zanzibar", "Fido")
+        out["metadata"][CAPSULE_KEY] = json.loads(text)
+        path.write_text(json.dumps(nb))
+        sent = len(server.requests)
+        (tmp_path / "c").mkdir()
+        with opened_elsewhere(tmp_path, server, path, "c") as kernel:
+            fe = Frontend(kernel)
+            ex = CellWithId(fe, "What are my pets called?", "new-cell").finish()
+            assert ex.status == "error"
+            assert ex.content["ename"] == "CAPSULE_ALTERED"
+            evalue = ex.content["evalue"]
+            assert evalue.startswith(f"cell 2 (id {nb['cells'][1]['id']}): its session capsule")
+            assert "\n" not in evalue
+            assert len(server.requests) == sent  # nothing was sent
+            assert fe.python("print('alive')").strip() == "alive"
