@@ -4,7 +4,8 @@
   (``kernel.kernelspec.ARGV``); every option it does not know goes to ipykernel's application.
 * ``install`` writes the kernelspecs (``kernel.kernelspec``); ``export`` and ``report`` work on
   session stores and their Parquet exports with no kernel, ``ship`` and ``mirror`` move sessions to
-  and from the shared store (``store.cli``).
+  and from the shared store (``store.cli``); ``strip`` removes the session capsules from notebooks
+  (``capsule.strip``).
 * ``help [COMMAND]`` prints the help, or a command's.
 
 With no arguments the help is printed and nothing starts (exit status 0). An argument list that
@@ -41,6 +42,7 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
     # Each command's module is cheap to import (what it needs loads when it runs), so the kernel's
     # start and --help do not wait for DuckDB or the agent.
     from dsh_kernel import __version__
+    from dsh_kernel.capsule.strip import strip_arguments, strip_command
     from dsh_kernel.kernel.kernelspec import install_arguments, install_command
     from dsh_kernel.store.cli import (
         export_arguments,
@@ -118,6 +120,15 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
             mirror_command,
             "pull the shared store's sessions into a local store",
             "Pull the shared store's sessions into a local store, then ingest it.",
+        )
+    )
+    strip_arguments(
+        add(
+            "strip",
+            strip_command,
+            "remove the session capsules from notebooks",
+            "Remove the session capsules (each chat turn's conversation) from the outputs of "
+            "notebooks, for sharing them without the conversation, like nbstripout.",
         )
     )
     helper = add("help", _help, "show this help, or a command's", "Show the help, or a command's.")

@@ -31,8 +31,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 )
 """Lowest first: the root modules (``errors``, ``ids``, ``jsonvalue``, ``textcap``, ``abort``,
 ``failures``) and ``markup`` (outside text to inert HTML: pure functions the views, the store's
-query results and the course report share), then the packages, then what sits on top (the public fakes, the package's lazy
-re-exports of the public API, ``python -m dsh_kernel``)."""
+query results and the course report share), then the packages (``capsule``, the session a
+notebook's outputs carry, beside the turn reader: it reads and writes logs, so the store's report and
+the kernel can both use it), then
+what sits on top (the public fakes, the package's lazy re-exports of the public API, ``python -m dsh_kernel``)."""
 
 LEVEL = {name: i for i, layer in enumerate(LAYERS) for name in layer}
 

@@ -179,6 +179,7 @@ def test_the_command_line_subcommands() -> None:
         "report",
         "ship",
         "mirror",
+        "strip",
         "help",
     ]
     assert spec("dsh", "python")["argv"] == [
