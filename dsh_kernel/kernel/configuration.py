@@ -354,6 +354,14 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         env="DSH_REWIND",
         parse=_rewind,
         default="on",
+        status=StatusLine(
+            label="rewind",
+            text=lambda host: (
+                "on (re-running a chat cell re-asks from there)"
+                if host.settings.rewind
+                else "off (every chat cell appends)"
+            ),
+        ),
         doc="`on`: in a notebook (a request carrying a cell id) the context of a chat cell's turn "
         "is the turns of the chat cells above it; re-running or editing an earlier chat cell "
         "re-asks from there on a new branch (a session forked before its turn), deleting one "
@@ -370,6 +378,14 @@ SETTINGS: Final[tuple[Setting, ...]] = (
         env="DSH_CAPSULE",
         parse=_capsule,
         default="on",
+        status=StatusLine(
+            label="capsule",
+            text=lambda host: (
+                "on (saved chat outputs carry their turns)"
+                if host.settings.capsule
+                else "off (saved chat outputs are the rendering only)"
+            ),
+        ),
         doc="`on`: each chat cell's saved output carries its turn — the messages, tool calls and "
         "results, usage — in its metadata, so the notebook carries the conversation "
         "([Capsules](capsule.md)); `off`: only the rendering (`dsh-kernel strip` removes "

@@ -334,6 +334,7 @@ class DshKernel(IPythonKernel):
     ) -> dict[str, Any]:
         from dsh_kernel.kernel.course.policy import before_chat, check_offered
         from dsh_kernel.kernel.host.viewing import open_view
+        from dsh_kernel.kernel.rewind import notebook_cell_id
         from dsh_kernel.transcript.turn import turn_end
 
         host = self.host
@@ -357,6 +358,7 @@ class DshKernel(IPythonKernel):
             return self.error_reply(count, "INVALID_PROMPT", str(exc))
         if prompt is None:
             return self.ok_reply(count)  # an empty chat cell is a no-op, like an empty code cell
+        cell_id = notebook_cell_id(cell_id)
         if cell_id and not silent and self._import_capsules(host):
             agent = host.agent  # the conversation the notebook carries (``kernel.capsules``)
         if cell_id and not silent:  # a notebook's cell: it owns its turn (``kernel.rewind``)
@@ -448,8 +450,10 @@ class DshKernel(IPythonKernel):
             cast("dict[str, object]", meta).get("deletedCells") if isinstance(meta, dict) else None
         )
         if isinstance(raw, list):
-            cells = cast("list[object]", raw)
-            self._deleted_cells.update(c for c in cells[:10_000] if isinstance(c, str) and c)
+            from dsh_kernel.kernel.rewind import notebook_cell_id
+
+            cells = (notebook_cell_id(c) for c in cast("list[object]", raw)[:10_000])
+            self._deleted_cells.update(c for c in cells if c)
 
     async def _rewind(self, cell_id: str, message: Message) -> Message:
         """``message`` recording its cell, after shaping the context for it (``kernel.rewind``)."""

@@ -44,7 +44,7 @@ import asyncio
 import logging
 import weakref
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, Literal, cast
 
 from dsh_kernel.ids import new_message_id
@@ -83,6 +83,23 @@ _WHY_TEXT: Final[dict[str, str]] = {
 }
 
 
+MAX_CELL_ID_CHARS: Final = 256
+"""A cell id longer than this is kept as its SHA-256 (VS Code's cell URIs run long; nbformat's ids
+are at most 64 characters)."""
+
+
+def notebook_cell_id(value: object) -> str | None:
+    """The cell id a frontend sent, as the log keeps it: a non-empty string, a long one as
+    ``sha256:<hex>``; anything else (a list, a number) is no cell id."""
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) <= MAX_CELL_ID_CHARS:
+        return value
+    import hashlib
+
+    return "sha256:" + hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 # --- reading a session: which cell asked each turn --------------------------------------------------
 
 
@@ -96,7 +113,9 @@ class TurnInfo:
     nodes: list[int] = field(default_factory=list[int])
     """Its seqs on the current surface, in surface order (a contiguous run)."""
     left: bool = False
-    """Already out of the context (a ``dsh/rewind`` note, or an earlier note of the log)."""
+    """Already out of the context (a ``dsh/rewind`` note stands for it)."""
+    left_why: str | None = None
+    """Why, as its note says (``deleted``, …)."""
     summary: bool = False
     """Part of it is inside a summary of several turns (a compaction): it cannot be cut alone."""
 
@@ -114,13 +133,19 @@ def cell_of(data: JsonObject) -> str | None:
     return cell if isinstance(cell, str) and cell else None
 
 
-def _note_turn(data: JsonObject) -> int | None:
-    """The turn a ``dsh/rewind`` note stands for, else ``None``."""
+def _note_form(data: JsonObject) -> dict[str, JsonValue] | None:
+    """The form of a ``dsh/rewind`` note (``{"kind": "left-out", "turn", "why", "cellId"?}``)."""
     src = _source(data)
     if src.get("kind") != "plugin" or src.get("plugin") != REWIND_PLUGIN:
         return None
     form = src.get("form")
-    turn = form.get("turn") if isinstance(form, dict) else None
+    return cast("dict[str, JsonValue]", form) if isinstance(form, dict) else None
+
+
+def _note_turn(data: JsonObject) -> int | None:
+    """The turn a ``dsh/rewind`` note stands for, else ``None``."""
+    form = _note_form(data)
+    turn = form.get("turn") if form is not None else None
     return turn if isinstance(turn, int) else None
 
 
@@ -157,9 +182,12 @@ def turns_of(session: Session) -> list[TurnInfo]:
         turns.setdefault(turn, TurnInfo(turn, cell_of(data) if data is not None else None))
     for seq in session.surface:
         ev = events[seq]
-        noted = _note_turn(ev.data) if ev.type == "user/message" else None
-        if noted is not None and noted in turns:
+        form = _note_form(ev.data) if ev.type == "user/message" else None
+        noted = form.get("turn") if form is not None else None
+        if isinstance(noted, int) and noted in turns:
             turns[noted].left = True
+            why = form.get("why") if form is not None else None
+            turns[noted].left_why = why if isinstance(why, str) else None
         owner = _owner(session, ev)
         if owner is None:
             for t in _sources_turns(session, ev):
@@ -214,6 +242,8 @@ class Plan:
     """The turns of the (branch's) log to take out of the context now."""
     summarized: tuple[LeftTurn, ...] = ()
     """Turns that should be left out but sit inside a compaction summary (said, not cut)."""
+    gone: frozenset[str] = frozenset()
+    """The cells taken for deleted (reported, or noted in the log, and not in the notebook)."""
 
 
 def _left(info: TurnInfo, why: Why) -> LeftTurn:
@@ -231,10 +261,14 @@ def plan(
     order: Sequence[str] | None = None,
 ) -> Plan | None:
     """What running chat cell ``cell_id`` does to the context of ``turns`` (``turns_of``), with
-    the cells reported ``deleted`` and the notebook's cell ``order`` (``None``: unknown, go by the
-    order first run). ``None``: a plain append."""
-    gone = set(deleted) - {cell_id}
+    the cells known deleted and the notebook's cell ``order`` (``None``: unknown, go by the order
+    first run). ``None``: a plain append.
+
+    A cell in ``order`` is never taken for deleted (JupyterLab reports a cell cut and pasted, or
+    deleted and undone, as deleted). The cell's own turn counts even if it was left out (a cell
+    deleted, restored and run again re-asks from its old place)."""
     place = {c: i for i, c in enumerate(order)} if order is not None else None
+    gone = set(deleted) - {cell_id} - (set(place) if place is not None else set())
     here = place.get(cell_id) if place is not None else None
     live = [t for t in turns if not t.left]
 
@@ -244,13 +278,10 @@ def plan(
         there = place.get(info.cell_id)
         return there is not None and there > here
 
-    mine = next((t for t in live if t.cell_id == cell_id), None)
+    mine = next((t for t in turns if t.cell_id == cell_id), None)
     first_below = next((t for t in live if below(t) and t.cell_id not in gone), None)
-    cut = [t for t in (mine, first_below) if t is not None]
-    fork_at = min((t.turn for t in cut), default=None)
+    fork_at = min((t.turn for t in (mine, first_below) if t is not None), default=None)
     dropped: list[LeftTurn] = []
-    left: list[LeftTurn] = []
-    summarized: list[LeftTurn] = []
     for info in live:
         if fork_at is not None and info.turn >= fork_at:
             if info.cell_id == cell_id:
@@ -262,9 +293,7 @@ def plan(
             else:
                 why = "after"
             dropped.append(_left(info, why))
-            continue
-        if info.cell_id in gone:  # (a turn below forked the branch before it: never here)
-            (summarized if info.summary or not info.nodes else left).append(_left(info, "deleted"))
+    left, summarized = cuts([t for t in live if fork_at is None or t.turn < fork_at], gone, cell_id)
     if fork_at is None and not left and not summarized:
         return None
     return Plan(
@@ -274,7 +303,27 @@ def plan(
         dropped=tuple(dropped),
         left=tuple(left),
         summarized=tuple(summarized),
+        gone=frozenset(gone),
     )
+
+
+def cuts(
+    turns: Iterable[TurnInfo], gone: Iterable[str], cell_id: str
+) -> tuple[list[LeftTurn], list[LeftTurn]]:
+    """The turns in the context whose cell is ``gone``: those to cut (they have nodes of their
+    own), and those inside a compaction summary (said, not cut)."""
+    gone = set(gone) - {cell_id}
+    left: list[LeftTurn] = []
+    summarized: list[LeftTurn] = []
+    for info in turns:
+        if not info.left and info.cell_id is not None and info.cell_id in gone:
+            (summarized if info.summary or not info.nodes else left).append(_left(info, "deleted"))
+    return left, summarized
+
+
+def deleted_cells(turns: Iterable[TurnInfo]) -> set[str]:
+    """The cells whose turns a note of the log says were deleted: they stay out of every branch."""
+    return {t.cell_id for t in turns if t.left_why == "deleted" and t.cell_id is not None}
 
 
 # --- names the left-out turns made ---------------------------------------------------------------
@@ -361,10 +410,12 @@ def history_text(session: Session) -> str:
         tail = f"  ({'; '.join(notes)})" if notes else ""
         lines.append(f"{info.turn:>5}  {cell:<10} {prompts.get(info.turn, '')}{tail}")
     if header.parent_session is not None:
-        lines.append(
-            "The whole tree: %%sql SELECT * FROM branches WHERE root_session = "
-            "(SELECT root_session FROM branches WHERE session_id = '" + session.id + "')"
-        )
+        lines += [
+            "Every branch of this conversation, in a cell of its own:",
+            "%%sql",
+            "SELECT * FROM branches WHERE root_session = "
+            f"(SELECT root_session FROM branches WHERE session_id = '{session.id}')",
+        ]
     return "\n".join(lines)
 
 
@@ -421,8 +472,6 @@ def context_of(p: Plan, *, parent: str | None, names: Sequence[str]) -> CellCont
 
 def with_cell(message: Message, cell_id: str, context: CellContext | None) -> Message:
     """``message`` (a prompt) recording its cell, and the context its run made."""
-    from dataclasses import replace
-
     src = message.source
     extra: JsonObject = dict(src.extra) if isinstance(src, UserSource) else {}
     extra["cellId"] = cell_id
@@ -501,12 +550,11 @@ def rewind(
 
     agent = host.agent
     session = agent.session
-    p = plan(turns_of(session), cell_id, deleted=deleted, order=order)
+    turns = turns_of(session)
+    p = plan(turns, cell_id, deleted={*deleted, *deleted_cells(turns)}, order=order)
     if p is None:
         return None
     parent: str | None = None
-    out_turns = [t["turn"] for t in (*p.dropped, *p.left, *p.summarized)]
-    names = names_made(session, out_turns)
     if p.fork_after is not None:
         parent = session.id
         child = fork(
@@ -517,7 +565,14 @@ def rewind(
             ai_policy=host.policy.in_force().policy,
             kind="rewind",
         )
+        earlier = _rewound_names(agent).names
         agent = host.branch(child)
+        _rewound_names(agent).add(earlier)  # what earlier branches left in the namespace
+        # A deleted cell stays out of every branch: its note may come after the fork point.
+        left, summarized = cuts(turns_of(child), p.gone, cell_id)
+        p = replace(p, left=tuple(left), summarized=tuple(summarized))
+    out_turns = [t["turn"] for t in (*p.dropped, *p.left, *p.summarized)]
+    names = names_made(session, out_turns)
     cut(agent.session, p.left)
     _rewound_names(agent).add(names)
     return context_of(p, parent=parent, names=names)

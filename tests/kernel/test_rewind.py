@@ -290,3 +290,88 @@ def test_an_interrupt_while_the_notebook_is_asked_for_its_order_keeps_the_kernel
         assert fe.python("print('alive')").strip() == "alive"
     finally:
         nb.close()
+
+
+def test_a_deleted_cell_stays_out_of_a_later_branch(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.run("%agent new")
+    c = ids(4)
+    for i, cell in enumerate(c[:3], 1):
+        ask(fe, server, cell, f"Note {i}: secret-{i}.", f"Ok {i}.")
+    ask(fe, server, c[3], "Go on.", "Going.", deleted=[c[0]])
+    assert "secret-1" not in sent(server)
+    # Re-running the third cell branches before its turn: the note cutting turn 1 came later in
+    # the log, so the branch cuts it again.
+    ask(fe, server, c[2], "Note 3 again: secret-3b.", "Ok 3b.")
+    body = sent(server)
+    assert "secret-1" not in body and "Turn 1 is left out" in body
+    assert "secret-2" in body and "secret-3b" in body
+
+
+def test_a_cell_cut_and_pasted_is_not_taken_for_deleted(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.run("%agent new")
+    c = ids(3)
+    nb = Notebook(fe, [{"id": i, "cell_type": "code", "source": "…"} for i in c])
+    try:
+        for cell, word in ((c[0], "fig-1"), (c[1], "fig-2")):
+            server.script(sc.text(f"Noted {word}."))
+            assert nb.run(f"Remember {word}.", cell_id=cell).status == "ok"
+        # JupyterLab reports a cut (then pasted) cell as deleted; the notebook still holds it.
+        server.script(sc.text("Both."))
+        assert nb.run("Which figs?", cell_id=c[2], deleted=[c[0]]).status == "ok"
+        body = sent(server)
+        assert "fig-1" in body and "left out" not in body
+    finally:
+        nb.close()
+
+
+def test_a_restored_cell_run_again_re_asks_from_its_old_place(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.run("%agent new")
+    c = ids(4)
+    for i, cell in enumerate(c[:3], 1):
+        ask(fe, server, cell, f"Point {i}: pin-{i}.", f"Ok {i}.")
+    ask(fe, server, c[3], "Next.", "Ok 4.", deleted=[c[1]])
+    ask(fe, server, c[1], "Point 2 restored: pin-2b.", "Ok 2b.")  # undone, and run again
+    body = sent(server)
+    assert "pin-1" in body and "pin-2b" in body
+    assert "pin-3" not in body and "Next." not in body
+
+
+def test_names_of_an_earlier_branch_are_still_told_after_another_rewind(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.run("%agent new")
+    c = ids(3)
+    ask(fe, server, c[0], "One.", "Ok 1.")
+    ask(fe, server, c[1], "Two.", "Ok 2.")
+    server.script(sc.python_call("rw_kept = 7"), sc.text("Made rw_kept."))
+    assert CellWithId(fe, "Make rw_kept.", c[2]).finish().status == "ok"
+    ask(fe, server, c[1], "Two again.", "Ok 2b.")
+    assert "rw_kept" in sent(server)
+    ask(fe, server, c[0], "One again.", "Ok 1b.")
+    assert "rw_kept" in sent(server)  # still in the namespace, still said
+
+
+def test_a_cell_id_that_is_not_a_string_is_no_cell_id(
+    rig: tuple[Frontend, SseServer, Path],
+) -> None:
+    fe, server, _ = rig
+    fe.run("%agent new")
+    for bad in (["a", "b"], {"x": 1}, 7):
+        server.script(sc.text("Fine."))
+        ex = CellWithId(fe, "Hello.", bad).finish()  # type: ignore[arg-type]
+        assert ex.status == "ok", ex.content
+    long_id = "vscode-notebook-cell:/" + "x" * 1000 + "#W1"
+    ask(fe, server, long_id, "Remember pear-1.", "Ok.")
+    ask(fe, server, long_id, "Remember pear-2.", "Ok.")  # the same long id: a re-run
+    assert "pear-1" not in sent(server)
+    assert prompts(fe.events())[-1]["source"]["cellId"].startswith("sha256:")

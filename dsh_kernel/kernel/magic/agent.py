@@ -106,6 +106,8 @@ STATUS_ORDER = (
     "session",
     "context",
     "compaction",
+    "rewind",
+    "capsule",
     "reasoning",
     "temperature",
     "vision",

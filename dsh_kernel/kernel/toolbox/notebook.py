@@ -104,8 +104,8 @@ def from_notebook_cell(metadata: object) -> bool:
     a console. JupyterLab and Notebook 7 send ``cellId`` from both, but only a notebook's run adds
     ``deletedCells`` (``@jupyterlab/notebook``'s ``runCell``); VS Code's ``cellId`` is a
     ``vscode-notebook-cell:`` URI. Without ``cellId`` the origin is unknown (classic Notebook,
-    ``jupyter_client`` scripts): counted as a notebook, as before. nbclient sends ``cellId`` alone
-    and so counts as a console; it ignores ``set_next_input`` anyway."""
+    nbclient 0.11 and papermill, ``jupyter_client`` scripts): counted as a notebook, as before;
+    nbclient ignores ``set_next_input`` anyway."""
     meta = cast("dict[str, object]", metadata) if isinstance(metadata, dict) else {}
     cell_id = meta.get("cellId")
     if not isinstance(cell_id, str):

@@ -308,8 +308,8 @@ def test_every_status_line_of_a_setting_is_shown_in_order(tmp_path: Path) -> Non
     status = AgentMagics(None, host=lambda: host)._cmd_status([]).splitlines()
     labels = [line.split(":", 1)[0] for line in status]
     assert labels == [
-        "provider", "model", "window", "session", "context", "compaction", "reasoning",
-        "images", "approval", "tools", "store", "ai policy",
+        "provider", "model", "window", "session", "context", "compaction", "rewind", "capsule",
+        "reasoning", "images", "approval", "tools", "store", "ai policy",
     ]  # fmt: skip
     assert all(line in status for line in lines.values())
 
