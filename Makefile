@@ -162,6 +162,7 @@ bench: $(BENCH_STAMP) ## run the side-by-side benchmarks in benchmarks/
 	$(PY) benchmarks/first_token.py
 	$(PY) benchmarks/mcp_stop.py
 	$(PY) benchmarks/rewind.py
+	$(PY) benchmarks/capsule.py
 
 clean: ## remove .venv, build outputs and caches (the notebook extension's node_modules and build too)
 	rm -rf $(VENV) build dist .pytest_cache .ruff_cache artifacts

@@ -5,8 +5,8 @@ read from a notebook and returns its events. The value travels in a chat cell's 
 ``metadata`` under ``CAPSULE_KEY`` (``docs/capsule.md``)::
 
     {"version": 1, "session": "<id>", "turn": 3, "header": {<the journal header>},
-     "first": 41, "events": [<event>, …], "images": {"<sha256>": {"mediaType", "data"}},
-     "sha256": "<hex>"}
+     "first": 41, "events": "<base64 of zlib of the JSON list of event lines>",
+     "images": {"<sha256>": {"mediaType", "data"}}, "sha256": "<hex>"}
 
 * ``events`` are the journal's lines (``session.codec.event_to_json``) of the log from the event
   after the turn before (or after the seed, for a branch's first turn) through this turn's
@@ -18,8 +18,12 @@ read from a notebook and returns its events. The value travels in a chat cell's 
 * an ``image/data`` event's base64 bytes move to ``images`` (by hash; the event keeps its hash and
   media type, and ``data: ""``): an image's bytes travel in the capsule of the turn that first
   showed it, and only there;
+* the list is packed (zlib, then base64): a turn's text appears in its streamed run, its block's
+  end and its message, and the first turn carries the request header (the system prompt and the
+  tool schemas) — packed, a capsule stays under the size of the turn's rendering (issue 34's 1.5×;
+  ``benchmarks/capsule.py``). It unpacks to at most ``MAX_EVENTS_CHARS`` bytes, whatever it claims;
 * ``sha256`` is the SHA-256 of the canonical JSON of ``[version, session, turn, header, first,
-  events, images]``. A capsule whose content does not hash to it is *altered*
+  events, images]`` (``events`` as packed). A capsule whose content does not hash to it is *altered*
   (``CAPSULE_ALTERED``). The hash catches accidents only: whoever edits a capsule can re-hash it,
   so what is read from capsules is self-reported.
 
@@ -30,7 +34,10 @@ at append (``llm.secrets``), so a capsule holds nothing the journal would not.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import zlib
 from collections.abc import Sequence
 from typing import Final, cast
 
@@ -40,10 +47,12 @@ from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.check.payload import problem as payload_problem
 from dsh_kernel.session.codec import (
     canonical,
+    dumps,
     event_from_json,
     event_to_json,
     header_from_json,
     header_to_json,
+    loads,
 )
 from dsh_kernel.session.events import EVENT_CATALOG, SessionEvent, SessionHeader
 from dsh_kernel.session.log import Session
@@ -52,6 +61,8 @@ from dsh_kernel.session.payloads import payload_of
 CAPSULE_VERSION: Final = 1
 MAX_CAPSULE_CHARS: Final = 32_000_000
 """A capsule larger than this (its JSON text) is not written, and is refused when read."""
+MAX_EVENTS_CHARS: Final = 256_000_000
+"""The most a capsule's packed events may unpack to."""
 MAX_EVENTS: Final = 2_000_000
 """Events one capsule may stand for (runs expanded)."""
 
@@ -181,7 +192,8 @@ def capsule_of(session: Session, turn: int) -> JsonObject | None:
     first, stop = span
     log = session.events
     images: dict[str, JsonValue] = {}
-    events = _encode([log[s] for s in range(first, stop)], images)
+    lines = _encode([log[s] for s in range(first, stop)], images)
+    events = base64.b64encode(zlib.compress(dumps(lines).encode("utf-8"), 6)).decode("ascii")
     header = header_to_json(session.header)
     body: list[JsonValue] = [CAPSULE_VERSION, session.id, turn, header, first, events, images]
     capsule: JsonObject = {
@@ -297,10 +309,10 @@ def read_capsule(value: JsonValue, where: str) -> Capsule:
         raise _bad(where, "names no session")
     turn = _int(value, "turn", where)
     first = _int(value, "first", where)
-    raw_header, events, images = value.get("header"), value.get("events"), value.get("images")
-    if not isinstance(events, list) or not isinstance(images, dict):
+    raw_header, packed, images = value.get("header"), value.get("events"), value.get("images")
+    if not isinstance(packed, str) or not isinstance(images, dict):
         raise _bad(where, "has no events or images")
-    body: list[JsonValue] = [CAPSULE_VERSION, session, turn, raw_header, first, events, images]
+    body: list[JsonValue] = [CAPSULE_VERSION, session, turn, raw_header, first, packed, images]
     if value.get("sha256") != _digest(body):
         raise CapsuleError(
             f"{where}: its session capsule was altered (its content does not hash to the sha256 "
@@ -315,10 +327,27 @@ def read_capsule(value: JsonValue, where: str) -> Capsule:
     if header.id != session:
         raise _bad(where, "has a header of another session")
     pictures = _images(images, where)
-    out = _events(events, first, pictures, where)
+    out = _events(_unpack(packed, where), first, pictures, where)
     return Capsule(
         session=session, turn=turn, header=header, first=first, events=out, images=pictures
     )
+
+
+def _unpack(packed: str, where: str) -> list[JsonValue]:
+    """The event lines a capsule's ``events`` packs (base64 of zlib of JSON), decompressed to at
+    most ``MAX_EVENTS_CHARS`` (a small capsule cannot unpack into a huge one)."""
+    try:
+        raw = base64.b64decode(packed, validate=True)
+        inflate = zlib.decompressobj()
+        text = inflate.decompress(raw, MAX_EVENTS_CHARS + 1)
+        if len(text) > MAX_EVENTS_CHARS or inflate.unconsumed_tail:
+            raise _bad(where, f"unpacks to more than {MAX_EVENTS_CHARS:,} bytes")
+        lines = loads(text.decode("utf-8"))
+    except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError) as exc:
+        raise _bad(where, f"has events that cannot be unpacked ({type(exc).__name__})") from exc
+    if not isinstance(lines, list):
+        raise _bad(where, "has events that are not a list")
+    return lines
 
 
 def _images(images: JsonObject, where: str) -> dict[str, tuple[str, str]]:

@@ -3,8 +3,11 @@ refused when altered, malformed or too large — and compact."""
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import zlib
+from typing import Any
 
 import pytest
 
@@ -20,6 +23,21 @@ from dsh_kernel.jsonvalue import JsonObject
 from dsh_kernel.session.codec import event_to_json
 from dsh_kernel.testing import ScriptedProvider, text_response, tool_call_response
 from tests.unit.agent.helpers import agent_with
+
+
+def unpack(capsule: JsonObject) -> list[Any]:
+    return json.loads(zlib.decompress(base64.b64decode(str(capsule["events"]))))
+
+
+def repack(capsule: JsonObject, lines: list[Any], *, rehash: bool) -> JsonObject:
+    from dsh_kernel.capsule import format as f
+
+    out = dict(capsule)
+    out["events"] = base64.b64encode(zlib.compress(json.dumps(lines).encode())).decode()
+    if rehash:
+        keys = ("version", "session", "turn", "header", "first", "events", "images")
+        out["sha256"] = f._digest([out[k] for k in keys])  # type: ignore[attr-defined]
+    return out
 
 
 async def session_of_turns(n: int, *, chunks: int = 40) -> Agent:
@@ -50,20 +68,21 @@ async def test_streamed_deltas_travel_as_one_run() -> None:
     agent = await session_of_turns(1, chunks=400)
     capsule = capsule_of(agent.session, 1)
     assert capsule is not None
-    runs = [e for e in capsule["events"] if isinstance(e, dict) and "run" in e]  # type: ignore[union-attr]
+    runs = [e for e in unpack(capsule) if "run" in e]
     assert len(runs) == 1
     text = json.dumps(capsule)
     journal = "\n".join(json.dumps(event_to_json(e)) for e in agent.session.events)
-    assert len(text) < len(journal) / 3
+    assert len(text) < len(journal) / 5
 
 
 async def test_an_altered_capsule_is_refused_naming_the_cell() -> None:
     agent = await session_of_turns(1)
     capsule = capsule_of(agent.session, 1)
     assert capsule is not None
-    changed = copy.deepcopy(capsule)
-    run = next(e for e in changed["events"] if isinstance(e, dict) and "run" in e)  # type: ignore[union-attr]
-    run["run"]["text"] = run["run"]["text"].replace("word1", "WORD1")  # type: ignore[index]
+    lines = unpack(capsule)
+    run = next(e for e in lines if "run" in e)
+    run["run"]["text"] = run["run"]["text"].replace("word1", "WORD1")
+    changed = repack(capsule, lines, rehash=False)
     with pytest.raises(CapsuleError) as info:
         read_capsule(changed, "cell 2 (id abc)")
     assert info.value.code == CAPSULE_ALTERED
@@ -76,7 +95,7 @@ async def test_an_altered_capsule_is_refused_naming_the_cell() -> None:
     [
         (lambda c: c.update(version=99), "has version 99"),
         (lambda c: c.update(session=""), "names no session"),
-        (lambda c: c.update(events="no"), "has no events"),
+        (lambda c: c.update(events=["no"]), "has no events"),
         (lambda c: c.pop("turn"), "has no valid 'turn'"),
     ],
 )
@@ -93,18 +112,36 @@ async def test_a_malformed_capsule_is_refused_in_one_line(change: object, why: s
 
 
 async def test_a_rehashed_capsule_with_a_bad_event_is_still_refused() -> None:
+    agent = await session_of_turns(1)
+    capsule = capsule_of(agent.session, 1)
+    assert capsule is not None
+    lines = unpack(capsule)
+    lines[0]["seq"] = 7
+    bad = repack(capsule, lines, rehash=True)
+    with pytest.raises(CapsuleError) as info:
+        read_capsule(bad, "cell 1")
+    assert info.value.code == CAPSULE_INVALID and "skips from seq" in info.value.message
+
+
+async def test_a_capsule_that_unpacks_too_large_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     from dsh_kernel.capsule import format as f
 
     agent = await session_of_turns(1)
     capsule = capsule_of(agent.session, 1)
     assert capsule is not None
-    bad = copy.deepcopy(capsule)
-    bad["events"][0]["seq"] = 7  # type: ignore[index]
-    body = [bad[k] for k in ("version", "session", "turn", "header", "first", "events", "images")]
-    bad["sha256"] = f._digest(body)  # type: ignore[attr-defined]
+    bomb = repack(capsule, [{"pad": "x" * 100_000}], rehash=True)
+    assert len(str(bomb["events"])) < 2_000
+    monkeypatch.setattr(f, "MAX_EVENTS_CHARS", 50_000)
     with pytest.raises(CapsuleError) as info:
-        read_capsule(bad, "cell 1")
-    assert info.value.code == CAPSULE_INVALID and "skips from seq" in info.value.message
+        read_capsule(bomb, "cell 1")
+    assert info.value.code == CAPSULE_INVALID and "unpacks to more than" in info.value.message
+    garbage = repack(capsule, [], rehash=True)
+    garbage["events"] = "not base64!"
+    keys = ("version", "session", "turn", "header", "first", "events", "images")
+    garbage["sha256"] = f._digest([garbage[k] for k in keys])  # type: ignore[attr-defined]
+    with pytest.raises(CapsuleError) as info:
+        read_capsule(garbage, "cell 1")
+    assert "cannot be unpacked" in info.value.message
 
 
 def test_something_that_is_not_a_capsule_is_refused() -> None:
