@@ -256,9 +256,13 @@ class ReplayProvider(BaseProvider):
         cls, store: Store, session_id: str, *, id: str = REPLAY_PROVIDER_ID
     ) -> ReplayProvider:
         """Replay a stored session (repaired in memory if its last turn was left open); a fork's
-        copied prefix is not replayed."""
+        copied prefix is not replayed — but a rewind's or an import's is: such a session *is* the
+        notebook's conversation from its first cell (``kernel.rewind``, ``kernel.capsules``), so a
+        Run All replays it from the top."""
         loaded = read_session(store.find_journal(session_id))
-        return cls(loaded.events, id=id, start_seq=loaded.header.seed_length or 0)
+        whole = loaded.header.parent_kind in ("rewind", "import")
+        start = 0 if whole else loaded.header.seed_length or 0
+        return cls(loaded.events, id=id, start_seq=start)
 
     @property
     def id(self) -> str:

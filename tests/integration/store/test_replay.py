@@ -147,3 +147,27 @@ async def test_an_unfinished_recorded_call_replays_as_incomplete(store: Store) -
     [reason] = turn_end_reasons(again.session.events)
     assert reason["error"]["code"] == "REPLAY_INCOMPLETE"  # type: ignore[index]
     w2.close()
+
+
+@pytest.mark.parametrize(
+    ("kind", "replayed"), [("rewind", [1, 2]), ("import", [1, 2]), ("fork", [2])]
+)
+async def test_a_rewind_or_an_import_replays_from_its_first_turn_a_fork_from_its_own(
+    store: Store, kind: str, replayed: list[int]
+) -> None:
+    from dsh_kernel.store.journal import attach_journal
+    from dsh_kernel.store.sessions import fork
+    from dsh_kernel.testing import ScriptedProvider, text_response
+
+    agent, _, writer = make_agent(store, [text_response("one"), text_response("two")])
+    await chat(agent, "first", "second")
+    writer.close()
+    child = fork(agent.session.header, list(agent.session.events), 1, kind=kind)
+    branch = type(agent)(
+        provider=ScriptedProvider([text_response("two again")]), model="m1", session=child
+    )
+    w2 = attach_journal(branch, store)
+    await chat(branch, "second again")
+    w2.close()
+    replay = ReplayProvider.from_store(store, child.id)
+    assert sorted({a.turn for a in replay.attempts}) == replayed
