@@ -8,6 +8,9 @@ to it with ``parent_kind = 'import'`` (what it holds is self-reported), and the 
 with its full context — then re-running an earlier chat cell rewinds it (``kernel.rewind``), as on
 the machine it came from. A session the store already holds is left alone (``%agent resume`` it).
 
+``%agent replay <id>`` of a session the store does not hold replays the notebook's own capsules
+when they carry it (``replay_from_notebook``): a shared, replayed notebook needs nothing beside it.
+
 A capsule that is malformed or altered fails the chat cell with one line naming its cell
 (``CAPSULE_INVALID``, ``CAPSULE_ALTERED``) before anything is sent; the next chat cell tries again.
 Reading capsules never sends anything to a model and runs nothing they hold.
@@ -15,12 +18,15 @@ Reading capsules never sends anything to a model and runs nothing they hold.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from dsh_kernel.errors import StoreError
+from dsh_kernel.session.payloads import payload_of
 
 if TYPE_CHECKING:
     from dsh_kernel.kernel.host.agent_host import AgentHost
+    from dsh_kernel.store.replay import ReplayProvider
 
 
 def import_notebook(host: AgentHost) -> str | None:
@@ -60,3 +66,33 @@ def import_notebook(host: AgentHost) -> str | None:
     ]
     lines += [f"  left out: {why}" for why in joined.left]
     return "\n".join(lines)
+
+
+def replay_from_notebook(
+    host: AgentHost, session_id: str
+) -> tuple[ReplayProvider, str, str] | None:
+    """A replay of the conversation the notebook's capsules carry, when its session's id starts
+    with ``session_id``: the provider, the session's id and the model it talked to; else
+    ``None``. Raises ``CapsuleError`` for a bad capsule."""
+    from dsh_kernel.capsule.conversation import join, notebook_capsules
+    from dsh_kernel.store.replay import ReplayProvider
+
+    desk = host.desk
+    path = desk.saved_file() if desk is not None else None
+    if path is None:
+        return None
+    joined = join(notebook_capsules(path))
+    source = joined.header
+    if source is None or not source.id.startswith(session_id):
+        return None
+    header = dataclasses.replace(source, seed_length=None)  # the notebook's whole conversation
+    provider = ReplayProvider(joined.events, header=header)
+    model = next(
+        (
+            payload_of(ev, "request/context")["model"]
+            for ev in joined.events
+            if ev.type == "request/context"
+        ),
+        "replay",
+    )
+    return provider, source.id, model

@@ -430,7 +430,12 @@ class DshKernel(IPythonKernel):
         """At the first chat cell, the conversation the notebook's capsules carry, if this store
         does not hold it (``kernel.capsules``): whether the agent changed. A bad capsule raises
         ``CapsuleError`` (the cell fails in one line; the next chat cell tries again)."""
-        if self._capsules_read or not host.settings.capsule or host.agent.session.last_turn:
+        if (
+            self._capsules_read
+            or not host.settings.capsule
+            or host.session_chosen  # e.g. %agent replay: the user chose what to continue
+            or host.agent.session.last_turn
+        ):
             return False
         from dsh_kernel.kernel.capsules import import_notebook
 

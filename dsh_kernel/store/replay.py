@@ -35,6 +35,7 @@ matches the recording.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -55,7 +56,8 @@ from dsh_kernel.llm.types import (
     TextDeltaChunk,
 )
 from dsh_kernel.session.codec import canonical
-from dsh_kernel.session.events import ReplaceOp, SessionEvent
+from dsh_kernel.session.events import ReplaceOp, SessionEvent, SessionHeader
+from dsh_kernel.session.log import Session
 from dsh_kernel.session.payloads import ToolResult, payload_of
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
@@ -232,8 +234,16 @@ class ReplayProvider(BaseProvider):
         id: str = REPLAY_PROVIDER_ID,
         start_seq: int = 0,
         info: ModelInfo | None = None,
+        header: SessionHeader | None = None,
     ) -> None:
         self._id = id
+        self.header = header
+        """The recorded session's header, when known (``recording``)."""
+        self._events = events
+        self._start_seq = start_seq
+        self._recording: Session | None = None
+        self.turn: int | None = None
+        """The recorded turn the latest answer came from (``None`` before the first)."""
         self.summaries = recorded_summaries(events, start_seq=start_seq)
         self._info = info if info is not None or not self.summaries else _recorded_window(events)
         self.attempts = recorded_attempts(events, start_seq=start_seq)
@@ -262,7 +272,18 @@ class ReplayProvider(BaseProvider):
         loaded = read_session(store.find_journal(session_id))
         whole = loaded.header.parent_kind in ("rewind", "import")
         start = 0 if whole else loaded.header.seed_length or 0
-        return cls(loaded.events, id=id, start_seq=start)
+        return cls(loaded.events, id=id, start_seq=start, header=loaded.header)
+
+    def recording(self) -> Session | None:
+        """The recorded session as a ``Session`` (built once), when its header is known: a
+        replayed chat cell saves the *recording's* turn as its capsule, so a replay's saved
+        outputs are the same bytes every run (``capsule``)."""
+        if self._recording is None and self.header is not None:
+            header = self.header
+            if self._start_seq == 0 and header.seed_length:  # replayed from its first turn
+                header = dataclasses.replace(header, seed_length=None)
+            self._recording = Session(header=header, seed=self._events)
+        return self._recording
 
     @property
     def id(self) -> str:
@@ -318,6 +339,7 @@ class ReplayProvider(BaseProvider):
                 )
             )
         self._next += 1
+        self.turn = rec.turn
         for chunk in rec.chunks:
             await asyncio.sleep(0)
             yield chunk

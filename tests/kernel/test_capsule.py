@@ -150,3 +150,27 @@ def test_a_tampered_capsule_is_refused_in_one_line_and_nothing_is_sent(
             assert "\n" not in evalue
             assert len(server.requests) == sent  # nothing was sent
             assert fe.python("print('alive')").strip() == "alive"
+
+
+def test_a_notebook_replays_from_its_own_capsules_with_an_empty_store(tmp_path: Path) -> None:
+    with SseServer() as server:
+        path = saved_notebook(server, tmp_path)
+        saved = nbformat.read(path, as_version=4)
+        capsules = [o["metadata"][CAPSULE_KEY] for o in capsule_outputs(path)]
+        recorded = capsules[0]["session"]
+        sent = len(server.requests)
+        (tmp_path / "d").mkdir()
+        with opened_elsewhere(tmp_path, server, path, "d") as kernel:
+            fe = Frontend(kernel)
+            ex = fe.run(f"%agent replay {recorded[:8]}")
+            assert ex.status == "ok", ex.content
+            assert f"answering from the recording of {recorded}" in ex.stdout
+            again = []
+            for cell in saved.cells:
+                ex = CellWithId(fe, cell.source, cell.id).finish()
+                assert ex.status == "ok", ex.content
+                out = next(o for o in outputs_of(ex.messages) if CAPSULE_KEY in o["metadata"])
+                again.append(out["metadata"][CAPSULE_KEY])
+                assert "Noted the" in json.dumps(out["data"])
+            assert again == capsules  # the replay saves the recording's turns: the same bytes
+            assert len(server.requests) == sent  # offline: nothing reached the server

@@ -131,6 +131,9 @@ class AgentHost:
         self.policy = PolicyGate(self.settings.course, where)
         """The AI policy in force: the configuration's, or the notebook's stricter (``kernel.course.policy``)."""
         self._hinted = False
+        self.session_chosen = False
+        """A session other than the kernel's first was taken (``%agent new|resume|fork|replay``,
+        a rewind, an import): the notebook's capsules are not imported then (``kernel.capsules``)."""
         """Whether this kernel already had its chance to say an earlier session exists."""
         self.windows = ContextWindows(configured=self.settings.context_window)
         self.calibrations = Calibrations()
@@ -498,6 +501,7 @@ class AgentHost:
 
     def new_session(self, session: Session | None = None) -> Agent:
         self._hinted = True  # the user chose a session (new, resume, fork, replay): no hint
+        self.session_chosen = True
         self.agent = self._build_agent(session)
         return self.agent
 

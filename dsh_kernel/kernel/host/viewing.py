@@ -114,8 +114,18 @@ class CellView:
         if not self.host.settings.capsule or turn is None:
             return {}
         from dsh_kernel.capsule.format import CAPSULE_KEY, capsule_of
+        from dsh_kernel.store.replay import ReplayProvider
 
-        capsule = capsule_of(self.host.agent.session, turn)
+        session = self.host.agent.session
+        provider = self.host.agent.provider
+        if isinstance(provider, ReplayProvider):
+            # A replay saves the recording's turn: the same bytes every run, and the notebook goes
+            # on carrying the conversation it replays.
+            recording = provider.recording()
+            if recording is None or provider.turn is None:
+                return {}
+            session, turn = recording, provider.turn
+        capsule = capsule_of(session, turn)
         return {} if capsule is None else {CAPSULE_KEY: capsule}
 
 

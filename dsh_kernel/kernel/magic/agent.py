@@ -442,9 +442,18 @@ class AgentMagics(Magics):
         host = self._host()
         refuse_if_off(host, advise=True)
         store = self._store()
-        recorded = store.resolve_id(args[0])
-        provider = ReplayProvider.from_store(store, recorded)
-        model = _recorded_model(store, recorded) or "replay"
+        try:
+            recorded = store.resolve_id(args[0])
+        except StoreError as exc:
+            from dsh_kernel.kernel.capsules import replay_from_notebook
+
+            found = replay_from_notebook(host, args[0]) if exc.code == "SESSION_NOT_FOUND" else None
+            if found is None:
+                raise
+            provider, recorded, model = found  # the notebook's own capsules carry it
+        else:
+            provider = ReplayProvider.from_store(store, recorded)
+            model = _recorded_model(store, recorded) or "replay"
         agent = host.new_session()
         agent.set_route(provider=provider, model=model)
         host.provider_note = (
