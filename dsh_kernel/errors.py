@@ -8,6 +8,7 @@
     │   ├── McpConfigError            (mcp/config.py) an mcp.json file or entry we cannot use
     │   └── TemplateError             unknown/empty {{variable}} in a prompt section
     ├── CommandError          a failed ``%agent`` command (one subclass per code, named by it)
+    ├── CapsuleError          (capsule/format.py) a notebook's capsule we do not take; CAPSULE_*
     ├── LlmError (failure: LlmFailure)    a provider call failed; the failure carries the stable code
     ├── AbortedError          (abort.py) an operation stopped by its abort signal; ABORTED
     ├── StreamGrammarError    (llm/invariants.py) a chunk stream that breaks the grammar; STREAM_GRAMMAR
