@@ -36,7 +36,7 @@ def repack(capsule: JsonObject, lines: list[Any], *, rehash: bool) -> JsonObject
     out["events"] = base64.b64encode(zlib.compress(json.dumps(lines).encode())).decode()
     if rehash:
         keys = ("version", "session", "turn", "header", "first", "events", "images")
-        out["sha256"] = f._digest([out[k] for k in keys])  # type: ignore[attr-defined]
+        out["sha256"] = f._digest([out[k] for k in keys])
     return out
 
 
@@ -138,7 +138,7 @@ async def test_a_capsule_that_unpacks_too_large_is_refused(monkeypatch: pytest.M
     garbage = repack(capsule, [], rehash=True)
     garbage["events"] = "not base64!"
     keys = ("version", "session", "turn", "header", "first", "events", "images")
-    garbage["sha256"] = f._digest([garbage[k] for k in keys])  # type: ignore[attr-defined]
+    garbage["sha256"] = f._digest([garbage[k] for k in keys])
     with pytest.raises(CapsuleError) as info:
         read_capsule(garbage, "cell 1")
     assert "cannot be unpacked" in info.value.message
@@ -147,7 +147,7 @@ async def test_a_capsule_that_unpacks_too_large_is_refused(monkeypatch: pytest.M
 def test_something_that_is_not_a_capsule_is_refused() -> None:
     for value in (None, [], "x", 3):
         with pytest.raises(CapsuleError):
-            read_capsule(value, "cell 1")  # type: ignore[arg-type]
+            read_capsule(value, "cell 1")
 
 
 async def test_a_turn_with_a_tool_call_round_trips() -> None:
