@@ -7,8 +7,8 @@ the log of the conversation the cells present hold:
 
 * the chain starts at a capsule whose ``first`` is 0 (a session's first turn) and goes on with each
   capsule that continues it seq for seq — the next turn of the same session, or the first turn of a
-  branch (a rewind: issue 33) whose header names the session so far as its parent and whose seed
-  is exactly the log so far;
+  branch (a rewind: issue 33) whose seed is as long as the log so far (its parent may be a session
+  no capsule names: an import's, re-run on the machine that imported it);
 * a capsule that does not continue the chain is left out, and said: the output of a cell whose
   turn a rewind superseded (it belongs to the earlier branch), or a turn after a cell whose output
   was cleared (the chain has a gap there).
@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Final, cast
 
 from dsh_kernel.capsule import CAPSULE_KEY
-from dsh_kernel.capsule.format import CAPSULE_INVALID, Capsule, CapsuleError, read_capsule
+from dsh_kernel.capsule.format import CAPSULE_INVALID, Budget, Capsule, CapsuleError, read_capsule
+from dsh_kernel.errors import DshError
 from dsh_kernel.ids import new_session_id
 from dsh_kernel.jsonvalue import JsonObject, JsonValue
 from dsh_kernel.session.events import SessionEvent, SessionHeader
@@ -72,7 +73,8 @@ def notebook_capsules(path: str | os.PathLike[str]) -> list[tuple[str, Capsule]]
         raise CapsuleError(
             f"{p}: the notebook cannot be read for its capsules ({exc})", code=CAPSULE_INVALID
         ) from exc
-    return [(where, read_capsule(raw, where)) for where, raw in capsules_of(notebook)]
+    budget = Budget()  # what all of them may unpack to, together
+    return [(where, read_capsule(raw, where, budget)) for where, raw in capsules_of(notebook)]
 
 
 @dataclass(slots=True)
@@ -107,9 +109,7 @@ def join(capsules: list[tuple[str, Capsule]]) -> Joined:
             )
             out.left.append(f"{where}: {why}")
             continue
-        elif c.session != header.id and (
-            c.header.parent_session != header.id or c.header.seed_length != c.first
-        ):
+        elif c.session != header.id and c.header.seed_length != c.first:
             out.left.append(f"{where}: its turn belongs to another conversation")
             continue
         out.header = c.header
@@ -142,4 +142,14 @@ def imported_session(
         user=user,
         ai_policy=ai_policy,
     )
-    return Session(header=header, seed=joined.events, clock=clock)
+    try:
+        return Session(header=header, seed=joined.events, clock=clock)
+    except (DshError, RecursionError) as exc:
+        why = exc.message if isinstance(exc, DshError) else "events nested too deep"
+        cells = ", ".join(joined.turns[:3]) + (" …" if len(joined.turns) > 3 else "")
+        raise CapsuleError(
+            f"the session capsules of {cells} hold a log the kernel refuses ({why}); nothing of "
+            "them is used — clear those cells' outputs or strip the capsules (`dsh-kernel strip`) "
+            "to go on without them",
+            code=CAPSULE_INVALID,
+        ) from exc

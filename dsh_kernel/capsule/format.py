@@ -37,6 +37,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import re
 import zlib
 from collections.abc import Sequence
 from typing import Final, cast
@@ -63,8 +64,30 @@ MAX_CAPSULE_CHARS: Final = 32_000_000
 """A capsule larger than this (its JSON text) is not written, and is refused when read."""
 MAX_EVENTS_CHARS: Final = 256_000_000
 """The most a capsule's packed events may unpack to."""
-MAX_EVENTS: Final = 2_000_000
-"""Events one capsule may stand for (runs expanded)."""
+MAX_EVENTS: Final = 200_000
+"""Events one capsule may stand for (runs expanded): a turn of 200,000 streamed chunks is far past
+any real one."""
+MAX_NOTEBOOK_EVENTS: Final = 1_000_000
+MAX_NOTEBOOK_CHARS: Final = 256_000_000
+"""What all the capsules of one notebook may stand for together (``Budget``)."""
+
+_SESSION_ID: Final = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+_ADVICE: Final = (
+    "; nothing of it is used — clear that cell's output or strip the capsules "
+    "(`dsh-kernel strip`) to go on without them"
+)
+
+
+class Budget:
+    """What the capsules of one notebook may still unpack to, together: a small notebook cannot
+    make the kernel build millions of events or gigabytes of text."""
+
+    __slots__ = ("chars", "events")
+
+    def __init__(self) -> None:
+        self.events = MAX_NOTEBOOK_EVENTS
+        self.chars = MAX_NOTEBOOK_CHARS
+
 
 CAPSULE_INVALID: Final = "CAPSULE_INVALID"
 CAPSULE_ALTERED: Final = "CAPSULE_ALTERED"
@@ -243,7 +266,7 @@ class Capsule:
 
 
 def _bad(where: str, why: str) -> CapsuleError:
-    return CapsuleError(f"{where}: its session capsule {why}", code=CAPSULE_INVALID)
+    return CapsuleError(f"{where}: its session capsule {why}{_ADVICE}", code=CAPSULE_INVALID)
 
 
 def _int(obj: JsonObject, key: str, where: str) -> int:
@@ -291,7 +314,7 @@ def _expand_run(raw: JsonValue, at: int, where: str) -> list[JsonObject]:
     return out
 
 
-def read_capsule(value: JsonValue, where: str) -> Capsule:
+def read_capsule(value: JsonValue, where: str, budget: Budget | None = None) -> Capsule:
     """Check the capsule ``value`` read from ``where`` (e.g. "cell 4 (id ab12…)") and return it;
     ``CapsuleError`` with one line naming ``where`` otherwise. Nothing of it is run or rendered."""
     if not isinstance(value, dict):
@@ -305,8 +328,8 @@ def read_capsule(value: JsonValue, where: str) -> Capsule:
             f"{CAPSULE_VERSION} (upgrade dsh-kernel if the notebook is newer)",
         )
     session = value.get("session")
-    if not isinstance(session, str) or not session:
-        raise _bad(where, "names no session")
+    if not isinstance(session, str) or not _SESSION_ID.match(session) or session in (".", ".."):
+        raise _bad(where, "names no session, or one no session id can be")
     turn = _int(value, "turn", where)
     first = _int(value, "first", where)
     raw_header, packed, images = value.get("header"), value.get("events"), value.get("images")
@@ -316,33 +339,38 @@ def read_capsule(value: JsonValue, where: str) -> Capsule:
     if value.get("sha256") != _digest(body):
         raise CapsuleError(
             f"{where}: its session capsule was altered (its content does not hash to the sha256 "
-            "it carries); nothing of it is used — clear that cell's output or strip the capsules "
-            "(`dsh-kernel strip`) to go on without them",
+            f"it carries){_ADVICE}",
             code=CAPSULE_ALTERED,
         )
     try:
         header = header_from_json(raw_header, where=f"{where}: capsule header")
     except DshError as exc:
-        raise _bad(where, f"has a bad header ({exc.message})") from exc
+        raise _bad(where, f"has a bad header ({_without(exc.message, where)})") from exc
     if header.id != session:
         raise _bad(where, "has a header of another session")
+    budget = budget or Budget()
     pictures = _images(images, where)
-    out = _events(_unpack(packed, where), first, pictures, where)
+    out = _events(_unpack(packed, where, budget), first, pictures, where, budget)
     return Capsule(
         session=session, turn=turn, header=header, first=first, events=out, images=pictures
     )
 
 
-def _unpack(packed: str, where: str) -> list[JsonValue]:
+def _unpack(packed: str, where: str, budget: Budget) -> list[JsonValue]:
     """The event lines a capsule's ``events`` packs (base64 of zlib of JSON), decompressed to at
-    most ``MAX_EVENTS_CHARS`` (a small capsule cannot unpack into a huge one)."""
+    most ``MAX_EVENTS_CHARS`` and what the notebook's budget has left (a small capsule cannot
+    unpack into a huge one)."""
+    limit = min(MAX_EVENTS_CHARS, budget.chars)
     try:
         raw = base64.b64decode(packed, validate=True)
         inflate = zlib.decompressobj()
-        text = inflate.decompress(raw, MAX_EVENTS_CHARS + 1)
-        if len(text) > MAX_EVENTS_CHARS or inflate.unconsumed_tail:
-            raise _bad(where, f"unpacks to more than {MAX_EVENTS_CHARS:,} bytes")
+        text = inflate.decompress(raw, limit + 1)
+        if len(text) > limit or inflate.unconsumed_tail:
+            raise _bad(where, f"unpacks to more than {limit:,} bytes")
+        budget.chars -= len(text)
         lines = loads(text.decode("utf-8"))
+    except RecursionError as exc:
+        raise _bad(where, "has events nested too deep") from exc
     except (binascii.Error, zlib.error, UnicodeDecodeError, ValueError) as exc:
         raise _bad(where, f"has events that cannot be unpacked ({type(exc).__name__})") from exc
     if not isinstance(lines, list):
@@ -362,15 +390,21 @@ def _images(images: JsonObject, where: str) -> dict[str, tuple[str, str]]:
 
 
 def _events(
-    events: list[JsonValue], first: int, pictures: dict[str, tuple[str, str]], where: str
+    events: list[JsonValue],
+    first: int,
+    pictures: dict[str, tuple[str, str]],
+    where: str,
+    budget: Budget,
 ) -> list[SessionEvent]:
     out: list[SessionEvent] = []
+    limit = min(MAX_EVENTS, budget.events)
     for raw in events:
         at = first + len(out)
         run = raw.get("run") if isinstance(raw, dict) else None
+        size = _run_size(run) if run is not None else 1
+        if len(out) + size > limit:
+            raise _bad(where, f"stands for more than {limit:,} events")
         lines: list[JsonValue] = list(_expand_run(run, at, where)) if run is not None else [raw]
-        if len(out) + len(lines) > MAX_EVENTS:
-            raise _bad(where, f"stands for more than {MAX_EVENTS:,} events")
         for line in lines:
             if isinstance(line, dict) and line.get("type") == "image/data":
                 line = _with_image(line, pictures)
@@ -380,7 +414,14 @@ def _events(
             out.append(ev)
     if not out or out[-1].type != "turn/end":
         raise _bad(where, "does not end with its turn's end")
+    budget.events -= len(out)
     return out
+
+
+def _run_size(run: JsonValue) -> int:
+    """How many events a run record claims to stand for, before it is expanded."""
+    times = run.get("times") if isinstance(run, dict) else None
+    return len(times) if isinstance(times, list) else 1
 
 
 def _event(line: JsonValue, where: str) -> SessionEvent:
@@ -389,12 +430,17 @@ def _event(line: JsonValue, where: str) -> SessionEvent:
         if ev is None:  # unknown but ignorable (a newer kernel's): kept, it owns its seq
             ev = event_from_json(line, None, where=where)
     except DshError as exc:
-        raise _bad(where, f"holds a bad event ({exc.message})") from exc
+        raise _bad(where, f"holds a bad event ({_without(exc.message, where)})") from exc
     assert ev is not None
     wrong = payload_problem(ev.type, ev.data)
     if wrong is not None:
         raise _bad(where, f"holds a bad event ({wrong})")
     return ev
+
+
+def _without(message: str, where: str) -> str:
+    """``message`` without a leading ``where: `` (the reader names the place too)."""
+    return message.removeprefix(f"{where}: ")
 
 
 def _with_image(line: JsonObject, pictures: dict[str, tuple[str, str]]) -> JsonObject:

@@ -19,8 +19,10 @@ Reading capsules never sends anything to a model and runs nothing they hold.
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from dsh_kernel.capsule.format import Capsule, CapsuleError
 from dsh_kernel.errors import StoreError
 from dsh_kernel.session.payloads import payload_of
 
@@ -32,23 +34,26 @@ if TYPE_CHECKING:
 def import_notebook(host: AgentHost) -> str | None:
     """Import the conversation the notebook's capsules carry, if there is one to import (module
     docstring): the line that says so, else ``None``. Raises ``CapsuleError``."""
-    from dsh_kernel.capsule.conversation import imported_session, join, notebook_capsules
+    from dsh_kernel.capsule.conversation import imported_session, join
 
     desk = host.desk
     path = desk.saved_file() if desk is not None else None
     if path is None:
         return None
-    joined = join(notebook_capsules(path))
+    joined = join(_read(path))
     source = joined.header
+    left = _left_lines(joined.left)
     if source is None:
-        return None
-    store = host.store
-    if store is not None:
-        try:
-            store.find_journal(source.id)
-            return None  # this store holds it: nothing to import
-        except StoreError:
-            pass
+        return (
+            "\n".join(["no conversation imported from this notebook's capsules:", *left])
+            if left
+            else None
+        )
+    if _holds(host, source.id):
+        return (
+            f"this notebook's conversation is session {source.id[:8]} of this store: "
+            f"`%agent resume {source.id[:8]}` continues it"
+        )
     session = imported_session(
         joined,
         notebook=host.notebook,
@@ -64,8 +69,54 @@ def import_notebook(host: AgentHost) -> str | None:
         f"of session {source.id[:8]} (self-reported, from the notebook's capsules), now session "
         f"{agent.session.id[:8]}"
     ]
-    lines += [f"  left out: {why}" for why in joined.left]
-    return "\n".join(lines)
+    return "\n".join([*lines, *left])
+
+
+MAX_LEFT_LINES = 5
+
+
+def _left_lines(left: list[str]) -> list[str]:
+    lines = [f"  left out: {why}" for why in left[:MAX_LEFT_LINES]]
+    if len(left) > MAX_LEFT_LINES:
+        lines.append(f"  and {len(left) - MAX_LEFT_LINES} more cells left out")
+    return lines
+
+
+def _holds(host: AgentHost, session_id: str) -> bool:
+    """Whether the store holds exactly ``session_id`` (not merely one it is a prefix of)."""
+    store = host.store
+    if store is None:
+        return False
+    try:
+        from dsh_kernel.store.layout import JOURNAL_SUFFIX
+
+        return store.find_journal(session_id).name == session_id + JOURNAL_SUFFIX
+    except StoreError:
+        return False
+
+
+_FAILED: dict[tuple[str, int, int], CapsuleError] = {}
+"""A notebook file (path, size, mtime) whose capsules were refused, and why: refused again at once,
+not decoded again at every chat cell, until the file changes."""
+
+
+def _read(path: Path) -> list[tuple[str, Capsule]]:
+    from dsh_kernel.capsule.conversation import notebook_capsules
+
+    try:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _FAILED:
+        raise _FAILED[key]
+    try:
+        return notebook_capsules(path)
+    except CapsuleError as exc:
+        if key is not None:
+            _FAILED.clear()
+            _FAILED[key] = exc
+        raise
 
 
 def replay_from_notebook(
@@ -74,14 +125,14 @@ def replay_from_notebook(
     """A replay of the conversation the notebook's capsules carry, when its session's id starts
     with ``session_id``: the provider, the session's id and the model it talked to; else
     ``None``. Raises ``CapsuleError`` for a bad capsule."""
-    from dsh_kernel.capsule.conversation import join, notebook_capsules
+    from dsh_kernel.capsule.conversation import join
     from dsh_kernel.store.replay import ReplayProvider
 
     desk = host.desk
     path = desk.saved_file() if desk is not None else None
     if path is None:
         return None
-    joined = join(notebook_capsules(path))
+    joined = join(_read(path))
     source = joined.header
     if source is None or not source.id.startswith(session_id):
         return None

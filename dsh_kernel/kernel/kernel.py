@@ -439,11 +439,12 @@ class DshKernel(IPythonKernel):
             return False
         from dsh_kernel.kernel.capsules import import_notebook
 
+        before = host.agent
         note = import_notebook(host)
         self._capsules_read = True
         if note is not None:
             print(note)
-        return note is not None
+        return host.agent is not before
 
     def _note_deleted_cells(self) -> None:
         """Keep the ids of the cells a notebook frontend says were deleted (JupyterLab sends
