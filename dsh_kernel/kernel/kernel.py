@@ -429,7 +429,8 @@ class DshKernel(IPythonKernel):
     def _import_capsules(self, host: AgentHost) -> bool:
         """At the first chat cell, the conversation the notebook's capsules carry, if this store
         does not hold it (``kernel.capsules``): whether the agent changed. A bad capsule raises
-        ``CapsuleError`` (the cell fails in one line; the next chat cell tries again)."""
+        ``CapsuleError`` (the cell fails in one line, before anything is sent; so does every chat
+        cell after it until the notebook's file changes)."""
         if (
             self._capsules_read
             or not host.settings.capsule
@@ -466,6 +467,7 @@ class DshKernel(IPythonKernel):
         from dsh_kernel.kernel.rewind import notebook_order, rewind, with_cell
 
         host = self.host
+        deleted, self._deleted_cells = self._deleted_cells, set()
         if not host.settings.rewind:  # strict appending; the log still says which cell asked
             return with_cell(message, cell_id, None)
         import asyncio
@@ -484,7 +486,6 @@ class DshKernel(IPythonKernel):
                 if not asking.cancelled():
                     raise
                 order = None
-        deleted, self._deleted_cells = self._deleted_cells, set()
         context = rewind(host, cell_id, deleted=deleted, order=order)
         return with_cell(message, cell_id, context)
 

@@ -380,7 +380,10 @@ def history_text(session: Session) -> str:
     head = f"session {session.id[:8]}"
     if header.parent_session is not None:
         kind = header.parent_kind or "fork"
-        head += f" — a {kind} of {header.parent_session[:8]}"
+        article = "an" if kind[0] in "aeiou" else "a"
+        head += f" — {article} {kind} of {header.parent_session[:8]}"
+        if kind == "import":
+            head += " (self-reported: read from a notebook's capsules)"
     lines = [head]
     events = session.events
     prompts: dict[int, str] = {}
