@@ -454,6 +454,9 @@ def test_a_widget_view_is_summarised_by_name_and_the_insert_reply_has_the_path_n
     sent = env.page.evaluate("() => window.dshSent")
     (reply,) = [m for m in sent if "inserted" in m]
     assert reply["ok"] is True and reply["path"] == "renamed.ipynb", reply
-    (read_reply,) = [m for m in sent if "cells" in m]
+    # Two reads: the kernel's own at the chat cell's start (the notebook's order: kernel.rewind),
+    # then the tool's.
+    order_reply, read_reply = [m for m in sent if "cells" in m]
+    assert [c["id"] for c in order_reply["cells"]][:2] == ["hello", "ask"]
     assert read_reply["path"] == "renamed.ipynb"
     assert read_reply["cells"][1]["outputs"].startswith("widget view"), read_reply["cells"][1]
