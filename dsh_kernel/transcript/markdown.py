@@ -206,8 +206,13 @@ def markdown_transcript(
         if header.notebook:
             meta.append(f"notebook {_code_span(header.notebook)}")
         if header.parent_session:
+            how = {
+                "rewind": "a re-run chat cell's branch of",
+                "import": "imported from a notebook's capsules (self-reported), continuing",
+                "policy": "forked for a new AI policy from",
+            }.get(header.parent_kind or "fork", "forked from")
             meta.append(
-                f"forked from {_code_span(header.parent_session)} after {header.seed_length} events"
+                f"{how} {_code_span(header.parent_session)} after {header.seed_length} events"
             )
         out.append(" · ".join(meta))
     turn: list[SessionEvent] | None = None
