@@ -3,7 +3,8 @@
 When a kernel's first chat cell runs (its session has no turn yet) in a notebook saved with
 capsules (``capsule``; the saved file the server named, ``kernel.notebook.snapshot.fallback_file``),
 the capsules of the cells present are joined (``capsule.conversation.join``). If that conversation
-is a session this store does not hold, it is imported: a new session seeded with its log, linked
+is a session this store does not hold, it is imported (or, when this store imported the same
+conversation before — the notebook reopened —, that import is resumed): a new session seeded with its log, linked
 to it with ``parent_kind = 'import'`` (what it holds is self-reported), and the cell continues it
 with its full context — then re-running an earlier chat cell rewinds it (``kernel.rewind``), as on
 the machine it came from. A session the store already holds is left alone (``%agent resume`` it).
@@ -54,6 +55,19 @@ def import_notebook(host: AgentHost) -> str | None:
             f"this notebook's conversation is session {source.id[:8]} of this store: "
             f"`%agent resume {source.id[:8]}` continues it"
         )
+    earlier = _earlier_import(host, source.id, len(joined.events))
+    if earlier is not None and host.store is not None:
+        from dsh_kernel.store.sessions import resume
+
+        try:  # this notebook was opened here before: go on with that import
+            agent = host.new_session(resume(host.store, earlier))
+        except StoreError:  # e.g. another kernel has it open: import anew
+            pass
+        else:
+            return (
+                f"continuing the conversation this notebook carries, imported here before: "
+                f"session {earlier[:8]} ({agent.session.last_turn} turns)"
+            )
     session = imported_session(
         joined,
         notebook=host.notebook,
@@ -80,6 +94,20 @@ def _left_lines(left: list[str]) -> list[str]:
     if len(left) > MAX_LEFT_LINES:
         lines.append(f"  and {len(left) - MAX_LEFT_LINES} more cells left out")
     return lines
+
+
+def _earlier_import(host: AgentHost, source: str, seed_length: int) -> str | None:
+    """The session that imported this conversation into this store before, if any (a store that
+    cannot be queried now: none, and the import goes ahead)."""
+    store = host.store
+    if store is None:
+        return None
+    from dsh_kernel.store.sessions import earlier_import
+
+    try:
+        return earlier_import(store, source, seed_length)
+    except StoreError:
+        return None
 
 
 def _holds(host: AgentHost, session_id: str) -> bool:

@@ -7,6 +7,8 @@ These are the Python API behind the ``%agent`` subcommands (the kernel only wire
   function here that takes a stored session's id takes a unique prefix of it too);
 * ``latest_notebook_session(store, notebook)`` — the notebook's most recently active session with a
   turn (``%agent resume`` with no id, and the hint after a restart);
+* ``earlier_import(store, source, seed_length)`` — the session that already imported a notebook's
+  conversation (``kernel.capsules``), if any;
 * ``resume(store, session_id)`` — ``load_session`` (crash repair committed to the journal) and a live
   ``Session`` seeded with the whole log; attach a journal writer and new turns continue the same file;
 * ``fork(header, events, turn)`` — a new ``Session`` whose seed is the prefix up to the end of ``turn``
@@ -149,6 +151,19 @@ def latest_notebook_session(
         live=live,
     )
     return _summaries(result)[0] if result.rows else None
+
+
+def earlier_import(store: Store, source: str, seed_length: int) -> str | None:
+    """The newest session of this store that imported session ``source``'s first
+    ``seed_length`` events from a notebook's capsules (``parent_kind = 'import'``), else
+    ``None``: opening the same notebook again continues it rather than importing it twice."""
+    result = run_query(
+        store,
+        "SELECT session_id FROM sessions WHERE parent_session = ? AND parent_kind = 'import' "
+        "AND seed_length = ? ORDER BY last_active DESC NULLS LAST, created DESC LIMIT 1",
+        [source, seed_length],
+    )
+    return str(result.rows[0][0]) if result.rows else None
 
 
 def resume(store: Store, session_id: str, *, clock: Clock | None = None) -> Session:

@@ -174,3 +174,24 @@ def test_a_notebook_replays_from_its_own_capsules_with_an_empty_store(tmp_path: 
                 assert "Noted the" in json.dumps(out["data"])
             assert again == capsules  # the replay saves the recording's turns: the same bytes
             assert len(server.requests) == sent  # offline: nothing reached the server
+
+
+def test_reopening_the_notebook_continues_the_earlier_import(tmp_path: Path) -> None:
+    with SseServer() as server:
+        path = saved_notebook(server, tmp_path)
+        (tmp_path / "e").mkdir()
+        for run, answer in enumerate(("First here.", "Second here."), 1):
+            with opened_elsewhere(tmp_path, server, path, "e") as kernel:
+                fe = Frontend(kernel)
+                server.script(sc.text(answer))
+                ex = CellWithId(fe, f"Question {run} here.", f"new-{run}").finish()
+                assert ex.status == "ok", ex.content
+                body = json.dumps(server.requests[-1].json["messages"])
+                assert "Bartholomew" in body and "Zanzibar" in body
+                if run == 2:  # the notebook was not saved: the same conversation, imported before
+                    assert "imported here before" in ex.stdout
+                    assert "First here." in body  # its turn on this machine goes on too
+                    rows = sql_rows(
+                        fe, "SELECT count(*) AS n FROM sessions WHERE parent_kind = 'import'"
+                    )
+                    assert rows == [{"n": 1}]
