@@ -148,21 +148,23 @@ def _read(path: Path) -> list[tuple[str, Capsule]]:
 
 
 def replay_from_notebook(
-    host: AgentHost, session_id: str
+    host: AgentHost, session_id: str | None, path: Path | None = None
 ) -> tuple[ReplayProvider, str, str] | None:
-    """A replay of the conversation the notebook's capsules carry, when its session's id starts
-    with ``session_id``: the provider, the session's id and the model it talked to; else
-    ``None``. Raises ``CapsuleError`` for a bad capsule."""
+    """A replay of the conversation the capsules of the notebook at ``path`` (default: this
+    kernel's saved notebook) carry, when its session's id starts with ``session_id`` (``None``:
+    whatever it is): the provider, the session's id and the model it talked to; else ``None``.
+    Raises ``CapsuleError`` for a bad capsule."""
     from dsh_kernel.capsule.conversation import join
     from dsh_kernel.store.replay import ReplayProvider
 
-    desk = host.desk
-    path = desk.saved_file() if desk is not None else None
+    if path is None:
+        desk = host.desk
+        path = desk.saved_file() if desk is not None else None
     if path is None:
         return None
     joined = join(_read(path))
     source = joined.header
-    if source is None or not source.id.startswith(session_id):
+    if source is None or (session_id is not None and not source.id.startswith(session_id)):
         return None
     header = dataclasses.replace(source, seed_length=None)  # the notebook's whole conversation
     provider = ReplayProvider(joined.events, header=header)

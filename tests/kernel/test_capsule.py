@@ -195,3 +195,26 @@ def test_reopening_the_notebook_continues_the_earlier_import(tmp_path: Path) -> 
                         fe, "SELECT count(*) AS n FROM sessions WHERE parent_kind = 'import'"
                     )
                     assert rows == [{"n": 1}]
+
+
+def test_replay_names_a_notebook_file_and_answers_from_its_capsules(tmp_path: Path) -> None:
+    with SseServer() as server:
+        path = saved_notebook(server, tmp_path)
+        saved = nbformat.read(path, as_version=4)
+        capsules = [o["metadata"][CAPSULE_KEY] for o in capsule_outputs(path)]
+        sent = len(server.requests)
+        env = provider_env(server, tmp_path, DSH_STORE=str(tmp_path / "f"))  # no notebook named
+        with start_kernel(tmp_path / "f", "dsh", env=env) as kernel:
+            fe = Frontend(kernel)
+            ex = fe.run("%agent replay nowhere.ipynb")
+            assert ex.status == "error" and "no notebook at nowhere.ipynb" in ex.content["evalue"]
+            ex = fe.run(f"%agent replay {path}")
+            assert ex.status == "ok", ex.content
+            assert f"that {path.name} carries" in ex.stdout
+            again = []
+            for cell in saved.cells:
+                ex = CellWithId(fe, cell.source, cell.id).finish()
+                assert ex.status == "ok", ex.content
+                out = next(o for o in outputs_of(ex.messages) if CAPSULE_KEY in o["metadata"])
+                again.append(out["metadata"][CAPSULE_KEY])
+            assert again == capsules and len(server.requests) == sent

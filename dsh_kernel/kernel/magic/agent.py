@@ -27,6 +27,7 @@ from __future__ import annotations
 import getpass
 import logging
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import StdinNotImplementedError
@@ -82,8 +83,9 @@ HELP = """\
   %agent fork <turn>             a new session with this session's turns up to <turn>
   %agent history                 the current branch, turn by turn: its cell and prompt
                                  (re-running a chat cell branches: docs/rewind.md)
-  %agent replay <session-id>     answer from a recorded session (deterministic, offline; an id
-                                 or its first characters)
+  %agent replay <session-id>|<notebook.ipynb>
+                                 answer from a recorded session (deterministic, offline; an id
+                                 or its first characters, or the conversation a notebook carries)
   %agent search <text>           search messages, tool arguments and results in the store
   %agent export [--parquet|--md] [--force] [path]
                                  export sessions as Parquet, or this session as Markdown
@@ -438,9 +440,11 @@ class AgentMagics(Magics):
         from dsh_kernel.store.replay import ReplayProvider
 
         if len(args) != 1:
-            raise UsageError("usage: %agent replay <session-id>")
+            raise UsageError("usage: %agent replay <session-id>|<notebook.ipynb>")
         host = self._host()
         refuse_if_off(host, advise=True)
+        if args[0].endswith(".ipynb"):  # the conversation a notebook file's capsules carry
+            return self._replay_notebook(host, Path(args[0]).expanduser())
         store = self._store()
         try:
             recorded = store.resolve_id(args[0])
@@ -464,6 +468,30 @@ class AgentMagics(Magics):
         return (
             f"answering from the recording of {recorded} in a new session (`%agent status` "
             "shows its id); run the notebook's chat cells in order"
+        )
+
+    def _replay_notebook(self, host: AgentHost, path: Path) -> str:
+        """``%agent replay NOTEBOOK.ipynb``: answer from the conversation its capsules carry."""
+        from dsh_kernel.kernel.capsules import replay_from_notebook
+
+        if not path.is_file():
+            raise UsageError(f"no notebook at {path}: name a saved .ipynb (or a session id)")
+        found = replay_from_notebook(host, None, path)
+        if found is None:
+            raise UsageError(
+                f"{path} carries no conversation to replay: its chat cells' outputs hold no "
+                "capsules (saved with DSH_CAPSULE=off, stripped, or cleared)"
+            )
+        provider, recorded, model = found
+        agent = host.new_session()
+        agent.set_route(provider=provider, model=model)
+        host.provider_note = (
+            f"replay of session {recorded} from {path.name} "
+            f"({len(provider.attempts)} recorded model calls)"
+        )
+        return (
+            f"answering from the recording of {recorded} that {path.name} carries, in a new "
+            "session (`%agent status` shows its id); run the notebook's chat cells in order"
         )
 
     def _cmd_search(self, args: list[str]) -> str:
