@@ -39,7 +39,8 @@ Failures are one line each: a path that is no export, notebook or folder of them
 (``NOT_AN_EXPORT``), an export written before
 the views a report reads were exported (``EXPORT_TOO_OLD``: export it again), a file DuckDB cannot
 read (``REPORT_FAILED``). A notebook that cannot be counted (its capsules refused, or none) does not
-fail the report: it is a line of ``CourseReport.notes``.
+fail the report: it is a line of ``CourseReport.notes`` — unless nothing at all could be counted
+(``NOTHING_COUNTED``, naming the first).
 """
 
 from __future__ import annotations
@@ -260,6 +261,15 @@ def course_report(
 
     with tempfile.TemporaryDirectory(prefix="dsh-report-") as tmp:
         made = notebook_exports(notebooks, Path(tmp))
+        if not exports and not made.exports:
+            first = made.notes[0] if made.notes else "none holds a conversation"
+            more = len(made.notes) - 1
+            raise UsageError(
+                f"nothing to report: none of the {len(notebooks)} notebook"
+                f"{'s' * (len(notebooks) != 1)} given could be counted — {first}"
+                + (f" (and {more} more)" if more > 0 else ""),
+                code="NOTHING_COUNTED",
+            )
         # the report's tables are built in memory before the scratch exports go
         return _course_report((*exports, *made.exports), made.counted, made.notes)
 

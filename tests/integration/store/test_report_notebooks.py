@@ -28,6 +28,7 @@ from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
 from dsh_kernel.store.report import CourseReport, Totals, course_report, read_exports, read_sources
+from dsh_kernel.store.report_notebooks import notebook_exports
 from dsh_kernel.store.report_render import SELF_REPORTED, markdown
 from dsh_kernel.store.sessions import export_parquet
 from tests.support.course_sample import STUDENTS, record_store
@@ -132,13 +133,18 @@ def test_notebooks_count_as_their_exports_do_marked_self_reported(course: dict[s
 
 
 def test_a_session_both_exported_and_submitted_is_counted_once_from_the_export(
-    course: dict[str, Path],
+    course: dict[str, Path], tmp_path: Path
 ) -> None:
     exported = course_report(read_exports([course["exports"]]))
     both = notebook_report([course["submitted"], course["exports"]])
     assert per_student(both) == per_student(exported)
     assert both.duplicates == 5
     assert all(r.totals.self_reported == 0 for r in both.students)
+    # the export wins even when the notebook's rows come first
+    made = notebook_exports(read_sources([course["submitted"]]).notebooks, tmp_path)
+    first = course_report([*made.exports, *read_exports([course["exports"]])])
+    assert per_student(first) == per_student(exported)
+    assert all(r.totals.self_reported == 0 for r in first.students)
 
 
 def test_a_refused_or_empty_notebook_is_one_line_and_the_rest_is_counted(
@@ -183,6 +189,10 @@ def test_a_refused_or_empty_notebook_is_one_line_and_the_rest_is_counted(
     assert empty.startswith(f"{folder / 'dana' / 'hw1.ipynb'}: not counted — it holds no capsules")
     md = markdown(report)
     assert "## Notebooks not counted, or not wholly\n\n- " in md
+    # nothing counted at all is no report, but one line saying why
+    with pytest.raises(UsageError, match="nothing to report: none of the 1 notebook given") as none:
+        notebook_report([folder / "dana"])
+    assert none.value.code == "NOTHING_COUNTED" and "it holds no capsules" in none.value.message
 
 
 def test_a_path_that_is_neither_export_nor_notebook_is_refused(tmp_path: Path) -> None:
