@@ -102,8 +102,9 @@ def parser(prog: str = PROG) -> argparse.ArgumentParser:
         add(
             "report",
             report_command,
-            "summarise Parquet exports per student and notebook",
-            "Summarise Parquet exports (a folder per student) per student and notebook.",
+            "summarise Parquet exports or submitted notebooks per student and notebook",
+            "Summarise Parquet exports (a folder per student) or submitted notebooks (their "
+            "capsules, self-reported) per student and notebook.",
         )
     )
     ship_arguments(

@@ -6,9 +6,11 @@ kernel running. Each has ``*_arguments(parser)`` (its arguments, added to its su
   --parquet`` writes, for a whole store (default: ``DSH_STORE``, else the per-user store): the store
   is ingested first, then every session (or those active on or after ``--since``, a UTC day) goes
   to ``DIR`` (``store.sessions.export_parquet``);
-* ``report DIR... [-o FILE] [--format md|html] [--force]`` — the course's summary
-  (``store.report``) from one or many exports, as Markdown on stdout, or to ``FILE`` (its suffix,
-  ``.md`` or ``.html``, picks the format unless ``--format`` does);
+* ``report PATH... [-o FILE] [--format md|html] [--force]`` — the course's summary
+  (``store.report``) from one or many exports and submitted notebooks (their capsules, counted as
+  self-reported), as Markdown on stdout, or to ``FILE`` (its suffix, ``.md`` or ``.html``, picks
+  the format unless ``--format`` does). A notebook not counted (its capsules refused, or none) is
+  named on stderr (``skipped …``) and in the report, and the report is still written;
 * ``ship [DSN] [--store PATH]`` and ``mirror [DSN] [--store PATH] [--since YYYY-MM-DD]`` — a store's
   journals to the shared store, and the shared sessions into a store (``store.shared.catchup``).
   Both take the shared store as ``DSN``, else from ``DSH_SHARED_STORE``; a DSN with a password in it
@@ -63,7 +65,12 @@ def export_arguments(p: argparse.ArgumentParser) -> None:
 def report_arguments(p: argparse.ArgumentParser) -> None:
     """The ``report`` subcommand's arguments."""
     p.add_argument(
-        "exports", metavar="DIR", nargs="+", type=Path, help="an export, or a folder of exports"
+        "exports",
+        metavar="PATH",
+        nargs="+",
+        type=Path,
+        help="an export, a submitted notebook (.ipynb), or a folder of them (its subfolders' too): "
+        "a notebook counts as its chat cells' capsules carry it, marked self-reported",
     )
     p.add_argument("-o", "--output", metavar="FILE", type=Path, help="write here (default: stdout)")
     p.add_argument("--format", choices=("md", "html"), help="default: by FILE's suffix, else md")
@@ -141,11 +148,15 @@ def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None
 
 
 def _report(dirs: list[Path], out: Path | None, fmt: Format, *, force: bool) -> None:
-    from dsh_kernel.store.report import course_report, read_exports
+    from dsh_kernel.store.report import course_report, read_sources
     from dsh_kernel.store.report_render import render
     from dsh_kernel.store.sessions import write_export
 
-    text = render(course_report(read_exports(dirs)), fmt)
+    found = read_sources(dirs)
+    report = course_report(found.exports, notebooks=found.notebooks)
+    for note in report.notes:
+        print(note, file=sys.stderr)
+    text = render(report, fmt)
     if out is None:
         sys.stdout.write(text)
         return

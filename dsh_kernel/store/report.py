@@ -1,10 +1,18 @@
-"""A course's summary from many Parquet exports: per student, per notebook, tools and errors.
+"""A course's summary from Parquet exports and submitted notebooks: per student, per notebook,
+tools and errors.
 
-``read_exports(paths)`` takes the folders an instructor collected — each one an export
-(``python -m dsh_kernel export --parquet``, or ``%agent export --parquet``: a folder holding
-``sessions.parquet``), or a folder whose subfolders are exports (a folder per student) — and
-``course_report(exports)`` reads them with DuckDB (in memory; built-in parquet only) into a
-``CourseReport``: rows a renderer (``store.report_render``) turns into Markdown or HTML.
+``read_sources(paths)`` takes what an instructor collected — each path an export (``python -m
+dsh_kernel export --parquet``, or ``%agent export --parquet``: a folder holding
+``sessions.parquet``), a notebook (``.ipynb``), or a folder of them: its subfolders that are
+exports, its notebooks and its subfolders' notebooks (one level down; hidden folders such as
+``.ipynb_checkpoints`` are not read). ``course_report(exports, notebooks=…)`` reads them with DuckDB
+(in memory; built-in parquet only) into a ``CourseReport``: rows a renderer
+(``store.report_render``) turns into Markdown or HTML. ``read_exports(paths)`` is the exports only.
+
+A notebook counts as the conversations its chat cells' capsules carry (``store.report_notebooks``:
+they are written to a scratch store and exported, so they are counted by the same queries). Those
+rows are **self-reported** — anyone can edit a notebook and hash its capsules again — and marked so;
+the shared store, and its exports, stay the graded source.
 
 How it counts (the report says the same in its notes):
 
@@ -13,6 +21,7 @@ How it counts (the report says the same in its notes):
   the name of the export folder the session came from;
 * **a session counted once** — the same session in two exports (a student exported twice) is read
   from the export where it is most recent (``last_active``, then ``events``), so nothing is doubled;
+  a session both in an export and in a notebook is read from the export, whatever the notebook says;
   a fork's copied turns, calls and errors (``seeded``) are its parent's and are not counted again;
 * **turns, tool calls, tool errors, errors** — rows of ``turns``, ``tool_calls`` (``is_error``) and
   ``errors`` (every source: turn, crash, request, tool);
@@ -26,25 +35,32 @@ How it counts (the report says the same in its notes):
   tool that does not exist there counts too). A chat cell refused under ``off`` never starts a
   turn, so the log — and the report — has no trace of it.
 
-Failures are one line each: a path that is no export (``NOT_AN_EXPORT``), an export written before
+Failures are one line each: a path that is no export, notebook or folder of them
+(``NOT_AN_EXPORT``), an export written before
 the views a report reads were exported (``EXPORT_TOO_OLD``: export it again), a file DuckDB cannot
-read (``REPORT_FAILED``).
+read (``REPORT_FAILED``). A notebook that cannot be counted (its capsules refused, or none) does not
+fail the report: it is a line of ``CourseReport.notes`` — unless nothing at all could be counted
+(``NOTHING_COUNTED``, naming the first).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import duckdb
 
 from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.store.db import connect_memory
+
+if TYPE_CHECKING:
+    from dsh_kernel.store.report_notebooks import Submitted
 
 REPORT_VIEWS = ("sessions", "turns", "tool_calls", "errors")
 """The ``<view>.parquet`` files a report reads from each export."""
@@ -58,6 +74,8 @@ class Export:
 
     path: Path
     folder: str
+    self_reported: bool = False
+    """Written from submitted notebooks' capsules (``store.report_notebooks``), not a store's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -78,6 +96,8 @@ class Totals:
     """The AI policies the sessions were recorded under (``unrecorded`` for a NULL)."""
     first_active: datetime | None
     last_active: datetime | None
+    self_reported: int = 0
+    """Of ``sessions``, those read from notebooks' capsules (self-reported)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,34 +149,94 @@ class CourseReport:
     errors: tuple[ErrorRow, ...]
     duplicates: int
     """Sessions found in more than one export (each counted once)."""
+    notebooks_read: tuple[Path, ...] = ()
+    """The submitted notebooks whose capsules were counted (self-reported)."""
+    notes: tuple[str, ...] = ()
+    """One line per notebook not counted, or counted with capsules left out."""
+
+    @property
+    def store_exports(self) -> tuple[Export, ...]:
+        """The exports of stores (not those written from notebooks)."""
+        return tuple(e for e in self.exports if not e.self_reported)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Sources:
+    """What ``read_sources`` found: exports, and submitted notebooks."""
+
+    exports: tuple[Export, ...]
+    notebooks: tuple[Submitted, ...]
 
 
 def read_exports(paths: Sequence[str | os.PathLike[str]]) -> tuple[Export, ...]:
     """The export folders ``paths`` name: each path an export, or a folder of exports (its
     subfolders that hold ``sessions.parquet``, by name). ``UsageError(NOT_AN_EXPORT)`` for a path
     that is neither; ``EXPORT_TOO_OLD`` for an export without the views a report reads."""
+    return _read(paths, notebooks=False).exports
+
+
+def read_sources(paths: Sequence[str | os.PathLike[str]]) -> Sources:
+    """The exports and submitted notebooks ``paths`` name (module docstring), each in name order.
+    ``UsageError(NOT_AN_EXPORT)`` for a path that is none of them; ``EXPORT_TOO_OLD`` as
+    ``read_exports``."""
+    return _read(paths, notebooks=True)
+
+
+def _visible_dirs(path: Path) -> list[Path]:
+    return sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith("."))
+
+
+def _ipynbs(path: Path) -> list[Path]:
+    return sorted(
+        p
+        for p in path.iterdir()
+        if p.suffix.lower() == ".ipynb" and p.is_file() and not p.name.startswith(".")
+    )
+
+
+def _read(paths: Sequence[str | os.PathLike[str]], *, notebooks: bool) -> Sources:
+    from dsh_kernel.store.report_notebooks import Submitted
+
+    what_to_give = (
+        "give export folders (python -m dsh_kernel export --parquet DIR), submitted notebooks "
+        "(.ipynb), or a folder of them"
+        if notebooks
+        else "give export folders (python -m dsh_kernel export --parquet DIR), or a folder of them"
+    )
     if not paths:
-        raise UsageError("give at least one export folder", code="NOT_AN_EXPORT")
+        raise UsageError(
+            "give at least one export folder" + (" or notebook" if notebooks else ""),
+            code="NOT_AN_EXPORT",
+        )
     found: list[Export] = []
+    submitted: list[Submitted] = []
     for raw in paths:
         path = Path(raw).expanduser().absolute()
         if (path / "sessions.parquet").is_file():
             found.append(_export(path))
             continue
-        inner = (
-            sorted(p for p in path.iterdir() if (p / "sessions.parquet").is_file())
-            if path.is_dir()
-            else []
-        )
-        if not inner:
-            what = "does not exist" if not path.exists() else "holds no sessions.parquet"
-            raise UsageError(
-                f"{path} {what}: give export folders (python -m dsh_kernel export --parquet DIR), "
-                "or a folder of them",
-                code="NOT_AN_EXPORT",
+        if notebooks and path.suffix.lower() == ".ipynb" and path.is_file():
+            submitted.append(Submitted(path=path, folder=path.stem))
+            continue
+        inner: list[Path] = []
+        held: list[Submitted] = []
+        if path.is_dir():
+            subs = _visible_dirs(path)
+            inner = [p for p in subs if (p / "sessions.parquet").is_file()]
+            if notebooks:
+                held = [Submitted(path=p, folder=p.stem) for p in _ipynbs(path)]
+                held += [Submitted(path=p, folder=d.name) for d in subs for p in _ipynbs(d)]
+        if not inner and not held:
+            what = (
+                "does not exist"
+                if not path.exists()
+                else "holds no sessions.parquet"
+                + (" and no notebook (.ipynb), nor do its folders" if notebooks else "")
             )
+            raise UsageError(f"{path} {what}: {what_to_give}", code="NOT_AN_EXPORT")
         found.extend(_export(p) for p in inner)
-    return tuple(found)
+        submitted.extend(held)
+    return Sources(exports=tuple(found), notebooks=tuple(submitted))
 
 
 def _export(path: Path) -> Export:
@@ -170,14 +250,40 @@ def _export(path: Path) -> Export:
     return Export(path=path, folder=path.name)
 
 
-def course_report(exports: Sequence[Export]) -> CourseReport:
-    """Read ``exports`` and count (module docstring). ``StoreError(REPORT_FAILED)`` when a file
-    cannot be read."""
+def course_report(
+    exports: Sequence[Export], *, notebooks: Sequence[Submitted] = ()
+) -> CourseReport:
+    """Read ``exports`` and ``notebooks`` and count (module docstring). ``StoreError(REPORT_FAILED)``
+    when a file cannot be read."""
+    if not notebooks:
+        return _course_report(exports, (), ())
+    from dsh_kernel.store.report_notebooks import notebook_exports
+
+    with tempfile.TemporaryDirectory(prefix="dsh-report-") as tmp:
+        made = notebook_exports(notebooks, Path(tmp))
+        if not exports and not made.exports:
+            first = made.notes[0] if made.notes else "none holds a conversation"
+            more = len(made.notes) - 1
+            raise UsageError(
+                f"nothing to report: none of the {len(notebooks)} notebook"
+                f"{'s' * (len(notebooks) != 1)} given could be counted — {first}"
+                + (f" (and {more} more)" if more > 0 else ""),
+                code="NOTHING_COUNTED",
+            )
+        # the report's tables are built in memory before the scratch exports go
+        return _course_report((*exports, *made.exports), made.counted, made.notes)
+
+
+def _course_report(
+    exports: Sequence[Export], read: Sequence[Path], notes: Sequence[str]
+) -> CourseReport:
     con = connect_memory()
     try:
         _load(con, exports)
         return CourseReport(
             exports=tuple(exports),
+            notebooks_read=tuple(read),
+            notes=tuple(notes),
             course=_totals(con, ())[0][1],
             students=tuple(
                 StudentRow(student=str(k[0]), notebooks=_notebooks(con, str(k[0])), totals=t)
@@ -238,15 +344,16 @@ def _load(con: duckdb.DuckDBPyConnection, exports: Sequence[Export]) -> None:
     export of each session, and ``s``/``turns``/``tool_calls``/``errors`` restricted to it."""
     for view in REPORT_VIEWS:
         parts = [
-            f"SELECT *, {i} AS export_no, {_sql_str(e.folder)} AS folder "
+            f"SELECT *, {i} AS export_no, {_sql_str(e.folder)} AS folder, "
+            f"{'true' if e.self_reported else 'false'} AS self_reported "
             f"FROM read_parquet({_file(e.path / f'{view}.parquet')})"
             for i, e in enumerate(exports)
         ]
         con.execute(f"CREATE TEMP TABLE all_{view} AS " + " UNION ALL BY NAME ".join(parts))
     con.execute(
         "CREATE TEMP TABLE chosen AS SELECT session_id, export_no FROM (SELECT session_id, "
-        "export_no, row_number() OVER (PARTITION BY session_id ORDER BY last_active DESC NULLS "
-        "LAST, events DESC, export_no) AS r FROM all_sessions) WHERE r = 1"
+        "export_no, row_number() OVER (PARTITION BY session_id ORDER BY self_reported, "
+        "last_active DESC NULLS LAST, events DESC, export_no) AS r FROM all_sessions) WHERE r = 1"
     )
     con.execute(
         "CREATE TEMP TABLE dupes AS SELECT session_id FROM all_sessions GROUP BY session_id "
@@ -283,7 +390,8 @@ def _load(con: duckdb.DuckDBPyConnection, exports: Sequence[Export]) -> None:
                coalesce(s.cost_complete, true) AS cost_complete,
                coalesce(tt.turns, 0) AS turns, coalesce(tt.budget_hits, 0) AS budget_hits,
                coalesce(tc.calls, 0) AS calls, coalesce(tc.failed, 0) AS failed,
-               coalesce(er.errors, 0) AS errors, coalesce(er.policy_hits, 0) AS policy_hits
+               coalesce(er.errors, 0) AS errors, coalesce(er.policy_hits, 0) AS policy_hits,
+               s.self_reported
         FROM s LEFT JOIN tt USING (session_id) LEFT JOIN tc USING (session_id)
         LEFT JOIN er USING (session_id)"""
     )
@@ -299,7 +407,8 @@ def _totals(
         f"SELECT {select}count(*), sum(turns), sum(tokens), fsum(cost), "
         "coalesce(bool_and(cost_complete), true), sum(calls), sum(failed), "
         "sum(errors), sum(policy_hits), sum(budget_hits), list(DISTINCT ai_policy ORDER BY "
-        f"ai_policy), min(created), max(last_active) FROM per_session{tail}"
+        f"ai_policy), min(created), max(last_active), count(*) FILTER (self_reported) "
+        f"FROM per_session{tail}"
     ).fetchall()
     out: list[tuple[tuple[object, ...], Totals]] = []
     n = len(keys)
@@ -325,6 +434,7 @@ def _totals(
                     else (),
                     first_active=_time(v[11]),
                     last_active=_time(v[12]),
+                    self_reported=_int(v[13]),
                 ),
             )
         )

@@ -8,6 +8,11 @@ characters that Markdown or a notebook's renderer would read as syntax (emphasis
 pipes, raw HTML, ``$`` math) are backslash-escaped and its whitespace is collapsed to one line, so a
 value cannot break out of its table cell. The output holds no time of its own (no "generated at"):
 the same exports give the same bytes.
+
+A report that read submitted notebooks (their capsules) has a ``source`` column in its per-student
+and per-notebook tables — ``export``, ``notebook capsules (self-reported)``, or both — a note saying
+what self-reported means, and a section naming each notebook not counted (or counted with capsules
+left out). A report of exports only is as it was.
 """
 
 from __future__ import annotations
@@ -53,6 +58,19 @@ NOTES = (
 )
 
 
+SELF_REPORTED = "notebook capsules (self-reported)"
+SELF_REPORTED_NOTE = (
+    "Rows whose source is notebook capsules are self-reported: they are counted from the "
+    "capsules the submitted notebooks carry (turns, tool calls and usage as each chat cell saved "
+    "them), and anyone can edit a notebook and hash its capsules again. The shared store, and its "
+    "exports, are the graded source; a session found in both is counted from the export. A "
+    "notebook's student is its session's user, else the folder it was found in, else its file "
+    "name; a notebook holds the conversation of the cells present (a re-run's superseded turns "
+    "are not in it)."
+)
+NOTEBOOK_NOTES_TITLE = "Notebooks not counted, or not wholly"
+
+
 def render(report: CourseReport, fmt: Format) -> str:
     """The report as ``fmt`` (``md`` or ``html``)."""
     return markdown(report) if fmt == "md" else html_page(report)
@@ -92,12 +110,26 @@ def _n(n: int, word: str) -> str:
     return f"{n:,} {word}" + ("" if n == 1 else "s")
 
 
+def _source(t: Totals) -> str:
+    if t.self_reported == 0:
+        return "export"
+    return SELF_REPORTED if t.self_reported == t.sessions else f"export, {SELF_REPORTED}"
+
+
+def _with_notebooks(report: CourseReport) -> bool:
+    return bool(report.notebooks_read or report.notes) or any(
+        e.self_reported for e in report.exports
+    )
+
+
 def _summary(report: CourseReport) -> str:
     c = report.course
+    read = _n(len(report.store_exports), "export")
+    if _with_notebooks(report):
+        read += f" and {_n(len(report.notebooks_read), 'submitted notebook')} (self-reported)"
     line = (
         f"{_n(len(report.students), 'student')}, {_n(c.sessions, 'session')}, "
-        f"{_n(c.turns, 'turn')}, {_n(c.tokens, 'token')}, cost {_cost(c)} — read from "
-        f"{_n(len(report.exports), 'export')}"
+        f"{_n(c.turns, 'turn')}, {_n(c.tokens, 'token')}, cost {_cost(c)} — read from {read}"
     )
     if c.first_active is not None:
         line += f"; active {_day(c.first_active)} to {_day(c.last_active)} (UTC)"
@@ -107,16 +139,22 @@ def _summary(report: CourseReport) -> str:
 
 
 def _tables(report: CourseReport) -> list[tuple[str, Sequence[str], list[list[str]]]]:
+    marked = _with_notebooks(report)
+    extra: tuple[str, ...] = ("source",) if marked else ()
+
+    def cells(t: Totals) -> list[str]:
+        return [*_total_cells(t), _source(t)] if marked else _total_cells(t)
+
     return [
         (
             "Per student",
-            ("student", "notebooks", *TOTAL_HEADERS),
-            [[r.student, _count(r.notebooks), *_total_cells(r.totals)] for r in report.students],
+            ("student", "notebooks", *TOTAL_HEADERS, *extra),
+            [[r.student, _count(r.notebooks), *cells(r.totals)] for r in report.students],
         ),
         (
             "Per student and notebook",
-            ("student", "notebook", *TOTAL_HEADERS),
-            [[r.student, r.notebook, *_total_cells(r.totals)] for r in report.notebooks],
+            ("student", "notebook", *TOTAL_HEADERS, *extra),
+            [[r.student, r.notebook, *cells(r.totals)] for r in report.notebooks],
         ),
         (
             "Tool use",
@@ -151,9 +189,17 @@ def markdown(report: CourseReport) -> str:
         out.append("|" + "|".join("---" for _ in headers) + "|")
         out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in rows]
         out.append("")
+    if report.notes:
+        out += [f"## {NOTEBOOK_NOTES_TITLE}", ""]
+        out += [f"- {md_cell(n)}" for n in report.notes]
+        out.append("")
     out += ["## How these are counted", ""]
-    out += [f"- {md_cell(n)}" for n in NOTES]
+    out += [f"- {md_cell(n)}" for n in _notes(report)]
     return "\n".join(out) + "\n"
+
+
+def _notes(report: CourseReport) -> tuple[str, ...]:
+    return (*NOTES, SELF_REPORTED_NOTE) if _with_notebooks(report) else NOTES
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -166,7 +212,9 @@ _STYLE = """
 .dsh-report th { background: #f3f3f3; }
 """
 
-_TEXT_COLUMNS = frozenset({"student", "notebook", "tool", "code", "AI policy", "last active"})
+_TEXT_COLUMNS = frozenset(
+    {"student", "notebook", "tool", "code", "AI policy", "last active", "source"}
+)
 
 
 def html_page(report: CourseReport) -> str:
@@ -190,8 +238,12 @@ def html_page(report: CourseReport) -> str:
             for row in rows
         ]
         body.append(f"<table>\n<tr>{head}</tr>\n" + "\n".join(lines) + "\n</table>")
+    if report.notes:
+        body.append(f"<h2>{e(NOTEBOOK_NOTES_TITLE)}</h2>\n<ul>")
+        body += [f"<li>{e(n)}</li>" for n in report.notes]
+        body.append("</ul>")
     body.append("<h2>How these are counted</h2>\n<ul>")
-    body += [f"<li>{e(n)}</li>" for n in NOTES]
+    body += [f"<li>{e(n)}</li>" for n in _notes(report)]
     body.append("</ul>")
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
