@@ -250,6 +250,13 @@ def _export(path: Path) -> Export:
     return Export(path=path, folder=path.name)
 
 
+def notebook_export(path: Path) -> Export:
+    """An export written from submitted notebooks' capsules (``store.report_notebooks``)."""
+    from dsh_kernel.store.report_notebooks import SELF_REPORTED_FOLDER
+
+    return Export(path=path, folder=SELF_REPORTED_FOLDER, self_reported=True)
+
+
 def course_report(
     exports: Sequence[Export], *, notebooks: Sequence[Submitted] = ()
 ) -> CourseReport:
@@ -271,7 +278,8 @@ def course_report(
                 code="NOTHING_COUNTED",
             )
         # the report's tables are built in memory before the scratch exports go
-        return _course_report((*exports, *made.exports), made.counted, made.notes)
+        made_exports = tuple(notebook_export(path) for path in made.exports)
+        return _course_report((*exports, *made_exports), made.counted, made.notes)
 
 
 def _course_report(

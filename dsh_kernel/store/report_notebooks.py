@@ -41,7 +41,6 @@ from dsh_kernel.errors import DshError
 from dsh_kernel.session.codec import dumps, encode_event, header_to_json
 from dsh_kernel.session.events import SessionHeader
 from dsh_kernel.session.log import Session
-from dsh_kernel.store.report import Export
 
 MAX_LEFT_SHOWN = 3
 """Capsules left out of a notebook's conversations named in its line (the rest counted)."""
@@ -60,10 +59,11 @@ class Submitted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NotebookExports:
-    """What ``notebook_exports`` made: the exports (self-reported), the notebooks counted, and one
-    line for each notebook not counted or counted with capsules left out."""
+    """What ``notebook_exports`` made: the exports' folders (self-reported: ``store.report`` reads
+    each as an ``Export`` of ``SELF_REPORTED_FOLDER``), the notebooks counted, and one line for
+    each notebook not counted or counted with capsules left out."""
 
-    exports: tuple[Export, ...]
+    exports: tuple[Path, ...]
     counted: tuple[Path, ...]
     notes: tuple[str, ...]
 
@@ -179,7 +179,7 @@ def notebook_exports(notebooks: Sequence[Submitted], workdir: Path) -> NotebookE
                 f"{nb.path}: {len(left)} capsule{'s' * (len(left) != 1)} left out — {shown}"
                 + (f" (and {more} more)" if more > 0 else "")
             )
-    exports: list[Export] = []
+    exports: list[Path] = []
     for k, store in enumerate(stores):
         done = ingest(store)
         for issue in done.issues:
@@ -191,5 +191,5 @@ def notebook_exports(notebooks: Sequence[Submitted], workdir: Path) -> NotebookE
                 f"({issue.message})"
             )
         out = export_parquet(store, workdir / f"export-{k}")
-        exports.append(Export(path=out, folder=SELF_REPORTED_FOLDER, self_reported=True))
+        exports.append(out)
     return NotebookExports(exports=tuple(exports), counted=tuple(counted), notes=tuple(notes))

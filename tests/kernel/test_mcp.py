@@ -144,8 +144,11 @@ def test_stop_cancels_a_running_call_and_the_server_stays_usable(mcp_live: Live)
     cell.pump(lambda: bool(live.fe.buttons("Allow once")), what="the buttons", timeout=90)
     live.fe.click(live.fe.buttons("Allow once")[0])
     cell.pump(
-        lambda: sum(r["event"] == "tool-started" for r in read_records(log)) > started,
-        what="the call running on the server",
+        lambda: (
+            sum(r["event"] == "tool-started" for r in read_records(log)) > started
+            and bool(live.fe.buttons("Stop"))
+        ),  # the view's Stop may be drawn just after
+        what="the call running on the server, and the Stop button",
         timeout=60,
     )
     # the kernel is busy with it; another process's query finds it running, naming its server
@@ -279,8 +282,11 @@ def test_a_streamable_http_server_with_a_header_from_the_environment(
             server.script(sc.tool_calls(("h__wait_forever", {})), sc.text("unused"))
             cell = live.fe.submit("Wait until I stop you.")
             cell.pump(
-                lambda: any(r["event"] == "tool-started" for r in read_records(http.cancel_log)),
-                what="the call running on the server",
+                lambda: (
+                    any(r["event"] == "tool-started" for r in read_records(http.cancel_log))
+                    and bool(live.fe.buttons("Stop"))
+                ),  # the view's Stop may be drawn just after
+                what="the call running on the server, and the Stop button",
                 timeout=60,
             )
             live.fe.click(live.fe.buttons("Stop")[0])

@@ -27,7 +27,14 @@ from dsh_kernel.session.log import Session
 from dsh_kernel.store.ingest.incremental import ingest
 from dsh_kernel.store.journal import read_session
 from dsh_kernel.store.layout import Store
-from dsh_kernel.store.report import CourseReport, Totals, course_report, read_exports, read_sources
+from dsh_kernel.store.report import (
+    CourseReport,
+    Totals,
+    course_report,
+    notebook_export,
+    read_exports,
+    read_sources,
+)
 from dsh_kernel.store.report_notebooks import notebook_exports
 from dsh_kernel.store.report_render import SELF_REPORTED, markdown
 from dsh_kernel.store.sessions import export_parquet
@@ -142,7 +149,9 @@ def test_a_session_both_exported_and_submitted_is_counted_once_from_the_export(
     assert all(r.totals.self_reported == 0 for r in both.students)
     # the export wins even when the notebook's rows come first
     made = notebook_exports(read_sources([course["submitted"]]).notebooks, tmp_path)
-    first = course_report([*made.exports, *read_exports([course["exports"]])])
+    first = course_report(
+        [*(notebook_export(e) for e in made.exports), *read_exports([course["exports"]])]
+    )
     assert per_student(first) == per_student(exported)
     assert all(r.totals.self_reported == 0 for r in first.students)
 
