@@ -7,7 +7,7 @@ environment variables over them), plus ``base_url_provider`` and the course's se
 table, the environment and ``%agent`` all take it, and refuse anything else with a ``UsageError``
 whose one line starts with where the value came from (``DSH_CONTEXT_WINDOW=``,
 ``c.DshKernel.context_window = ``): ``parse_context_window`` (a whole number of tokens, at least
-``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction`` and ``parse_rewind`` (on/off),
+``MIN_CONTEXT_WINDOW``; ``default`` or nothing: not set), ``parse_compaction``, ``parse_rewind`` and ``parse_capsule`` (on/off: ``parse_switch``),
 ``parse_image_setting`` (each image limit, in its range), ``parse_approval_timeout``,
 ``parse_repeat_limit``, ``parse_redraw_rate``, ``parse_temperature``, ``parse_seed`` and
 ``parse_seconds``. ``choose_provider`` turns settings into a provider: ``offline`` when asked for,
@@ -131,42 +131,34 @@ def parse_context_window(raw: str, where: str = "") -> int | None:
 _SWITCH = {"on": True, "off": False, "true": True, "false": False, "1": True, "0": False}
 
 
-def parse_compaction(raw: str, where: str = "") -> bool:
-    """``raw`` as the automatic-compaction switch (``on``/``off``; ``true``/``false``, ``1``/``0``);
-    a ``UsageError`` for anything else, its message starting with ``where`` (e.g.
-    ``"DSH_COMPACTION="``)."""
+def parse_switch(raw: str, where: str, what: str, on: str, off: str) -> bool:
+    """``raw`` as an on/off switch (``on``/``off``; ``true``/``false``, ``1``/``0``); a
+    ``UsageError`` for anything else, its message starting with ``where`` (e.g. ``"DSH_REWIND="``),
+    naming the setting (``what``) and what each value does."""
     text = raw.strip().lower()
     if text not in _SWITCH:
         raise UsageError(
-            f"{where}{raw.strip()!r} is not a compaction setting: use on (older turns are "
-            "summarised when the context window fills up) or off"
+            f"{where}{raw.strip()!r} is not a {what} setting: use on ({on}) or off{off}"
         )
     return _SWITCH[text]
+
+
+def parse_compaction(raw: str, where: str = "") -> bool:
+    """The automatic-compaction switch (``parse_switch``)."""
+    on = "older turns are summarised when the context window fills up"
+    return parse_switch(raw, where, "compaction", on, "")
 
 
 def parse_rewind(raw: str, where: str = "") -> bool:
-    """``raw`` as the rewind switch (``on``/``off``; ``true``/``false``, ``1``/``0``); a
-    ``UsageError`` for anything else, its message starting with ``where``."""
-    text = raw.strip().lower()
-    if text not in _SWITCH:
-        raise UsageError(
-            f"{where}{raw.strip()!r} is not a rewind setting: use on (re-running a chat cell "
-            "re-asks from there) or off (every chat cell appends to the conversation)"
-        )
-    return _SWITCH[text]
+    """The rewind switch (``parse_switch``)."""
+    on = "re-running a chat cell re-asks from there"
+    return parse_switch(raw, where, "rewind", on, " (every chat cell appends to the conversation)")
 
 
 def parse_capsule(raw: str, where: str = "") -> bool:
-    """``raw`` as the capsule switch (``on``/``off``; ``true``/``false``, ``1``/``0``); a
-    ``UsageError`` for anything else, its message starting with ``where``."""
-    text = raw.strip().lower()
-    if text not in _SWITCH:
-        raise UsageError(
-            f"{where}{raw.strip()!r} is not a capsule setting: use on (a chat cell's saved output "
-            "carries its turn, so the notebook carries the conversation) or off (only the "
-            "rendering)"
-        )
-    return _SWITCH[text]
+    """The capsule switch (``parse_switch``)."""
+    on = "a chat cell's saved output carries its turn, so the notebook carries the conversation"
+    return parse_switch(raw, where, "capsule", on, " (only the rendering)")
 
 
 def parse_approval_timeout(raw: str, where: str = "") -> float | None:
