@@ -36,7 +36,7 @@ from dsh_kernel.errors import DshError
 
 if TYPE_CHECKING:
     from dsh_kernel.store.layout import Store
-    from dsh_kernel.store.report_render import Format
+    from dsh_kernel.store.report.render import Format
 
 # DuckDB and the store load when a command runs, not when the command line is built: `dsh-kernel
 # --help` and the kernel's start do not pay for them.
@@ -149,7 +149,7 @@ def _export(store: Store, out: Path, *, since: date | None, force: bool) -> None
 
 def _report(dirs: list[Path], out: Path | None, fmt: Format, *, force: bool) -> None:
     from dsh_kernel.store.report import course_report, read_sources
-    from dsh_kernel.store.report_render import render
+    from dsh_kernel.store.report.render import render
     from dsh_kernel.store.sessions import write_export
 
     found = read_sources(dirs)

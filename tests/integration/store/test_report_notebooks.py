@@ -35,8 +35,8 @@ from dsh_kernel.store.report import (
     read_exports,
     read_sources,
 )
-from dsh_kernel.store.report_notebooks import notebook_exports
-from dsh_kernel.store.report_render import SELF_REPORTED, markdown
+from dsh_kernel.store.report.notebooks import notebook_exports
+from dsh_kernel.store.report.render import SELF_REPORTED, markdown
 from dsh_kernel.store.sessions import export_parquet
 from tests.support.course_sample import STUDENTS, record_store
 

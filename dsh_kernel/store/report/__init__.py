@@ -7,9 +7,9 @@ dsh_kernel export --parquet``, or ``%agent export --parquet``: a folder holding
 exports, its notebooks and its subfolders' notebooks (one level down; hidden folders such as
 ``.ipynb_checkpoints`` are not read). ``course_report(exports, notebooks=…)`` reads them with DuckDB
 (in memory; built-in parquet only) into a ``CourseReport``: rows a renderer
-(``store.report_render``) turns into Markdown or HTML. ``read_exports(paths)`` is the exports only.
+(``store.report.render``) turns into Markdown or HTML. ``read_exports(paths)`` is the exports only.
 
-A notebook counts as the conversations its chat cells' capsules carry (``store.report_notebooks``:
+A notebook counts as the conversations its chat cells' capsules carry (``store.report.notebooks``:
 they are written to a scratch store and exported, so they are counted by the same queries). Those
 rows are **self-reported** — anyone can edit a notebook and hash its capsules again — and marked so;
 the shared store, and its exports, stay the graded source.
@@ -60,7 +60,7 @@ from dsh_kernel.errors import StoreError, UsageError
 from dsh_kernel.store.db import connect_memory
 
 if TYPE_CHECKING:
-    from dsh_kernel.store.report_notebooks import Submitted
+    from dsh_kernel.store.report.notebooks import Submitted
 
 REPORT_VIEWS = ("sessions", "turns", "tool_calls", "errors")
 """The ``<view>.parquet`` files a report reads from each export."""
@@ -75,7 +75,7 @@ class Export:
     path: Path
     folder: str
     self_reported: bool = False
-    """Written from submitted notebooks' capsules (``store.report_notebooks``), not a store's."""
+    """Written from submitted notebooks' capsules (``store.report.notebooks``), not a store's."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -195,7 +195,7 @@ def _ipynbs(path: Path) -> list[Path]:
 
 
 def _read(paths: Sequence[str | os.PathLike[str]], *, notebooks: bool) -> Sources:
-    from dsh_kernel.store.report_notebooks import Submitted
+    from dsh_kernel.store.report.notebooks import Submitted
 
     what_to_give = (
         "give export folders (python -m dsh_kernel export --parquet DIR), submitted notebooks "
@@ -251,8 +251,8 @@ def _export(path: Path) -> Export:
 
 
 def notebook_export(path: Path) -> Export:
-    """An export written from submitted notebooks' capsules (``store.report_notebooks``)."""
-    from dsh_kernel.store.report_notebooks import SELF_REPORTED_FOLDER
+    """An export written from submitted notebooks' capsules (``store.report.notebooks``)."""
+    from dsh_kernel.store.report.notebooks import SELF_REPORTED_FOLDER
 
     return Export(path=path, folder=SELF_REPORTED_FOLDER, self_reported=True)
 
@@ -264,7 +264,7 @@ def course_report(
     when a file cannot be read."""
     if not notebooks:
         return _course_report(exports, (), ())
-    from dsh_kernel.store.report_notebooks import notebook_exports
+    from dsh_kernel.store.report.notebooks import notebook_exports
 
     with tempfile.TemporaryDirectory(prefix="dsh-report-") as tmp:
         made = notebook_exports(notebooks, Path(tmp))
