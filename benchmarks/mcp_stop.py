@@ -163,7 +163,10 @@ def kernel_stops(runs: int) -> None:
                 started = count(log, "tool-started")
                 model.script(sc.tool_calls(("t__wait_forever", {})))
                 cell = fe.submit(f"wait ({how})")
-                cell.pump(lambda n=started: count(log, "tool-started") > n, timeout=120)
+                cell.pump(  # the call is running, and the view's Stop is drawn (it may come after)
+                    lambda n=started: count(log, "tool-started") > n and bool(fe.buttons("Stop")),
+                    timeout=120,
+                )
                 t0 = time.perf_counter()
                 if how == "stop":
                     fe.click(fe.buttons("Stop")[-1])
